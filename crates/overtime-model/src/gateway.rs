@@ -1,0 +1,434 @@
+//! `gateway_requests`: one row per nginx access-log line (a *gateway record*).
+//!
+//! The nginx parser appends straight into [`GatewayColumns`] (its builders
+//! are public so the hot loop writes without an intermediate struct);
+//! everything downstream reads rows back with [`gateway_records`].
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | `source` | Utf8 | the layer's name (`edge`, `internal`…) |
+//! | `layer` | UInt32 | 0 for the outermost gateway, 1 for the next… |
+//! | `line` | UInt64 | 1-based line number in its source |
+//! | `time` | Timestamp(µs, UTC) | when nginx wrote the line (request end) |
+//! | `time_precision_us` | Int64 | 1 000 000 for `$time_iso8601`/`$time_local`, 1 000 for `$msec` |
+//! | `start_time` | Timestamp(µs, UTC) | `time` − `request_time` |
+//! | `remote_addr`, `method`, `uri`, `protocol` | Utf8 | from `$remote_addr` and `$request` |
+//! | `status` | UInt16 | `$status` |
+//! | `body_bytes_sent` | Int64 | |
+//! | `request_time_ms` | Float64 | `$request_time` in ms |
+//! | `upstream_connect_ms` … `upstream_response_ms` | List<Float64> | one value per try, null for `-` |
+//! | `upstream_*_ms_sum` | Float64 | sum of the tries (null when none known) |
+//! | `upstream_status` | List<UInt16> | per try |
+//! | `upstream_status_raw` | Utf8 | `$upstream_status` as written |
+//! | `upstream_addr` | List<Utf8> | per try |
+//! | `upstream_tries` | UInt32 | number of servers tried |
+//! | `request_id`, `traceparent` | Utf8 | |
+//! | `trace_id` | Utf8 | from `traceparent` (32 lowercase hex) |
+//! | `max_wait_ms` | Float64 | `X-Max-Wait` in ms |
+//! | `llm_reason` | Utf8 | `X-LLM-Reason` from the upstream |
+//! | `llm_duration_ms` | Float64 | `X-LLM-Duration` in ms |
+//! | `extra` | Map<Utf8, Utf8> | every other variable, by name |
+
+use crate::arrow_util::{
+    list_f64, list_str, list_u16, map_pairs, opt_f64, opt_i64, opt_str, opt_u16,
+};
+use crate::ModelError;
+use arrow::array::{
+    ArrayBuilder, ArrayRef, Float64Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder,
+    TimestampMicrosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder,
+};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
+
+/// One gateway record as a row.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GatewayRecord {
+    pub source: String,
+    pub layer: u32,
+    pub line: u64,
+    pub time_us: i64,
+    pub time_precision_us: i64,
+    pub remote_addr: Option<String>,
+    pub method: Option<String>,
+    pub uri: Option<String>,
+    pub protocol: Option<String>,
+    pub status: Option<u16>,
+    pub body_bytes_sent: Option<i64>,
+    pub request_time_ms: Option<f64>,
+    pub upstream_connect_ms: Vec<Option<f64>>,
+    pub upstream_header_ms: Vec<Option<f64>>,
+    pub upstream_response_ms: Vec<Option<f64>>,
+    pub upstream_status: Vec<Option<u16>>,
+    pub upstream_status_raw: Option<String>,
+    pub upstream_addr: Vec<Option<String>>,
+    pub request_id: Option<String>,
+    pub traceparent: Option<String>,
+    pub trace_id: Option<String>,
+    pub max_wait_ms: Option<f64>,
+    pub llm_reason: Option<String>,
+    pub llm_duration_ms: Option<f64>,
+    pub extra: Vec<(String, String)>,
+}
+
+/// Sum of the known values; `None` when no value is known.
+pub fn sum_known(v: &[Option<f64>]) -> Option<f64> {
+    let mut any = false;
+    let mut s = 0.0;
+    for x in v.iter().flatten() {
+        any = true;
+        s += x;
+    }
+    any.then_some(s)
+}
+
+impl GatewayRecord {
+    /// When the request started: `time` − `request_time`.
+    pub fn start_us(&self) -> i64 {
+        self.time_us - (self.request_time_ms.unwrap_or(0.0) * 1000.0).round() as i64
+    }
+    pub fn upstream_connect_sum_ms(&self) -> Option<f64> {
+        sum_known(&self.upstream_connect_ms)
+    }
+    pub fn upstream_header_sum_ms(&self) -> Option<f64> {
+        sum_known(&self.upstream_header_ms)
+    }
+    pub fn upstream_response_sum_ms(&self) -> Option<f64> {
+        sum_known(&self.upstream_response_ms)
+    }
+    /// Number of upstream servers tried (the longest of the per-try lists).
+    pub fn upstream_tries(&self) -> usize {
+        [
+            self.upstream_connect_ms.len(),
+            self.upstream_header_ms.len(),
+            self.upstream_response_ms.len(),
+            self.upstream_status.len(),
+            self.upstream_addr.len(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+    /// A variable kept by name in `extra`.
+    pub fn extra(&self, name: &str) -> Option<&str> {
+        self.extra
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Arrow builders of `gateway_requests`, one per column, in schema order.
+pub struct GatewayColumns {
+    pub source: StringBuilder,
+    pub layer: UInt32Builder,
+    pub line: UInt64Builder,
+    pub time: TimestampMicrosecondBuilder,
+    pub time_precision_us: Int64Builder,
+    pub start_time: TimestampMicrosecondBuilder,
+    pub remote_addr: StringBuilder,
+    pub method: StringBuilder,
+    pub uri: StringBuilder,
+    pub protocol: StringBuilder,
+    pub status: UInt16Builder,
+    pub body_bytes_sent: Int64Builder,
+    pub request_time_ms: Float64Builder,
+    pub upstream_connect_ms: ListBuilder<Float64Builder>,
+    pub upstream_header_ms: ListBuilder<Float64Builder>,
+    pub upstream_response_ms: ListBuilder<Float64Builder>,
+    pub upstream_connect_ms_sum: Float64Builder,
+    pub upstream_header_ms_sum: Float64Builder,
+    pub upstream_response_ms_sum: Float64Builder,
+    pub upstream_status: ListBuilder<UInt16Builder>,
+    pub upstream_status_raw: StringBuilder,
+    pub upstream_addr: ListBuilder<StringBuilder>,
+    pub upstream_tries: UInt32Builder,
+    pub request_id: StringBuilder,
+    pub traceparent: StringBuilder,
+    pub trace_id: StringBuilder,
+    pub max_wait_ms: Float64Builder,
+    pub llm_reason: StringBuilder,
+    pub llm_duration_ms: Float64Builder,
+    pub extra: MapBuilder<StringBuilder, StringBuilder>,
+}
+
+impl Default for GatewayColumns {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn ts() -> TimestampMicrosecondBuilder {
+    TimestampMicrosecondBuilder::new().with_timezone("UTC")
+}
+
+impl GatewayColumns {
+    pub fn new() -> Self {
+        GatewayColumns {
+            source: StringBuilder::new(),
+            layer: UInt32Builder::new(),
+            line: UInt64Builder::new(),
+            time: ts(),
+            time_precision_us: Int64Builder::new(),
+            start_time: ts(),
+            remote_addr: StringBuilder::new(),
+            method: StringBuilder::new(),
+            uri: StringBuilder::new(),
+            protocol: StringBuilder::new(),
+            status: UInt16Builder::new(),
+            body_bytes_sent: Int64Builder::new(),
+            request_time_ms: Float64Builder::new(),
+            upstream_connect_ms: ListBuilder::new(Float64Builder::new()),
+            upstream_header_ms: ListBuilder::new(Float64Builder::new()),
+            upstream_response_ms: ListBuilder::new(Float64Builder::new()),
+            upstream_connect_ms_sum: Float64Builder::new(),
+            upstream_header_ms_sum: Float64Builder::new(),
+            upstream_response_ms_sum: Float64Builder::new(),
+            upstream_status: ListBuilder::new(UInt16Builder::new()),
+            upstream_status_raw: StringBuilder::new(),
+            upstream_addr: ListBuilder::new(StringBuilder::new()),
+            upstream_tries: UInt32Builder::new(),
+            request_id: StringBuilder::new(),
+            traceparent: StringBuilder::new(),
+            trace_id: StringBuilder::new(),
+            max_wait_ms: Float64Builder::new(),
+            llm_reason: StringBuilder::new(),
+            llm_duration_ms: Float64Builder::new(),
+            extra: MapBuilder::new(None, StringBuilder::new(), StringBuilder::new()),
+        }
+    }
+
+    /// Rows appended so far.
+    pub fn len(&self) -> usize {
+        self.line.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends one whole row (the convenient, allocating path).
+    pub fn append(&mut self, r: &GatewayRecord) {
+        self.source.append_value(&r.source);
+        self.layer.append_value(r.layer);
+        self.line.append_value(r.line);
+        self.time.append_value(r.time_us);
+        self.time_precision_us.append_value(r.time_precision_us);
+        self.start_time.append_value(r.start_us());
+        self.remote_addr.append_option(r.remote_addr.as_deref());
+        self.method.append_option(r.method.as_deref());
+        self.uri.append_option(r.uri.as_deref());
+        self.protocol.append_option(r.protocol.as_deref());
+        self.status.append_option(r.status);
+        self.body_bytes_sent.append_option(r.body_bytes_sent);
+        self.request_time_ms.append_option(r.request_time_ms);
+        for (b, v) in [
+            (&mut self.upstream_connect_ms, &r.upstream_connect_ms),
+            (&mut self.upstream_header_ms, &r.upstream_header_ms),
+            (&mut self.upstream_response_ms, &r.upstream_response_ms),
+        ] {
+            for x in v {
+                b.values().append_option(*x);
+            }
+            b.append(true);
+        }
+        self.upstream_connect_ms_sum
+            .append_option(r.upstream_connect_sum_ms());
+        self.upstream_header_ms_sum
+            .append_option(r.upstream_header_sum_ms());
+        self.upstream_response_ms_sum
+            .append_option(r.upstream_response_sum_ms());
+        for x in &r.upstream_status {
+            self.upstream_status.values().append_option(*x);
+        }
+        self.upstream_status.append(true);
+        self.upstream_status_raw
+            .append_option(r.upstream_status_raw.as_deref());
+        for x in &r.upstream_addr {
+            self.upstream_addr.values().append_option(x.as_deref());
+        }
+        self.upstream_addr.append(true);
+        self.upstream_tries.append_value(r.upstream_tries() as u32);
+        self.request_id.append_option(r.request_id.as_deref());
+        self.traceparent.append_option(r.traceparent.as_deref());
+        self.trace_id.append_option(r.trace_id.as_deref());
+        self.max_wait_ms.append_option(r.max_wait_ms);
+        self.llm_reason.append_option(r.llm_reason.as_deref());
+        self.llm_duration_ms.append_option(r.llm_duration_ms);
+        for (k, v) in &r.extra {
+            self.extra.keys().append_value(k);
+            self.extra.values().append_value(v);
+        }
+        self.extra
+            .append(true)
+            .expect("map keys and values appended in pairs");
+    }
+
+    /// Finishes the batch and resets the builders.
+    pub fn finish(&mut self) -> RecordBatch {
+        let cols: Vec<(&str, ArrayRef)> = vec![
+            ("source", Arc::new(self.source.finish())),
+            ("layer", Arc::new(self.layer.finish())),
+            ("line", Arc::new(self.line.finish())),
+            ("time", Arc::new(self.time.finish())),
+            (
+                "time_precision_us",
+                Arc::new(self.time_precision_us.finish()),
+            ),
+            ("start_time", Arc::new(self.start_time.finish())),
+            ("remote_addr", Arc::new(self.remote_addr.finish())),
+            ("method", Arc::new(self.method.finish())),
+            ("uri", Arc::new(self.uri.finish())),
+            ("protocol", Arc::new(self.protocol.finish())),
+            ("status", Arc::new(self.status.finish())),
+            ("body_bytes_sent", Arc::new(self.body_bytes_sent.finish())),
+            ("request_time_ms", Arc::new(self.request_time_ms.finish())),
+            (
+                "upstream_connect_ms",
+                Arc::new(self.upstream_connect_ms.finish()),
+            ),
+            (
+                "upstream_header_ms",
+                Arc::new(self.upstream_header_ms.finish()),
+            ),
+            (
+                "upstream_response_ms",
+                Arc::new(self.upstream_response_ms.finish()),
+            ),
+            (
+                "upstream_connect_ms_sum",
+                Arc::new(self.upstream_connect_ms_sum.finish()),
+            ),
+            (
+                "upstream_header_ms_sum",
+                Arc::new(self.upstream_header_ms_sum.finish()),
+            ),
+            (
+                "upstream_response_ms_sum",
+                Arc::new(self.upstream_response_ms_sum.finish()),
+            ),
+            ("upstream_status", Arc::new(self.upstream_status.finish())),
+            (
+                "upstream_status_raw",
+                Arc::new(self.upstream_status_raw.finish()),
+            ),
+            ("upstream_addr", Arc::new(self.upstream_addr.finish())),
+            ("upstream_tries", Arc::new(self.upstream_tries.finish())),
+            ("request_id", Arc::new(self.request_id.finish())),
+            ("traceparent", Arc::new(self.traceparent.finish())),
+            ("trace_id", Arc::new(self.trace_id.finish())),
+            ("max_wait_ms", Arc::new(self.max_wait_ms.finish())),
+            ("llm_reason", Arc::new(self.llm_reason.finish())),
+            ("llm_duration_ms", Arc::new(self.llm_duration_ms.finish())),
+            ("extra", Arc::new(self.extra.finish())),
+        ];
+        crate::arrow_util::batch(cols)
+    }
+}
+
+/// The schema of `gateway_requests`.
+pub fn gateway_schema() -> SchemaRef {
+    static S: OnceLock<SchemaRef> = OnceLock::new();
+    S.get_or_init(|| GatewayColumns::new().finish().schema())
+        .clone()
+}
+
+/// Reads the rows of a `gateway_requests` batch.
+pub fn gateway_records(batch: &RecordBatch) -> Result<Vec<GatewayRecord>, ModelError> {
+    use crate::arrow_util::col;
+    let c = |n| col(batch, n);
+    let source = c("source")?;
+    let layer = c("layer")?;
+    let line = c("line")?;
+    let time = c("time")?;
+    let prec = c("time_precision_us")?;
+    let (remote, method, uri, proto) = (c("remote_addr")?, c("method")?, c("uri")?, c("protocol")?);
+    let (status, bytes, rt) = (c("status")?, c("body_bytes_sent")?, c("request_time_ms")?);
+    let (uc, uh, ur) = (
+        c("upstream_connect_ms")?,
+        c("upstream_header_ms")?,
+        c("upstream_response_ms")?,
+    );
+    let (us, usr, ua) = (
+        c("upstream_status")?,
+        c("upstream_status_raw")?,
+        c("upstream_addr")?,
+    );
+    let (rid, tp, tid) = (c("request_id")?, c("traceparent")?, c("trace_id")?);
+    let (mw, lr, ld) = (c("max_wait_ms")?, c("llm_reason")?, c("llm_duration_ms")?);
+    let extra = c("extra")?;
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        out.push(GatewayRecord {
+            source: opt_str(source, i).unwrap_or_default(),
+            layer: crate::arrow_util::opt_u32(layer, i).unwrap_or(0),
+            line: crate::arrow_util::opt_u64(line, i).unwrap_or(0),
+            time_us: opt_i64(time, i).unwrap_or(0),
+            time_precision_us: opt_i64(prec, i).unwrap_or(1000),
+            remote_addr: opt_str(remote, i),
+            method: opt_str(method, i),
+            uri: opt_str(uri, i),
+            protocol: opt_str(proto, i),
+            status: opt_u16(status, i),
+            body_bytes_sent: opt_i64(bytes, i),
+            request_time_ms: opt_f64(rt, i),
+            upstream_connect_ms: list_f64(uc, i),
+            upstream_header_ms: list_f64(uh, i),
+            upstream_response_ms: list_f64(ur, i),
+            upstream_status: list_u16(us, i),
+            upstream_status_raw: opt_str(usr, i),
+            upstream_addr: list_str(ua, i),
+            request_id: opt_str(rid, i),
+            traceparent: opt_str(tp, i),
+            trace_id: opt_str(tid, i),
+            max_wait_ms: opt_f64(mw, i),
+            llm_reason: opt_str(lr, i),
+            llm_duration_ms: opt_f64(ld, i),
+            extra: map_pairs(extra, i),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_arrow() {
+        let r = GatewayRecord {
+            source: "edge".into(),
+            layer: 0,
+            line: 7,
+            time_us: 1_700_000_060_000_000,
+            time_precision_us: 1_000_000,
+            status: Some(504),
+            request_time_ms: Some(60001.0),
+            upstream_connect_ms: vec![Some(1.0), None],
+            upstream_header_ms: vec![None, None],
+            upstream_response_ms: vec![Some(30000.0), Some(30001.0)],
+            upstream_status: vec![Some(502), Some(504)],
+            upstream_status_raw: Some("502, 504".into()),
+            upstream_addr: vec![Some("10.0.0.1:80".into()), Some("10.0.0.2:80".into())],
+            request_id: Some("abc".into()),
+            extra: vec![("host".into(), "example".into())],
+            ..Default::default()
+        };
+        let mut cols = GatewayColumns::new();
+        cols.append(&r);
+        cols.append(&GatewayRecord {
+            line: 8,
+            ..Default::default()
+        });
+        let batch = cols.finish();
+        assert_eq!(batch.schema(), gateway_schema());
+        let back = gateway_records(&batch).unwrap();
+        assert_eq!(back[0], r);
+        assert_eq!(back[0].upstream_response_sum_ms(), Some(60001.0));
+        assert_eq!(back[0].upstream_header_sum_ms(), None);
+        assert_eq!(back[0].start_us(), 1_700_000_000_000_000 - 1000);
+        assert_eq!(back[1].line, 8);
+        assert!(back[1].upstream_addr.is_empty());
+    }
+}

@@ -1,0 +1,68 @@
+//! # overtime-model
+//!
+//! The data model every other overtime crate shares: the Arrow tables
+//! `gateway_requests`, `spans` and `rejected` (schemas, builders and row
+//! readers), the verdict types of SPEC §4, and the closed vocabularies
+//! (stages, outcomes, root-cause kinds, findings). No I/O.
+//!
+//! ```
+//! use overtime_model::{GatewayColumns, GatewayRecord, gateway_records};
+//! let mut cols = GatewayColumns::new();
+//! cols.append(&GatewayRecord { status: Some(504), request_time_ms: Some(60001.0), ..Default::default() });
+//! let batch = cols.finish();
+//! assert_eq!(gateway_records(&batch).unwrap()[0].status, Some(504));
+//! ```
+
+pub mod arrow_util;
+mod enums;
+mod gateway;
+mod rejected;
+mod span;
+mod verdict;
+
+pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
+pub use gateway::{gateway_records, gateway_schema, sum_known, GatewayColumns, GatewayRecord};
+pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
+pub use span::{span_records, span_schema, LlmPhases, SpanColumns, SpanEvent, SpanRecord};
+pub use verdict::{
+    BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,
+};
+
+/// Errors reading rows back from a batch.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("batch has no column `{0}`")]
+    MissingColumn(String),
+}
+
+/// Is `s` a W3C trace id (32 hex digits, not all zero)?
+pub fn is_trace_id(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) && s.bytes().any(|b| b != b'0')
+}
+
+/// Trace id from a W3C `traceparent` header (`00-<trace>-<span>-<flags>`),
+/// lowercased; `None` when malformed.
+pub fn trace_id_from_traceparent(tp: &str) -> Option<String> {
+    let mut parts = tp.trim().split('-');
+    let _version = parts.next()?;
+    let trace = parts.next()?;
+    is_trace_id(trace).then(|| trace.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn traceparent() {
+        assert_eq!(
+            trace_id_from_traceparent("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01")
+                .as_deref(),
+            Some("0af7651916cd43dd8448eb211c80319c")
+        );
+        assert_eq!(trace_id_from_traceparent("-"), None);
+        assert_eq!(
+            trace_id_from_traceparent("00-00000000000000000000000000000000-b7ad6b7169203331-01"),
+            None
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! # overtime-parse
+//!
+//! Pure parsers from bytes to overtime's Arrow tables (no I/O):
+//! - [`nginx`]: the `log_format` compiler and access-log line parser
+//!   (SPEC §2.1) into `gateway_requests`;
+//! - [`spans`]: JSONL span logs, OTLP JSON lines and OTLP protobuf (SPEC §2.2)
+//!   into `spans`;
+//! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (SPEC §2.3);
+//! - [`duration`]: `47.2s`-style durations.
+//!
+//! Bad input never fails a whole file: each bad record becomes a
+//! [`overtime_model::RejectedRecord`] and the rest is kept.
+
+pub mod duration;
+pub mod llm_reason;
+pub mod nginx;
+pub mod spans;

@@ -1,0 +1,1 @@
+//! nginx access logs: the log_format compiler and the line parser (SPEC §2.1).
