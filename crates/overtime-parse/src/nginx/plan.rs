@@ -1,0 +1,457 @@
+//! What the line parser does with a compiled [`LogFormat`]: which column
+//! each variable feeds, and how a line is cut into one value per variable.
+//!
+//! A value ends where the literal that follows its variable in the format
+//! starts (the first occurrence after the value's start; for the last
+//! variable of a format that ends with a literal, the line must end with
+//! that literal, so a last value may contain it). Variables written with no
+//! literal between them (`$a$b`) are split by the character class of known
+//! variables: `$status$request_time` works, and so does `$host$request_uri`
+//! (a host cannot contain `/`). When neither side has a known shape, the
+//! first takes the whole run and the others are empty (`-`): put a literal
+//! between such variables.
+
+use super::format::{LogFormat, Segment};
+
+/// The `gateway_requests` column (or time source) a variable feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Col {
+    RemoteAddr,
+    Request,
+    Method,
+    Uri,
+    Protocol,
+    Status,
+    Bytes,
+    RequestTime,
+    UpConnect,
+    UpHeader,
+    UpResponse,
+    UpStatus,
+    UpAddr,
+    RequestId,
+    Traceparent,
+    MaxWait,
+    LlmReason,
+    LlmDuration,
+    Msec,
+    TimeIso,
+    TimeLocal,
+}
+
+/// What to do with one variable occurrence of the format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Feeds a column.
+    Col(Col),
+    /// Kept in `extra` under `Plan::extra_names[i]`.
+    Extra(usize),
+    /// A repeat of a variable already used: only delimits.
+    Skip,
+}
+
+/// Character classes of variables whose values have a known shape; used to
+/// split adjacent variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Status,
+    Digits,
+    Decimal,
+    List,
+    Alpha,
+    Hex,
+    Addr,
+    Host,
+    Iso,
+}
+
+impl Shape {
+    fn of(var: &str) -> Option<Shape> {
+        Some(match var {
+            "status" => Shape::Status,
+            "body_bytes_sent"
+            | "bytes_sent"
+            | "connection"
+            | "connection_requests"
+            | "request_length"
+            | "pid"
+            | "server_port"
+            | "remote_port"
+            | "content_length" => Shape::Digits,
+            "request_time" | "msec" => Shape::Decimal,
+            "upstream_connect_time"
+            | "upstream_header_time"
+            | "upstream_response_time"
+            | "upstream_status"
+            | "upstream_bytes_received"
+            | "upstream_bytes_sent"
+            | "upstream_response_length" => Shape::List,
+            "request_method" | "scheme" => Shape::Alpha,
+            "request_id" => Shape::Hex,
+            "remote_addr" | "server_addr" | "realip_remote_addr" | "binary_remote_addr" => {
+                Shape::Addr
+            }
+            "host" | "hostname" | "server_name" | "http_host" => Shape::Host,
+            "time_iso8601" => Shape::Iso,
+            _ => return None,
+        })
+    }
+
+    fn accepts(self, b: u8) -> bool {
+        match self {
+            Shape::Status | Shape::Digits => b.is_ascii_digit(),
+            Shape::Decimal => b.is_ascii_digit() || b == b'.',
+            Shape::List => b.is_ascii_digit() || matches!(b, b'.' | b',' | b' ' | b':' | b'-'),
+            Shape::Alpha => b.is_ascii_alphabetic(),
+            Shape::Hex => b.is_ascii_hexdigit(),
+            Shape::Addr => b.is_ascii_hexdigit() || matches!(b, b'.' | b':'),
+            Shape::Host => {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']')
+            }
+            Shape::Iso => b.is_ascii_digit() || matches!(b, b'-' | b'T' | b':' | b'+' | b'Z'),
+        }
+    }
+
+    /// Length of the value of this shape at the start of `s` (a lone `-`
+    /// counts as the null value).
+    fn take_fwd(self, s: &[u8]) -> usize {
+        let mut n = s.iter().take_while(|&&b| self.accepts(b)).count();
+        if self == Shape::Status {
+            n = n.min(3);
+        }
+        if n == 0 && s.first() == Some(&b'-') {
+            1
+        } else {
+            n
+        }
+    }
+
+    /// Length of the value of this shape at the end of `s`.
+    fn take_back(self, s: &[u8]) -> usize {
+        let mut n = s.iter().rev().take_while(|&&b| self.accepts(b)).count();
+        if self == Shape::Status {
+            n = n.min(3);
+        }
+        if n == 0 && s.last() == Some(&b'-') {
+            1
+        } else {
+            n
+        }
+    }
+}
+
+/// A run of one or more adjacent variables and the literal after it.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    /// Occurrence indices `first..first + len`.
+    pub first: usize,
+    pub len: usize,
+    /// The literal after the run (`None`: the run ends the line).
+    pub after: Option<String>,
+    /// This is the last group of the format.
+    pub last: bool,
+}
+
+/// The compiled cutting and mapping plan of a format.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Literal the line starts with (may be empty).
+    pub prefix: String,
+    pub groups: Vec<Group>,
+    /// One per variable occurrence.
+    pub roles: Vec<Role>,
+    pub shapes: Vec<Option<Shape>>,
+    /// Variable names (occurrence order), for error details.
+    pub names: Vec<String>,
+    /// Keys of `extra`.
+    pub extra_names: Vec<String>,
+}
+
+/// Column of a variable by name, ignoring precedence.
+fn col_of(var: &str) -> Option<Col> {
+    Some(match var {
+        "remote_addr" => Col::RemoteAddr,
+        "request" => Col::Request,
+        "request_method" => Col::Method,
+        "request_uri" | "uri" => Col::Uri,
+        "server_protocol" => Col::Protocol,
+        "status" => Col::Status,
+        "body_bytes_sent" | "bytes_sent" => Col::Bytes,
+        "request_time" => Col::RequestTime,
+        "upstream_connect_time" => Col::UpConnect,
+        "upstream_header_time" => Col::UpHeader,
+        "upstream_response_time" => Col::UpResponse,
+        "upstream_status" => Col::UpStatus,
+        "upstream_addr" => Col::UpAddr,
+        "request_id" | "http_x_request_id" => Col::RequestId,
+        "http_traceparent" => Col::Traceparent,
+        "http_x_max_wait" => Col::MaxWait,
+        "upstream_http_x_llm_reason" => Col::LlmReason,
+        "upstream_http_x_llm_duration" => Col::LlmDuration,
+        "msec" => Col::Msec,
+        "time_iso8601" => Col::TimeIso,
+        "time_local" => Col::TimeLocal,
+        _ => return None,
+    })
+}
+
+/// Variables that feed a column only when no better one is in the format;
+/// otherwise they are kept in `extra` so no value is lost.
+fn outranked(var: &str, present: &dyn Fn(&str) -> bool) -> bool {
+    match var {
+        "bytes_sent" => present("body_bytes_sent"),
+        "http_x_request_id" => present("request_id"),
+        "uri" => present("request_uri") || present("request"),
+        "time_iso8601" => present("msec"),
+        "time_local" => present("msec") || present("time_iso8601"),
+        _ => false,
+    }
+}
+
+impl Plan {
+    pub(crate) fn new(format: &LogFormat) -> Plan {
+        let vars: Vec<&str> = format.variables().collect();
+        let present = |v: &str| vars.contains(&v);
+        let mut roles = Vec::with_capacity(vars.len());
+        let mut extra_names: Vec<String> = Vec::new();
+        for (i, &v) in vars.iter().enumerate() {
+            if vars[..i].contains(&v) {
+                roles.push(Role::Skip);
+                continue;
+            }
+            let role = match col_of(v) {
+                Some(c) if !outranked(v, &present) => Role::Col(c),
+                _ => {
+                    extra_names.push(v.to_string());
+                    Role::Extra(extra_names.len() - 1)
+                }
+            };
+            roles.push(role);
+        }
+        let mut prefix = String::new();
+        let mut groups: Vec<Group> = Vec::new();
+        let mut occ = 0;
+        for seg in format.segments() {
+            match seg {
+                Segment::Literal(l) => match groups.last_mut() {
+                    Some(g) if g.after.is_none() => g.after = Some(l.clone()),
+                    _ => prefix = l.clone(),
+                },
+                Segment::Variable(_) => {
+                    match groups.last_mut() {
+                        Some(g) if g.after.is_none() => g.len += 1,
+                        _ => groups.push(Group {
+                            first: occ,
+                            len: 1,
+                            after: None,
+                            last: false,
+                        }),
+                    }
+                    occ += 1;
+                }
+            }
+        }
+        if let Some(g) = groups.last_mut() {
+            g.last = true;
+        }
+        Plan {
+            prefix,
+            groups,
+            roles,
+            shapes: vars.iter().map(|v| Shape::of(v)).collect(),
+            names: vars.iter().map(|v| v.to_string()).collect(),
+            extra_names,
+        }
+    }
+
+    /// Cuts `line` into one `(start, end)` byte range per variable occurrence.
+    /// On mismatch returns what was expected, for the rejection detail.
+    pub(crate) fn split(&self, line: &str, spans: &mut Vec<(usize, usize)>) -> Result<(), String> {
+        spans.clear();
+        if !line.starts_with(self.prefix.as_str()) {
+            return Err(format!("line does not start with {:?}", self.prefix));
+        }
+        let mut pos = self.prefix.len();
+        for g in &self.groups {
+            let end = match (&g.after, g.last) {
+                (None, _) => line.len(),
+                (Some(lit), true) => {
+                    if line.len() < pos + lit.len() || !line.ends_with(lit.as_str()) {
+                        return Err(format!(
+                            "line does not end with {lit:?} after ${}",
+                            self.names[g.first + g.len - 1]
+                        ));
+                    }
+                    line.len() - lit.len()
+                }
+                (Some(lit), false) => match find(&line[pos..], lit) {
+                    Some(k) => pos + k,
+                    None => {
+                        return Err(format!(
+                            "expected {lit:?} after ${} (byte {pos})",
+                            self.names[g.first + g.len - 1]
+                        ))
+                    }
+                },
+            };
+            self.cut_group(line.as_bytes(), g, pos, end, spans);
+            pos = end + g.after.as_ref().map_or(0, |l| l.len());
+        }
+        if self.groups.is_empty() && line.len() != self.prefix.len() {
+            return Err(format!(
+                "line is longer than the constant format {:?}",
+                self.prefix
+            ));
+        }
+        Ok(())
+    }
+
+    /// Distributes `[start, end)` among the adjacent variables of `g`.
+    fn cut_group(
+        &self,
+        b: &[u8],
+        g: &Group,
+        start: usize,
+        end: usize,
+        spans: &mut Vec<(usize, usize)>,
+    ) {
+        let mut pos = start;
+        for k in 0..g.len {
+            let occ = g.first + k;
+            if k + 1 == g.len {
+                spans.push((pos, end));
+                break;
+            }
+            let n = match self.shapes[occ] {
+                Some(s) => s.take_fwd(&b[pos..end]),
+                None => {
+                    // Take all but what the following variables take from the end.
+                    let mut stop = end;
+                    for later in (occ + 1..g.first + g.len).rev() {
+                        match self.shapes[later] {
+                            Some(s) => stop -= s.take_back(&b[pos..stop]),
+                            None => break,
+                        }
+                    }
+                    stop - pos
+                }
+            };
+            spans.push((pos, pos + n));
+            pos += n;
+        }
+    }
+}
+
+/// First occurrence of `needle` in `hay`: a `memchr` on the needle's first
+/// character (std's `str::find(char)` is word-at-a-time), then a compare.
+#[inline]
+pub(crate) fn find(hay: &str, needle: &str) -> Option<usize> {
+    let mut chars = needle.chars();
+    let Some(first) = chars.next() else {
+        return Some(0);
+    };
+    let rest = chars.as_str();
+    let mut from = 0;
+    while let Some(k) = hay[from..].find(first) {
+        let at = from + k;
+        if hay[at + first.len_utf8()..].starts_with(rest) {
+            return Some(at);
+        }
+        from = at + first.len_utf8();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut(fmt: &str, line: &str) -> Result<Vec<String>, String> {
+        let p = Plan::new(&LogFormat::compile(fmt).unwrap());
+        let mut spans = Vec::new();
+        p.split(line, &mut spans)?;
+        Ok(spans.iter().map(|&(a, b)| line[a..b].to_string()).collect())
+    }
+
+    #[test]
+    fn values_end_at_the_next_literal() {
+        assert_eq!(
+            cut(
+                "'[$time_local] \"$request\" $status'",
+                "[29/Nov/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200"
+            )
+            .unwrap(),
+            vec!["29/Nov/2026:10:00:00 +0000", "GET / HTTP/1.1", "200"]
+        );
+        assert!(cut("'[$time_local] $status'", "29/Nov/2026 200").is_err());
+        assert!(cut("'$status \"$request\"'", "200 \"GET /").is_err());
+    }
+
+    #[test]
+    fn last_value_may_contain_the_closing_literal() {
+        assert_eq!(
+            cut(
+                "'$status \"$http_user_agent\"'",
+                "200 \"a \"quoted\" agent\""
+            )
+            .unwrap(),
+            vec!["200", "a \"quoted\" agent"]
+        );
+    }
+
+    #[test]
+    fn adjacent_variables_split_by_shape() {
+        assert_eq!(
+            cut("'$status$request_time'", "5040.123").unwrap(),
+            vec!["504", "0.123"]
+        );
+        assert_eq!(
+            cut("'$status$request_time'", "200-").unwrap(),
+            vec!["200", "-"]
+        );
+        assert_eq!(
+            cut(
+                "'$scheme://$host$request_uri x'",
+                "https://api.example.com:8443/v1/chat?q=1 x"
+            )
+            .unwrap(),
+            vec!["https", "api.example.com:8443", "/v1/chat?q=1"]
+        );
+        // Unknown then known: the known one is taken from the end.
+        assert_eq!(
+            cut("'$tenant$status'", "acme200").unwrap(),
+            vec!["acme", "200"]
+        );
+        // Neither known: the first takes the run (documented limitation).
+        assert_eq!(cut("'$a$b'", "xy").unwrap(), vec!["xy", ""]);
+    }
+
+    #[test]
+    fn roles_follow_precedence_and_keep_the_rest_in_extra() {
+        let p = Plan::new(&LogFormat::compile("'$msec $time_local $bytes_sent $body_bytes_sent $request_id $http_x_request_id $x $x'").unwrap());
+        assert_eq!(p.roles[0], Role::Col(Col::Msec));
+        assert_eq!(
+            p.extra_names,
+            vec!["time_local", "bytes_sent", "http_x_request_id", "x"]
+        );
+        assert_eq!(p.roles[3], Role::Col(Col::Bytes));
+        assert_eq!(p.roles[7], Role::Skip);
+        let q =
+            Plan::new(&LogFormat::compile("'$time_local $bytes_sent $http_x_request_id'").unwrap());
+        assert_eq!(
+            q.roles,
+            vec![
+                Role::Col(Col::TimeLocal),
+                Role::Col(Col::Bytes),
+                Role::Col(Col::RequestId)
+            ]
+        );
+    }
+
+    #[test]
+    fn find_matches_multibyte_needles() {
+        assert_eq!(find("a\" b\" rid=x", "\" rid="), Some(4));
+        assert_eq!(find("abc", "cd"), None);
+        assert_eq!(find("é x é y", "é y"), Some(5));
+    }
+}
