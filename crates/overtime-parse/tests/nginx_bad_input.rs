@@ -18,8 +18,8 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len() as u64) as usize]
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
     }
 }
 
@@ -39,7 +39,7 @@ fn blank(line: &[u8]) -> bool {
 
 /// A valid `overtime` line with random values; returns it and its status.
 fn good_line(rng: &mut Rng) -> (String, u16) {
-    let status = *rng.pick(&[200u16, 200, 200, 504, 502, 499]);
+    let status = rng.pick(&[200u16, 200, 200, 504, 502, 499]);
     let tries = 1 + rng.below(3) as usize;
     let ms = |rng: &mut Rng| format!("{}.{:03}", rng.below(90), rng.below(1000));
     let list = |rng: &mut Rng, f: &dyn Fn(&mut Rng) -> String| {
@@ -74,7 +74,7 @@ fn good_line(rng: &mut Rng) -> (String, u16) {
         format!("192.0.2.{}", rng.below(255))
     };
     let tid: String = (0..32)
-        .map(|_| *rng.pick(&['0', '7', 'a', 'f']))
+        .map(|_| rng.pick(&['0', '7', 'a', 'f']))
         .collect::<String>()
         .replacen('0', "1", 1);
     let line = format!(
@@ -199,7 +199,7 @@ fn mixture_keeps_every_good_line_and_rejects_every_bad_one() {
                 line.into_bytes()
             }
         };
-        if !good.last().is_some_and(|&(g, _)| g == n) && !blank(&l) {
+        if good.last().is_none_or(|&(g, _)| g != n) && !blank(&l) {
             bad.insert(n);
         }
         text.extend_from_slice(&l);
@@ -262,12 +262,12 @@ fn mutated_lines_and_random_formats_never_panic_nor_lose_count() {
         let mut body = String::from("'");
         let n = 1 + rng.below(6);
         for _ in 0..n {
-            body.push_str(*rng.pick(&lits[..]));
-            body.push_str(*rng.pick(&vars[..]));
+            body.push_str(rng.pick(&lits[..]));
+            body.push_str(rng.pick(&vars[..]));
         }
-        body.push_str(*rng.pick(&lits[..]));
+        body.push_str(rng.pick(&lits[..]));
         body.push('\'');
-        let escape = *rng.pick(&["", "escape=json ", "escape=none "]);
+        let escape = rng.pick(&["", "escape=json ", "escape=none "]);
         let fmt = LogFormat::compile(&format!("{escape}{body}")).unwrap();
         let mut text = Vec::new();
         let mut nonblank = 0;
@@ -278,7 +278,7 @@ fn mutated_lines_and_random_formats_never_panic_nor_lose_count() {
                 match seg {
                     overtime_parse::nginx::Segment::Literal(l) => line.push_str(l),
                     overtime_parse::nginx::Segment::Variable(_) => {
-                        line.push_str(*rng.pick(&values[..]))
+                        line.push_str(rng.pick(&values[..]))
                     }
                 }
             }
