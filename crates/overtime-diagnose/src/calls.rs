@@ -1,0 +1,412 @@
+//! Calls: the units a root cause can name. A call is a topmost span of a
+//! calling stage (LLM, judge, tool, memory, network, queue) with everything
+//! under it; retries of one call (same parent, same stage and target, an
+//! `attempt` > 0 among them) are one call. Two pseudo-calls complete the
+//! picture: the wait of a service span before its first child began
+//! (a worker or connection pool), and the gateway's own wait before the
+//! first span began (or the whole request when there are no spans).
+
+use crate::assemble::Trace;
+use crate::tree::TraceTree;
+use overtime_model::{LlmPhases, SpanRecord, SpanStatus, Stage};
+use overtime_parse::llm_reason::parse_llm_reason;
+use std::collections::BTreeMap;
+
+/// What a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    /// Spans of a calling stage.
+    Span,
+    /// A service span waiting before its first child began.
+    PoolWait,
+    /// The gateway waiting on its upstream (no span covers that time).
+    Upstream,
+}
+
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub kind: CallKind,
+    pub stage: Stage,
+    pub component: String,
+    /// The service the call was made from (or that waited).
+    pub service: String,
+    /// Span indices of the attempts, in start order (empty for pseudo-calls
+    /// other than a service's pool wait, which holds the service span).
+    pub spans: Vec<usize>,
+    /// Critical-path time of the whole call (all attempts, subtrees), µs.
+    pub critical_us: i64,
+    /// Critical-path time per attempt, µs.
+    pub attempt_critical_us: Vec<i64>,
+    /// Effective duration per attempt (clamped to the request), µs.
+    pub attempt_duration_us: Vec<i64>,
+    /// Each attempt's own span duration, ms (unclamped: a cut attempt
+    /// shows how long it really ran).
+    pub attempt_raw_ms: Vec<f64>,
+    pub timeout_ms: Option<f64>,
+    /// Some attempt ended by its own timeout.
+    pub timed_out: bool,
+    /// Some attempt was still running when the request ended (cut).
+    pub cut: bool,
+    pub phases: LlmPhases,
+    /// DNS + connect time over all attempts (ms), when known.
+    pub dns_connect_ms: Option<f64>,
+    pub dns_ms: Option<f64>,
+    pub model: Option<String>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub max_tokens: Option<i64>,
+    pub ttft_ms: Option<f64>,
+    pub gpu_load: Option<f64>,
+    pub remaining_budget_ms: Option<f64>,
+}
+
+impl Call {
+    pub fn attempts(&self) -> usize {
+        self.attempt_duration_us.len().max(1)
+    }
+    pub fn duration_us(&self) -> i64 {
+        self.attempt_duration_us.iter().sum()
+    }
+    /// Attempt durations as the spans report them (ms).
+    pub fn raw_attempts_ms(&self) -> Vec<f64> {
+        if self.attempt_raw_ms.is_empty() {
+            self.attempt_duration_us
+                .iter()
+                .map(|d| *d as f64 / 1000.0)
+                .collect()
+        } else {
+            self.attempt_raw_ms.clone()
+        }
+    }
+    pub fn is_llm(&self) -> bool {
+        matches!(self.stage, Stage::Llm | Stage::Judge)
+    }
+}
+
+fn is_call_stage(s: Stage) -> bool {
+    matches!(
+        s,
+        Stage::Llm | Stage::Judge | Stage::Tool | Stage::Memory | Stage::Network | Stage::Queue
+    )
+}
+
+/// The name an SRE knows a span's target by.
+pub fn component_of(s: &SpanRecord) -> String {
+    let pick = match s.stage {
+        Stage::Llm | Stage::Judge => s.model.as_deref().or(s.tool.as_deref()),
+        Stage::Tool | Stage::Memory => s.tool.as_deref().or(s.peer.as_deref()),
+        Stage::Network => s.peer.as_deref().or(s.tool.as_deref()),
+        Stage::Queue | Stage::Service | Stage::Gateway => Some(s.service.as_str()),
+        Stage::Other => s.tool.as_deref().or(s.model.as_deref()),
+    };
+    pick.filter(|p| !p.is_empty())
+        .unwrap_or(s.name.as_str())
+        .to_string()
+}
+
+/// DNS and connect time of one span (fields first, else its events), ms.
+fn span_dns_connect(s: &SpanRecord) -> (Option<f64>, Option<f64>) {
+    let mut dns = s.dns_ms;
+    let mut connect = s.connect_ms;
+    let mut last_phase_end = s.start_us;
+    let mut evs: Vec<_> = s.events.iter().collect();
+    evs.sort_by_key(|e| e.time_us);
+    for e in evs {
+        let name = e.name.to_ascii_lowercase();
+        let slot = if name == "dns" || name.starts_with("dns.") || name.contains("dns_") {
+            &mut dns
+        } else if name == "connect" || name.starts_with("connect") || name.contains("tls") {
+            &mut connect
+        } else {
+            continue;
+        };
+        let d = e
+            .duration_ms
+            .unwrap_or(((e.time_us - last_phase_end) as f64 / 1000.0).max(0.0));
+        last_phase_end = e.time_us.max(last_phase_end);
+        if slot.is_none() {
+            *slot = Some(d);
+        } else if e.duration_ms.is_some() && s.dns_ms.is_none() && s.connect_ms.is_none() {
+            *slot = Some(slot.unwrap_or(0.0) + d);
+        }
+    }
+    (dns, connect)
+}
+
+fn add(a: &mut Option<f64>, b: Option<f64>) {
+    if let Some(b) = b {
+        *a = Some(a.unwrap_or(0.0) + b);
+    }
+}
+
+fn merge_phases(into: &mut LlmPhases, p: &LlmPhases) {
+    add(&mut into.queue_ms, p.queue_ms);
+    add(&mut into.prefill_ms, p.prefill_ms);
+    add(&mut into.decode_ms, p.decode_ms);
+    add(&mut into.io_ms, p.io_ms);
+    for (n, v) in &p.other {
+        match into.other.iter_mut().find(|(k, _)| k == n) {
+            Some((_, x)) => *x += v,
+            None => into.other.push((n.clone(), *v)),
+        }
+    }
+    into.malformed |= p.malformed;
+}
+
+/// Phases of a span: its own parsed `X-LLM-Reason`, else the raw one.
+fn span_phases(s: &SpanRecord) -> LlmPhases {
+    if !s.phases.is_empty() {
+        return s.phases.clone();
+    }
+    s.llm_reason
+        .as_deref()
+        .map(parse_llm_reason)
+        .unwrap_or_default()
+}
+
+/// Phase spans (a model server may emit `queue`/`prefill`/`decode` spans).
+fn phase_of_name(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    let n = n.rsplit(['.', ' ', '/']).next().unwrap_or(&n).to_string();
+    match n.as_str() {
+        "queue" | "queue_wait" | "queueing" => Some("queue"),
+        "prefill" | "kv_cache_build" => Some("prefill"),
+        "decode" | "decode_loop" => Some("decode"),
+        _ => None,
+    }
+}
+
+/// Groups the trace's calls, with their critical-path time.
+pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
+    let spans = &trace.spans;
+    let mut calls: Vec<Call> = Vec::new();
+    // Topmost call spans, grouped by (parent node, stage, component).
+    let mut groups: BTreeMap<(usize, &'static str, String), Vec<usize>> = BTreeMap::new();
+    for (n, node) in tree.nodes.iter().enumerate() {
+        let Some(si) = node.span else { continue };
+        if !is_call_stage(spans[si].stage) {
+            continue;
+        }
+        let mut anc = node.parent;
+        let mut topmost = true;
+        while let Some(a) = anc {
+            if tree.nodes[a]
+                .span
+                .is_some_and(|x| is_call_stage(spans[x].stage))
+            {
+                topmost = false;
+                break;
+            }
+            anc = tree.nodes[a].parent;
+        }
+        if topmost {
+            let key = (
+                node.parent.unwrap_or(usize::MAX),
+                spans[si].stage.as_str(),
+                component_of(&spans[si]),
+            );
+            groups.entry(key).or_default().push(n);
+        }
+    }
+    for (_, mut nodes) in groups {
+        nodes.sort_by_key(|&n| tree.nodes[n].start_us);
+        let retried = nodes.len() > 1
+            && nodes
+                .iter()
+                .any(|&n| spans[tree.nodes[n].span.unwrap()].attempt.unwrap_or(0) > 0);
+        let sets: Vec<Vec<usize>> = if retried {
+            vec![nodes]
+        } else {
+            nodes.into_iter().map(|n| vec![n]).collect()
+        };
+        for set in sets {
+            calls.push(span_call(trace, tree, &set));
+        }
+    }
+    // A service span's wait before its first child began.
+    for node in &tree.nodes {
+        let Some(si) = node.span else { continue };
+        if node.lead_us > 0
+            && matches!(spans[si].stage, Stage::Service | Stage::Other)
+            && !node.children.is_empty()
+        {
+            calls.push(pseudo(
+                CallKind::PoolWait,
+                Stage::Queue,
+                &spans[si].service,
+                node.lead_us,
+                vec![si],
+            ));
+        }
+    }
+    // The gateway's wait before any span began, or the whole request.
+    if let Some(g) = tree.gateway {
+        let root = &tree.nodes[tree.root];
+        let upstream_time = if root.children.is_empty() {
+            root.critical_us
+        } else {
+            root.lead_us
+        };
+        if upstream_time > 0 {
+            let rec = &trace.gateway[g];
+            let comp = rec
+                .upstream_addr
+                .iter()
+                .rev()
+                .flatten()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| "upstream".into());
+            let mut c = pseudo(
+                CallKind::Upstream,
+                Stage::Gateway,
+                &rec.source,
+                upstream_time,
+                vec![],
+            );
+            c.component = comp;
+            c.dns_connect_ms = rec.upstream_connect_sum_ms();
+            c.attempt_duration_us = vec![upstream_time];
+            if root.children.is_empty() {
+                if let Some(r) = rec.llm_reason.as_deref() {
+                    c.phases = parse_llm_reason(r);
+                    if !c.phases.is_empty() {
+                        c.stage = Stage::Llm;
+                        c.component = rec
+                            .extra("upstream_http_x_llm_model")
+                            .map(String::from)
+                            .unwrap_or(c.component);
+                    }
+                }
+            }
+            calls.push(c);
+        }
+    }
+    calls.sort_by_key(|c| std::cmp::Reverse(c.critical_us));
+    calls
+}
+
+fn pseudo(
+    kind: CallKind,
+    stage: Stage,
+    service: &str,
+    critical_us: i64,
+    spans: Vec<usize>,
+) -> Call {
+    Call {
+        kind,
+        stage,
+        component: service.to_string(),
+        service: service.to_string(),
+        spans,
+        critical_us,
+        attempt_critical_us: vec![critical_us],
+        attempt_duration_us: vec![critical_us],
+        attempt_raw_ms: Vec::new(),
+        timeout_ms: None,
+        timed_out: false,
+        cut: false,
+        phases: LlmPhases::default(),
+        dns_connect_ms: None,
+        dns_ms: None,
+        model: None,
+        input_tokens: None,
+        output_tokens: None,
+        max_tokens: None,
+        ttft_ms: None,
+        gpu_load: None,
+        remaining_budget_ms: None,
+    }
+}
+
+fn descendants(tree: &TraceTree, node: usize) -> Vec<usize> {
+    let mut out = vec![node];
+    let mut i = 0;
+    while i < out.len() {
+        out.extend(tree.nodes[out[i]].children.iter().copied());
+        i += 1;
+    }
+    out
+}
+
+fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
+    let spans = &trace.spans;
+    let first = &spans[tree.nodes[nodes[0]].span.unwrap()];
+    let parent_service = tree.nodes[nodes[0]]
+        .parent
+        .and_then(|p| tree.nodes[p].span)
+        .map(|p| spans[p].service.clone())
+        .unwrap_or_else(|| first.service.clone());
+    let mut c = pseudo(CallKind::Span, first.stage, &parent_service, 0, vec![]);
+    c.component = component_of(first);
+    c.attempt_critical_us.clear();
+    c.attempt_duration_us.clear();
+    let root_end = tree.nodes[tree.root].end_us;
+    for &n in nodes {
+        let si = tree.nodes[n].span.unwrap();
+        let s = &spans[si];
+        c.spans.push(si);
+        let crit = tree.subtree_critical_us(n);
+        c.critical_us += crit;
+        c.attempt_critical_us.push(crit);
+        c.attempt_duration_us
+            .push(tree.nodes[n].end_us - tree.nodes[n].start_us);
+        c.attempt_raw_ms.push(s.duration_ms());
+        c.timeout_ms = c.timeout_ms.or(s.timeout_ms);
+        c.remaining_budget_ms = c.remaining_budget_ms.or(s.remaining_budget_ms);
+        c.timed_out |= s.status == SpanStatus::Timeout;
+        c.cut |= tree.nodes[n].raw_end_us > root_end;
+        let mut phases = LlmPhases::default();
+        let mut dns = None;
+        let mut connect = None;
+        let mut phase_spans = LlmPhases::default();
+        let mut nested_timeout: Option<f64> = None;
+        for d in descendants(tree, n) {
+            let Some(di) = tree.nodes[d].span else {
+                continue;
+            };
+            let ds = &spans[di];
+            if phases.is_empty() {
+                phases = span_phases(ds);
+            }
+            let (a, b) = span_dns_connect(ds);
+            add(&mut dns, a);
+            add(&mut connect, b);
+            if d != n {
+                if let Some(t) = ds.timeout_ms {
+                    nested_timeout = Some(nested_timeout.map_or(t, |x: f64| x.min(t)));
+                }
+                if let Some(p) = phase_of_name(&ds.name) {
+                    let ms = Some(ds.duration_ms());
+                    match p {
+                        "queue" => add(&mut phase_spans.queue_ms, ms),
+                        "prefill" => add(&mut phase_spans.prefill_ms, ms),
+                        _ => add(&mut phase_spans.decode_ms, ms),
+                    }
+                }
+            }
+            c.model = c.model.clone().or(ds.model.clone());
+            c.input_tokens = c.input_tokens.or(ds.input_tokens);
+            c.output_tokens = c.output_tokens.or(ds.output_tokens);
+            c.max_tokens = c.max_tokens.or(ds.max_tokens);
+            c.ttft_ms = c.ttft_ms.or(ds.ttft_ms);
+            c.gpu_load = c.gpu_load.or(ds.gpu_load);
+        }
+        if phases.is_empty() {
+            phases = phase_spans;
+        }
+        merge_phases(&mut c.phases, &phases);
+        add(&mut c.dns_ms, dns);
+        add(&mut c.dns_connect_ms, dns);
+        add(&mut c.dns_connect_ms, connect);
+        if c.timeout_ms.is_none() {
+            c.timeout_ms = nested_timeout;
+        }
+    }
+    if c.is_llm() {
+        if let Some(m) = &c.model {
+            c.component = m.clone();
+        }
+    }
+    c
+}

@@ -1,0 +1,60 @@
+//! The knobs of the diagnosis. One struct, passed down; every field has a
+//! default that matches SPEC §4–5.
+
+use serde::{Deserialize, Serialize};
+
+/// One gateway layer (an nginx whose access log is an input), outermost first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LayerConfig {
+    /// The layer's source name, as in `gateway_requests.source`.
+    pub name: String,
+    /// Its read timeout (`proxy_read_timeout`) in ms, when known; otherwise
+    /// it is inferred from the 504s (finding `gateway_timeout_inferred`).
+    pub read_timeout_ms: Option<f64>,
+}
+
+/// How the diagnosis reads traces and groups incidents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiagnoseConfig {
+    /// Input-token threshold above which prefill is expected to hurt (SPEC §5).
+    pub threshold_tokens: u32,
+    /// Clock skew between hosts tolerated when a child span starts before
+    /// its parent: it is shifted inside the parent up to this much (ms).
+    pub clock_skew_ms: f64,
+    /// An incident closes after this long without a failure of its
+    /// fingerprint (ms).
+    pub incident_quiet_ms: i64,
+    /// The gateway layers, outermost first.
+    pub layers: Vec<LayerConfig>,
+    /// The request budget when no header, span or gateway gives one (ms).
+    pub default_budget_ms: Option<f64>,
+    /// Give a verdict for every trace, not only the failed ones.
+    pub all_verdicts: bool,
+    /// Example trace ids kept per incident.
+    pub max_examples: usize,
+}
+
+impl Default for DiagnoseConfig {
+    fn default() -> Self {
+        DiagnoseConfig {
+            threshold_tokens: 300,
+            clock_skew_ms: 2_000.0,
+            incident_quiet_ms: 5 * 60 * 1000,
+            layers: Vec::new(),
+            default_budget_ms: None,
+            all_verdicts: false,
+            max_examples: 5,
+        }
+    }
+}
+
+impl DiagnoseConfig {
+    /// The configured read timeout of the layer named `source`.
+    pub fn layer_timeout_ms(&self, source: &str) -> Option<f64> {
+        self.layers
+            .iter()
+            .find(|l| l.name == source)
+            .and_then(|l| l.read_timeout_ms)
+    }
+}

@@ -1,0 +1,169 @@
+//! Configuration findings of SPEC §4.2: not one call's fault, but the way
+//! the timeouts of the chain are set.
+
+use crate::calls::{Call, CallKind};
+use crate::fmt::dur;
+use crate::timeouts::LayerTimeout;
+use overtime_model::{Finding, FindingKind as F, GatewayRecord, Stage};
+use std::collections::BTreeMap;
+
+/// Inputs of the findings for one trace.
+pub struct FindingFacts<'a> {
+    pub calls: &'a [Call],
+    pub elapsed_ms: f64,
+    pub service: &'a str,
+    pub service_budget_ms: Option<f64>,
+    /// Gateway records of the trace, outermost first, and the deciding one.
+    pub gateway: &'a [GatewayRecord],
+    pub deciding: Option<usize>,
+    pub timeouts: &'a BTreeMap<String, LayerTimeout>,
+    /// The service's own answer (status, at ms) when it came before the gateway's end.
+    pub service_answer: Option<(u16, f64)>,
+}
+
+pub fn findings(f: &FindingFacts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let gw = f.deciding.map(|i| &f.gateway[i]);
+    let gw_timeout = gw.and_then(|g| f.timeouts.get(&g.source));
+
+    // timeout_misaligned: sum(downstream timeouts) < service budget < gateway timeout.
+    let critical: Vec<&Call> = f
+        .calls
+        .iter()
+        .filter(|c| c.kind == CallKind::Span && c.critical_us > 0)
+        .collect();
+    let with_t: Vec<(&Call, f64)> = critical
+        .iter()
+        .filter_map(|c| c.timeout_ms.map(|t| (*c, t)))
+        .collect();
+    let sum: f64 = with_t.iter().map(|(c, t)| t * c.attempts() as f64).sum();
+    let parts: Vec<String> = with_t
+        .iter()
+        .map(|(c, t)| {
+            if c.attempts() > 1 {
+                format!("{} {} × {}", c.component, dur(*t), c.attempts())
+            } else {
+                format!("{} {}", c.component, dur(*t))
+            }
+        })
+        .collect();
+    let mut broken = Vec::new();
+    match (f.service_budget_ms, gw_timeout) {
+        (Some(b), _) if !with_t.is_empty() && sum >= b => broken.push(format!(
+            "downstream timeouts on the critical path sum to {} ({}) ≥ the {} budget of {}",
+            dur(sum),
+            parts.join(", "),
+            f.service,
+            dur(b)
+        )),
+        (None, Some(t)) if !with_t.is_empty() && sum >= t.ms => broken.push(format!(
+            "downstream timeouts on the critical path sum to {} ({}) ≥ the gateway timeout of {}",
+            dur(sum),
+            parts.join(", "),
+            dur(t.ms)
+        )),
+        _ => {}
+    }
+    if let (Some(b), Some(t)) = (f.service_budget_ms, gw_timeout) {
+        if b >= t.ms {
+            broken.push(format!(
+                "the {} budget of {} ≥ the gateway {} timeout of {}",
+                f.service,
+                dur(b),
+                gw.map(|g| g.source.as_str()).unwrap_or("?"),
+                dur(t.ms)
+            ));
+        }
+    }
+    // Layers: an outer layer must wait longer than the one inside it.
+    for pair in f.gateway.windows(2) {
+        if let (Some(o), Some(i)) = (
+            f.timeouts.get(&pair[0].source),
+            f.timeouts.get(&pair[1].source),
+        ) {
+            if pair[0].source != pair[1].source && o.ms <= i.ms {
+                broken.push(format!(
+                    "outer gateway {} times out at {} ≤ inner gateway {} at {}",
+                    pair[0].source,
+                    dur(o.ms),
+                    pair[1].source,
+                    dur(i.ms)
+                ));
+            }
+        }
+    }
+    if !broken.is_empty() {
+        out.push(Finding {
+            kind: F::TimeoutMisaligned,
+            summary: format!("the alignment rule sum(downstream timeouts) < service budget < gateway timeout is broken: {}", broken.join("; ")),
+        });
+    }
+
+    // semantic_mask: the service said one thing, the client saw another.
+    if let Some(g) = gw {
+        if let (Some(client), Some((svc, at))) = (g.status, f.service_answer) {
+            if client >= 500 && svc >= 500 && client != svc {
+                out.push(Finding {
+                    kind: F::SemanticMask,
+                    summary: format!("{} answered {svc} at {} but the client saw {client} from gateway {} at {}: the gateway hid the real status", f.service, dur(at), g.source, dur(f.elapsed_ms)),
+                });
+            }
+        }
+        let inner_mask = f.gateway.iter().find(|o| {
+            o.layer > g.layer
+                && o.status.is_some_and(|s| s >= 500)
+                && o.status != g.status
+                && g.status.is_some_and(|s| s >= 500)
+        });
+        if let Some(o) = inner_mask {
+            out.push(Finding {
+                kind: F::SemanticMask,
+                summary: format!(
+                    "inner gateway {} answered {} but the client saw {} from {}",
+                    o.source,
+                    o.status.unwrap_or(0),
+                    g.status.unwrap_or(0),
+                    g.source
+                ),
+            });
+        }
+    }
+
+    // no_timeout: a call on the critical path ran with no timeout.
+    for c in &critical {
+        let share = c.critical_us as f64 / 1000.0 / f.elapsed_ms.max(1.0);
+        if c.timeout_ms.is_none()
+            && share >= 0.05
+            && matches!(
+                c.stage,
+                Stage::Tool | Stage::Memory | Stage::Network | Stage::Llm | Stage::Judge
+            )
+        {
+            out.push(Finding {
+                kind: F::NoTimeout,
+                summary: format!(
+                    "{} ({}) ran {} with no timeout",
+                    c.component,
+                    c.stage,
+                    dur(c.raw_attempts_ms().iter().sum())
+                ),
+            });
+        }
+    }
+
+    if let (Some(g), Some(t)) = (gw, gw_timeout) {
+        if t.inferred {
+            out.push(Finding {
+                kind: F::GatewayTimeoutInferred,
+                summary: format!(
+                    "gateway {} read timeout inferred as {} from {} of {} 504s clustered there",
+                    g.source,
+                    dur(t.ms),
+                    t.cluster,
+                    t.of
+                ),
+            });
+        }
+    }
+    out
+}

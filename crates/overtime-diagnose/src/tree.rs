@@ -1,0 +1,405 @@
+//! The timeline of one trace as a tree, and its critical path.
+//!
+//! Design rules:
+//! - The root is the gateway record when there is one (the request as the
+//!   user saw it), otherwise the trace's root span (or a synthetic node
+//!   spanning every top-level span).
+//! - A gateway line written with a one-second clock (`$time_iso8601`) is
+//!   anchored to the first span inside that second.
+//! - A child that starts before its parent (another host's clock) is
+//!   shifted inside it, up to `clock_skew_ms`; then every child is clamped
+//!   to its parent. Spans that ran on after the gateway gave up are cut at
+//!   the gateway's end: that time was never part of the user's wait.
+//! - The critical path is the last-finishing-child walk back from the
+//!   root's end (Jaeger, CRISP): each node's `critical_us` is the time it
+//!   holds on the path exclusively (not covered by a critical child).
+
+use crate::assemble::Trace;
+use overtime_model::GatewayRecord;
+use std::collections::HashMap;
+
+/// One node of the timeline.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Index into `Trace::spans`; `None` for the gateway or a synthetic root.
+    pub span: Option<usize>,
+    /// Effective interval (skew-shifted, clamped to the parent), µs.
+    pub start_us: i64,
+    pub end_us: i64,
+    /// The span's own end after the skew shift, before clamping.
+    pub raw_end_us: i64,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    /// Exclusive time on the critical path, µs.
+    pub critical_us: i64,
+    /// Of `critical_us`, the part before its first critical child began:
+    /// time the node waited (for a worker, a connection) before work began.
+    /// Zero for a leaf.
+    pub lead_us: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct TraceTree {
+    pub nodes: Vec<Node>,
+    pub root: usize,
+    /// The gateway record the root stands for, if any.
+    pub gateway: Option<usize>,
+    /// Span shift applied for skew, by span index (µs).
+    pub shift_us: Vec<i64>,
+}
+
+impl TraceTree {
+    pub fn elapsed_us(&self) -> i64 {
+        let r = &self.nodes[self.root];
+        r.end_us - r.start_us
+    }
+    pub fn origin_us(&self) -> i64 {
+        self.nodes[self.root].start_us
+    }
+    /// Node index of span `i`.
+    pub fn node_of_span(&self, i: usize) -> Option<usize> {
+        self.nodes.iter().position(|n| n.span == Some(i))
+    }
+    /// Critical time of the subtree under `node`, itself included.
+    pub fn subtree_critical_us(&self, node: usize) -> i64 {
+        let mut total = 0;
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            total += self.nodes[n].critical_us;
+            stack.extend(self.nodes[n].children.iter().copied());
+        }
+        total
+    }
+}
+
+/// Where the gateway's request began, on the spans' clock.
+fn gateway_interval(g: &GatewayRecord, first_span_start: Option<i64>) -> (i64, i64) {
+    let rt = (g.request_time_ms.unwrap_or(0.0) * 1000.0).round() as i64;
+    let est_start = g.time_us - rt;
+    let precision = g.time_precision_us.max(0);
+    let start = match first_span_start {
+        Some(first) if precision >= 100_000 => {
+            let connect = (g
+                .upstream_connect_ms
+                .first()
+                .copied()
+                .flatten()
+                .unwrap_or(0.0)
+                * 1000.0) as i64;
+            (first - connect).clamp(est_start, est_start + precision)
+        }
+        _ => est_start,
+    };
+    (start, start + rt)
+}
+
+/// Builds the tree of `trace`, rooted at gateway record `gateway` if given.
+pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> TraceTree {
+    let spans = &trace.spans;
+    let index: HashMap<&str, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
+    let parent_of: Vec<Option<usize>> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parent_span_id
+                .as_deref()
+                .and_then(|p| index.get(p).copied())
+                .filter(|&p| p != i)
+        })
+        .collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
+    let mut tops = Vec::new();
+    for (i, p) in parent_of.iter().enumerate() {
+        match p {
+            Some(p) => children[*p].push(i),
+            None => tops.push(i),
+        }
+    }
+    // A parent cycle leaves spans unreachable from any top: promote them.
+    let reachable = {
+        let mut seen = vec![false; spans.len()];
+        let mut stack = tops.clone();
+        while let Some(n) = stack.pop() {
+            if !std::mem::replace(&mut seen[n], true) {
+                stack.extend(children[n].iter().copied());
+            }
+        }
+        seen
+    };
+    for (i, ok) in reachable.iter().enumerate() {
+        if !ok {
+            if let Some(p) = parent_of[i] {
+                children[p].retain(|&c| c != i);
+            }
+            tops.push(i);
+        }
+    }
+
+    // Skew: shift a child that starts before its parent, top-down.
+    let skew_us = (clock_skew_ms * 1000.0) as i64;
+    let mut shift = vec![0i64; spans.len()];
+    let mut stack: Vec<usize> = tops.clone();
+    while let Some(p) = stack.pop() {
+        let p_start = spans[p].start_us + shift[p];
+        for &c in &children[p] {
+            let inherited = if spans[c].service == spans[p].service {
+                shift[p]
+            } else {
+                0
+            };
+            let c_start = spans[c].start_us + inherited;
+            let early = p_start - c_start;
+            shift[c] = if early > 0 && early <= skew_us {
+                inherited + early
+            } else {
+                inherited
+            };
+            stack.push(c);
+        }
+    }
+
+    let mut nodes: Vec<Node> = Vec::with_capacity(spans.len() + 1);
+    let first_start = tops.iter().map(|&t| spans[t].start_us + shift[t]).min();
+    let root = if let Some(g) = gateway {
+        let (s, e) = gateway_interval(&trace.gateway[g], first_start);
+        nodes.push(Node {
+            span: None,
+            start_us: s,
+            end_us: e,
+            raw_end_us: e,
+            parent: None,
+            children: vec![],
+            critical_us: 0,
+            lead_us: 0,
+        });
+        Some(0)
+    } else if tops.len() != 1 && !tops.is_empty() {
+        let s = first_start.unwrap_or(0);
+        let e = tops
+            .iter()
+            .map(|&t| spans[t].end_us + shift[t])
+            .max()
+            .unwrap_or(s);
+        nodes.push(Node {
+            span: None,
+            start_us: s,
+            end_us: e,
+            raw_end_us: e,
+            parent: None,
+            children: vec![],
+            critical_us: 0,
+            lead_us: 0,
+        });
+        Some(0)
+    } else {
+        None
+    };
+    // Breadth-first creation so parents precede children.
+    let mut queue: std::collections::VecDeque<(usize, Option<usize>)> =
+        tops.iter().map(|&t| (t, root)).collect();
+    while let Some((i, parent)) = queue.pop_front() {
+        let (raw_s, raw_e) = (spans[i].start_us + shift[i], spans[i].end_us + shift[i]);
+        let raw_e = raw_e.max(raw_s);
+        let (s, e) = match parent {
+            Some(p) => {
+                let (ps, pe) = (nodes[p].start_us, nodes[p].end_us);
+                let s = raw_s.clamp(ps, pe);
+                (s, raw_e.clamp(s, pe))
+            }
+            None => (raw_s, raw_e),
+        };
+        let id = nodes.len();
+        nodes.push(Node {
+            span: Some(i),
+            start_us: s,
+            end_us: e,
+            raw_end_us: raw_e,
+            parent,
+            children: vec![],
+            critical_us: 0,
+            lead_us: 0,
+        });
+        if let Some(p) = parent {
+            nodes[p].children.push(id);
+        }
+        for &c in &children[i] {
+            queue.push_back((c, Some(id)));
+        }
+    }
+    if nodes.is_empty() {
+        nodes.push(Node {
+            span: None,
+            start_us: 0,
+            end_us: 0,
+            raw_end_us: 0,
+            parent: None,
+            children: vec![],
+            critical_us: 0,
+            lead_us: 0,
+        });
+    }
+    let root = root.unwrap_or(0);
+    let mut tree = TraceTree {
+        nodes,
+        root,
+        gateway,
+        shift_us: shift,
+    };
+    let end = tree.nodes[root].end_us;
+    critical_path(&mut tree, root, end);
+    tree
+}
+
+/// Last-finishing-child walk: fills `critical_us` of `node`'s subtree for
+/// the part of it that ends by `limit`.
+fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
+    let start = tree.nodes[node].start_us;
+    let mut cursor = tree.nodes[node].end_us.min(limit);
+    let mut kids = tree.nodes[node].children.clone();
+    kids.sort_by_key(|&c| std::cmp::Reverse((tree.nodes[c].end_us, tree.nodes[c].start_us)));
+    let mut own = 0;
+    for c in kids {
+        let (cs, ce) = (tree.nodes[c].start_us, tree.nodes[c].end_us);
+        if cs >= cursor || cursor <= start {
+            continue;
+        }
+        let c_end = ce.min(cursor);
+        if c_end <= cs {
+            continue;
+        }
+        own += cursor - c_end;
+        critical_path(tree, c, c_end);
+        cursor = cs.max(start);
+    }
+    let lead = (cursor - start).max(0);
+    own += lead;
+    tree.nodes[node].critical_us += own;
+    if !tree.nodes[node].children.is_empty() && cursor < tree.nodes[node].end_us.min(limit) {
+        tree.nodes[node].lead_us += lead;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overtime_model::SpanRecord;
+
+    const T: &str = "0af7651916cd43dd8448eb211c80319c";
+
+    fn span(id: &str, parent: Option<&str>, svc: &str, s_ms: i64, e_ms: i64) -> SpanRecord {
+        let mut s = SpanRecord::new(T, id, svc, id, s_ms * 1000, e_ms * 1000);
+        s.parent_span_id = parent.map(String::from);
+        s
+    }
+
+    fn crit_ms(tree: &TraceTree, trace: &Trace, id: &str) -> i64 {
+        let i = trace.spans.iter().position(|s| s.span_id == id).unwrap();
+        tree.nodes[tree.node_of_span(i).unwrap()].critical_us / 1000
+    }
+
+    #[test]
+    fn serial_and_parallel_children() {
+        // root 0..100: a 0..30, then b and c in parallel 30..60 / 30..80, then d 80..95
+        let trace = Trace {
+            id: T.into(),
+            gateway: vec![],
+            spans: vec![
+                span("root", None, "api", 0, 100),
+                span("a", Some("root"), "api", 0, 30),
+                span("b", Some("root"), "api", 30, 60),
+                span("c", Some("root"), "api", 30, 80),
+                span("d", Some("root"), "api", 80, 95),
+            ],
+        };
+        let tree = build(&trace, None, 0.0);
+        assert_eq!(crit_ms(&tree, &trace, "d"), 15);
+        assert_eq!(crit_ms(&tree, &trace, "c"), 50);
+        assert_eq!(crit_ms(&tree, &trace, "b"), 0);
+        assert_eq!(crit_ms(&tree, &trace, "a"), 30);
+        assert_eq!(crit_ms(&tree, &trace, "root"), 5);
+        let total: i64 = tree.nodes.iter().map(|n| n.critical_us).sum();
+        assert_eq!(total, 100_000);
+    }
+
+    #[test]
+    fn gateway_cut_clamps_spans_that_ran_on() {
+        // nginx gave up at 60 s; the service and its tool ran to 75 s.
+        let g = GatewayRecord {
+            time_us: 60_000_000 + 5_000,
+            time_precision_us: 1000,
+            request_time_ms: Some(60_000.0),
+            status: Some(504),
+            ..Default::default()
+        };
+        let trace = Trace {
+            id: T.into(),
+            gateway: vec![g],
+            spans: vec![
+                span("svc", None, "api", 5, 75_000),
+                span("tool", Some("svc"), "tools", 8_000, 75_000),
+            ],
+        };
+        let tree = build(&trace, Some(0), 0.0);
+        assert_eq!(tree.elapsed_us(), 60_000_000);
+        assert_eq!(crit_ms(&tree, &trace, "tool"), 52_005);
+        assert_eq!(tree.nodes[tree.root].critical_us / 1000, 0);
+        let total: i64 = tree.nodes.iter().map(|n| n.critical_us).sum();
+        assert_eq!(total, 60_000_000);
+    }
+
+    #[test]
+    fn second_resolution_gateway_is_anchored_to_spans() {
+        // Line written at 10:00:07 (truncated), request_time 6.5 s: the true
+        // start is within [0.5, 1.5) s; the span starts at 1.2 s.
+        let g = GatewayRecord {
+            time_us: 7_000_000,
+            time_precision_us: 1_000_000,
+            request_time_ms: Some(6_500.0),
+            ..Default::default()
+        };
+        let trace = Trace {
+            id: T.into(),
+            gateway: vec![g],
+            spans: vec![span("svc", None, "api", 1_200, 7_600)],
+        };
+        let tree = build(&trace, Some(0), 0.0);
+        assert_eq!(tree.nodes[tree.root].start_us, 1_200_000);
+        assert_eq!(crit_ms(&tree, &trace, "svc"), 6_400);
+    }
+
+    #[test]
+    fn skewed_child_is_shifted_into_parent() {
+        let trace = Trace {
+            id: T.into(),
+            gateway: vec![],
+            spans: vec![
+                span("root", None, "api", 1_000, 2_000),
+                span("llm", Some("root"), "model", 900, 1_900),
+            ],
+        };
+        let tree = build(&trace, None, 500.0);
+        let llm = tree.node_of_span(1).unwrap();
+        assert_eq!(tree.nodes[llm].start_us, 1_000_000);
+        assert_eq!(tree.nodes[llm].end_us, 2_000_000);
+        assert_eq!(crit_ms(&tree, &trace, "llm"), 1_000);
+    }
+
+    #[test]
+    fn cycles_and_orphans_do_not_hang() {
+        let trace = Trace {
+            id: T.into(),
+            gateway: vec![],
+            spans: vec![
+                span("a", Some("b"), "x", 0, 10),
+                span("b", Some("a"), "x", 0, 10),
+                span("c", Some("zz"), "x", 0, 5),
+            ],
+        };
+        let tree = build(&trace, None, 0.0);
+        assert!(tree.nodes.iter().filter(|n| n.span.is_some()).count() == 3);
+    }
+}

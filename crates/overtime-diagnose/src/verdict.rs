@@ -1,0 +1,212 @@
+//! One trace in, one verdict out: the tree, the calls, the outcome, the
+//! rules and the findings put together (SPEC §4).
+
+use crate::assemble::Trace;
+use crate::calls::{self, component_of, Call, CallKind};
+use crate::config::DiagnoseConfig;
+use crate::findings::{findings, FindingFacts};
+use crate::outcome;
+use crate::rules::{root_cause, Facts};
+use crate::timeouts::LayerTimeout;
+use crate::tree::{self, TraceTree};
+use chrono::{DateTime, SecondsFormat, Utc};
+use overtime_model::{
+    BudgetView, GatewayView, Outcome, RootCauseKind, Stage, TimelineEntry, Verdict,
+};
+use std::collections::BTreeMap;
+
+/// An LLM call as the report's latency table sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmCallSample {
+    pub model: String,
+    pub input_tokens: Option<i64>,
+    pub duration_ms: f64,
+}
+
+/// What the incident report needs of every trace, failed or not.
+#[derive(Debug, Clone)]
+pub struct TraceSummary {
+    pub trace_id: String,
+    pub start_us: i64,
+    pub end_us: i64,
+    pub outcome: Outcome,
+    pub gateway_status: Option<u16>,
+    pub llm_calls: Vec<LlmCallSample>,
+    /// The dominant call of a failed trace (for per-cause statistics).
+    pub dominant: Option<Call>,
+    /// The longest silence of a streamed response, if it streamed.
+    pub stream_gap_ms: Option<f64>,
+}
+
+/// RFC 3339 with milliseconds, UTC.
+pub fn rfc3339(us: i64) -> String {
+    DateTime::<Utc>::from_timestamp_micros(us)
+        .unwrap_or_default()
+        .to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Diagnoses one trace. Returns its summary, and its verdict when it
+/// failed (or when every trace is asked for).
+pub fn diagnose_trace(
+    trace: &Trace,
+    timeouts: &BTreeMap<String, LayerTimeout>,
+    cfg: &DiagnoseConfig,
+) -> (TraceSummary, Option<Verdict>) {
+    let deciding = outcome::deciding_gateway(trace);
+    let tree = tree::build(trace, deciding, cfg.clock_skew_ms);
+    let gw = deciding.map(|i| &trace.gateway[i]);
+    let layer_timeout = gw.and_then(|g| timeouts.get(&g.source));
+    let gw_timeout_ms = layer_timeout.map(|t| t.ms);
+    let outcome = outcome::outcome(trace, &tree, gw, gw_timeout_ms);
+    let calls = calls::collect(trace, &tree);
+    let llm_calls = calls
+        .iter()
+        .filter(|c| c.kind == CallKind::Span && c.stage == Stage::Llm)
+        .map(|c| LlmCallSample {
+            model: c.component.clone(),
+            input_tokens: c.input_tokens,
+            duration_ms: c.raw_attempts_ms().iter().sum(),
+        })
+        .collect();
+    let root = &tree.nodes[tree.root];
+    let mut summary = TraceSummary {
+        trace_id: trace.id.clone(),
+        start_us: root.start_us,
+        end_us: root.end_us,
+        outcome,
+        gateway_status: gw.and_then(|g| g.status),
+        llm_calls,
+        dominant: None,
+        stream_gap_ms: None,
+    };
+    if outcome == Outcome::Ok && !cfg.all_verdicts {
+        return (summary, None);
+    }
+    let verdict = build_verdict(trace, &tree, &calls, deciding, timeouts, outcome, cfg);
+    summary.dominant = calls.first().cloned();
+    summary.stream_gap_ms = outcome::stream_gap(trace, &tree).map(|g| g.gap_ms);
+    (summary, Some(verdict))
+}
+
+fn build_verdict(
+    trace: &Trace,
+    tree: &TraceTree,
+    calls: &[Call],
+    deciding: Option<usize>,
+    timeouts: &BTreeMap<String, LayerTimeout>,
+    outcome: Outcome,
+    cfg: &DiagnoseConfig,
+) -> Verdict {
+    let gw = deciding.map(|i| &trace.gateway[i]);
+    let gw_timeout_ms = gw.and_then(|g| timeouts.get(&g.source)).map(|t| t.ms);
+    let elapsed_ms = tree.elapsed_us() as f64 / 1000.0;
+    let service = outcome::owning_service(trace, tree)
+        .or_else(|| gw.map(|g| g.source.clone()))
+        .unwrap_or_else(|| "service".into());
+    let service_budget_ms = outcome::service_budget_ms(trace, tree);
+    let stream = outcome::stream_gap(trace, tree);
+    let stream_component = stream.as_ref().map(|s| {
+        let sp = &trace.spans[s.span];
+        if matches!(sp.stage, Stage::Service | Stage::Other | Stage::Gateway) {
+            sp.service.clone()
+        } else {
+            component_of(sp)
+        }
+    });
+    let facts = Facts {
+        outcome,
+        calls,
+        elapsed_ms,
+        service: service.clone(),
+        has_spans: !trace.spans.is_empty(),
+        gateway_status: gw.and_then(|g| g.status),
+        gateway_source: gw.map(|g| g.source.clone()),
+        gateway_timeout_ms: gw_timeout_ms,
+        service_budget_ms,
+        stream,
+        stream_component,
+        threshold_tokens: cfg.threshold_tokens,
+    };
+    let (mut root_cause, contributing) = if outcome == Outcome::Ok {
+        let (mut rc, c) = root_cause(&facts);
+        rc.summary = format!("request succeeded; {}", rc.summary);
+        (rc, c)
+    } else {
+        root_cause(&facts)
+    };
+    if root_cause.kind == RootCauseKind::Unknown && trace.spans.is_empty() {
+        root_cause
+            .evidence
+            .push(format!("no spans arrived for trace {}", trace.id));
+    }
+    let findings = findings(&FindingFacts {
+        calls,
+        elapsed_ms,
+        service: &service,
+        service_budget_ms,
+        gateway: &trace.gateway,
+        deciding,
+        timeouts,
+        service_answer: outcome::service_answer(trace, tree),
+    });
+    let (total, source) = outcome::budget(trace, tree, gw_timeout_ms, cfg.default_budget_ms);
+    Verdict {
+        trace_id: trace.id.clone(),
+        request_id: gw
+            .and_then(|g| g.request_id.clone())
+            .or_else(|| trace.spans.iter().find_map(|s| s.request_id.clone())),
+        started_at: rfc3339(tree.origin_us()),
+        outcome,
+        gateway: gw.map(|g| GatewayView {
+            source: g.source.clone(),
+            status: g.status,
+            request_time_ms: g.request_time_ms,
+            upstream_connect_ms: g.upstream_connect_sum_ms(),
+            upstream_header_ms: g.upstream_header_sum_ms(),
+            upstream_response_ms: g.upstream_response_sum_ms(),
+            upstream_status: g.upstream_status_raw.clone(),
+            upstream_tries: g.upstream_tries() as u32,
+            timeout_ms: gw_timeout_ms,
+        }),
+        budget: BudgetView {
+            total_ms: total,
+            source: source.map(String::from),
+            consumed_ms: elapsed_ms,
+        },
+        timeline: timeline(trace, tree),
+        root_cause,
+        contributing,
+        findings,
+    }
+}
+
+fn timeline(trace: &Trace, tree: &TraceTree) -> Vec<TimelineEntry> {
+    let origin = tree.origin_us();
+    let mut out: Vec<TimelineEntry> = tree
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let i = n.span?;
+            let s = &trace.spans[i];
+            let start = s.start_us + tree.shift_us[i];
+            Some(TimelineEntry {
+                span_id: s.span_id.clone(),
+                parent_span_id: s.parent_span_id.clone(),
+                name: s.name.clone(),
+                service: s.service.clone(),
+                stage: s.stage,
+                component: component_of(s),
+                start_offset_ms: (start - origin) as f64 / 1000.0,
+                duration_ms: s.duration_ms(),
+                critical_ms: n.critical_us as f64 / 1000.0,
+                timeout_ms: s.timeout_ms,
+                remaining_budget_ms: s.remaining_budget_ms,
+                attempt: s.attempt.unwrap_or(0),
+                status: s.status,
+                phases: s.phases.iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.start_offset_ms.total_cmp(&b.start_offset_ms));
+    out
+}

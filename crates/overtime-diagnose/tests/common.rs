@@ -1,0 +1,125 @@
+//! A small builder of traces for the rule tests: times in ms from the
+//! request's start, one gateway layer called `edge`.
+#![allow(dead_code)]
+
+use overtime_diagnose::{diagnose, DiagnoseConfig, Diagnosis, LayerConfig};
+use overtime_model::{GatewayRecord, SpanEvent, SpanRecord, SpanStatus, Stage, Verdict};
+
+pub const T0_MS: i64 = 1_764_410_400_000; // 2025-11-29T10:00:00Z
+
+pub struct Builder {
+    pub trace: String,
+    pub gateway: Vec<GatewayRecord>,
+    pub spans: Vec<SpanRecord>,
+    offset_ms: i64,
+}
+
+pub fn trace_id(n: u32) -> String {
+    format!(
+        "{:032x}",
+        0x4bf9_2f35_77b3_4da6_a3ce_0000_0000_0000u128 + n as u128
+    )
+}
+
+impl Builder {
+    pub fn new(n: u32) -> Self {
+        Builder {
+            trace: trace_id(n),
+            gateway: vec![],
+            spans: vec![],
+            offset_ms: n as i64 * 1000,
+        }
+    }
+    /// A request that started `offset_ms` after T0 (for incident windows).
+    pub fn at(mut self, offset_ms: i64) -> Self {
+        self.offset_ms = offset_ms;
+        self
+    }
+    fn us(&self, ms: f64) -> i64 {
+        ((T0_MS + self.offset_ms) as f64 * 1000.0 + ms * 1000.0).round() as i64
+    }
+    /// The gateway line: status and request time, written at start + rt.
+    pub fn gateway(&mut self, status: u16, rt_ms: f64) -> &mut GatewayRecord {
+        let g = GatewayRecord {
+            source: "edge".into(),
+            layer: 0,
+            line: self.gateway.len() as u64 + 1,
+            time_us: self.us(rt_ms),
+            time_precision_us: 1000,
+            status: Some(status),
+            request_time_ms: Some(rt_ms),
+            upstream_connect_ms: vec![Some(1.0)],
+            upstream_response_ms: vec![Some(rt_ms)],
+            upstream_status: vec![Some(status)],
+            upstream_status_raw: Some(status.to_string()),
+            upstream_addr: vec![Some("10.0.0.7:8080".into())],
+            trace_id: Some(self.trace.clone()),
+            request_id: Some(format!("req-{}", &self.trace[24..])),
+            ..Default::default()
+        };
+        self.gateway.push(g);
+        self.gateway.last_mut().unwrap()
+    }
+    pub fn span(
+        &mut self,
+        id: &str,
+        parent: Option<&str>,
+        service: &str,
+        stage: Stage,
+        start_ms: f64,
+        end_ms: f64,
+    ) -> &mut SpanRecord {
+        let mut s = SpanRecord::new(
+            &self.trace,
+            &format!("{:0>16}", id),
+            service,
+            id,
+            self.us(start_ms),
+            self.us(end_ms),
+        );
+        s.parent_span_id = parent.map(|p| format!("{:0>16}", p));
+        s.stage = stage;
+        s.status = SpanStatus::Ok;
+        self.spans.push(s);
+        self.spans.last_mut().unwrap()
+    }
+    pub fn event(&mut self, span: &str, name: &str, at_ms: f64) {
+        let id = format!("{:0>16}", span);
+        let t = self.us(at_ms);
+        let s = self.spans.iter_mut().find(|s| s.span_id == id).unwrap();
+        s.events.push(SpanEvent {
+            name: name.into(),
+            time_us: t,
+            duration_ms: None,
+        });
+    }
+}
+
+pub fn run(builders: Vec<Builder>, cfg: &DiagnoseConfig) -> Diagnosis {
+    let mut g = vec![];
+    let mut s = vec![];
+    for b in builders {
+        g.extend(b.gateway);
+        s.extend(b.spans);
+    }
+    diagnose(g, s, cfg)
+}
+
+pub fn cfg_with_timeout(ms: f64) -> DiagnoseConfig {
+    DiagnoseConfig {
+        layers: vec![LayerConfig {
+            name: "edge".into(),
+            read_timeout_ms: Some(ms),
+        }],
+        ..Default::default()
+    }
+}
+
+pub fn only(d: &Diagnosis) -> &Verdict {
+    assert_eq!(d.verdicts.len(), 1, "verdicts: {:#?}", d.verdicts);
+    &d.verdicts[0]
+}
+
+pub fn evidence(v: &Verdict) -> String {
+    v.root_cause.evidence.join(" | ")
+}
