@@ -1,1 +1,309 @@
-//! Span inputs: JSONL span logs, OTLP JSON lines, OTLP protobuf (SPEC §2.2).
+//! Span inputs (SPEC §2.2): JSONL span logs, OTLP JSON lines and OTLP
+//! protobuf, into the `spans` table; bad records into `rejected` (SPEC §3).
+//!
+//! Entry points: [`parse_span_bytes`] for a whole file or chunk,
+//! [`parse_jsonl_line`] / [`parse_otlp_json_line`] / [`parse_otlp_proto`]
+//! for one record, and [`spans_from_otlp_request`] for a request that
+//! arrived over OTLP/gRPC or OTLP/HTTP (it returns the rejected count for
+//! partial success). Deduplication by (trace id, span id) is the
+//! diagnosis's job: duplicates are simply returned twice.
+//!
+//! # OTLP attributes → `spans` columns
+//!
+//! | column | from (first present wins where several are listed) |
+//! |---|---|
+//! | `service` | resource `service.name` (else `unknown_service`) |
+//! | `name`, `kind` | span name, span kind (`server` `client` `internal` `producer` `consumer`) |
+//! | `status` | status code: `ERROR` → `error`, refined to `timeout` when `error.type` (else the exception type or status message) says timeout/deadline, `cancelled` when it says cancel/client reset; `OK` → `ok`; `UNSET` → `unset`, but `error` when `http.response.status_code` ≥ 500 and `timeout` when `error.type` says so |
+//! | `status_message` | status message |
+//! | `http_status` | `http.response.status_code`, `http.status_code` |
+//! | `error_type` | `error.type`, else the `exception` event's `exception.type` |
+//! | `model` | `gen_ai.request.model`, else `gen_ai.response.model` |
+//! | `input_tokens` / `output_tokens` | `gen_ai.usage.input_tokens` / `gen_ai.usage.output_tokens` (`prompt_tokens` / `completion_tokens` accepted) |
+//! | `max_tokens`, `temperature` | `gen_ai.request.max_tokens`, `gen_ai.request.temperature` |
+//! | `ttft_ms` | `gen_ai.response.time_to_first_chunk` (seconds × 1000), `agent.ttft_ms` |
+//! | `tool` | `gen_ai.tool.name`, `agent.tool` |
+//! | `judge_score` | event `gen_ai.evaluation.result`'s `gen_ai.evaluation.score.value`, or that attribute on the span |
+//! | `llm_reason` + phases | `http.response.header.x-llm-reason` (string array or string), `agent.llm_reason` |
+//! | `llm_duration_ms` | `http.response.header.x-llm-duration` (`47.2s` / `47.2`) |
+//! | `max_wait_ms` | `http.request.header.x-max-wait` (`60s`, `1500ms`, bare = seconds) |
+//! | `request_id` | `http.request.header.x-request-id`, `agent.request_id` |
+//! | `peer` | `server.address`[`:server.port`], else the host of `url.full` (not on server spans) |
+//! | `dns_ms` / `connect_ms` | attributes `dns_ms`/`connect_ms`/`agent.dns_ms`/`agent.connect_ms`, else the duration of a `dns`/`connect` event |
+//! | `stage`, `timeout_ms`, `budget_ms`, `remaining_budget_ms`, `attempt`, `fallback`, `fallback_accepted`, `gpu_load` … | `agent.<column>` (any JSONL field name works after `agent.`) |
+//! | `events` | every span event (name, time); duration from its `duration_ms`/`dns_ms`/`connect_ms` attribute |
+//! | `attributes` | every other span attribute, as a string (arrays/maps as JSON, bytes as hex) |
+//!
+//! A `stage` not given explicitly is derived by [`stage::derive_stage`].
+
+pub mod attributes;
+pub mod ids;
+mod jsonl;
+mod otlp;
+mod otlp_json;
+mod otlp_proto;
+pub mod stage;
+pub mod status;
+pub mod time;
+pub mod value;
+
+pub use jsonl::parse_jsonl_line;
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+pub use otlp_json::parse_otlp_json_line;
+pub use otlp_proto::{parse_otlp_proto, spans_from_otlp_request};
+
+use arrow::record_batch::RecordBatch;
+use overtime_model::{RejectedColumns, RejectedRecord, SpanColumns, SpanRecord};
+use serde_json::Value;
+use std::str::FromStr;
+
+/// Why a span (or a line, or a message) was rejected. [`SpanError::reason`]
+/// is the stable code stored in `rejected.reason`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpanError {
+    /// The line is not JSON, or not a JSON object.
+    #[error("not valid JSON: {0}")]
+    BadJson(String),
+    /// A required field is absent, null or empty.
+    #[error("missing required field `{0}`")]
+    MissingField(String),
+    /// A required field has the wrong type.
+    #[error("field `{field}`: {detail}")]
+    BadField { field: String, detail: String },
+    /// A trace/span id is not hex of the right length (or is all zeros).
+    #[error("bad id `{field}`: {detail}")]
+    BadId { field: String, detail: String },
+    /// A time cannot be read, or the span ends before it starts.
+    #[error("bad time: {0}")]
+    BadTime(String),
+    /// JSON that is not shaped like an OTLP request.
+    #[error("not an OTLP trace request: {0}")]
+    BadOtlp(String),
+    /// Bytes that do not decode as an OTLP protobuf request.
+    #[error("not an OTLP protobuf ExportTraceServiceRequest: {0}")]
+    BadProto(String),
+}
+
+impl SpanError {
+    /// The stable reason code: `bad_json`, `missing_field`, `bad_field`,
+    /// `bad_id`, `bad_time`, `bad_otlp` or `bad_proto`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SpanError::BadJson(_) => "bad_json",
+            SpanError::MissingField(_) => "missing_field",
+            SpanError::BadField { .. } => "bad_field",
+            SpanError::BadId { .. } => "bad_id",
+            SpanError::BadTime(_) => "bad_time",
+            SpanError::BadOtlp(_) => "bad_otlp",
+            SpanError::BadProto(_) => "bad_proto",
+        }
+    }
+}
+
+/// The encodings spans arrive in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpanFormat {
+    /// JSONL span logs, one span per line (SPEC §2.2 table).
+    Jsonl,
+    /// OTLP JSON, one `ExportTraceServiceRequest` per line.
+    OtlpJson,
+    /// OTLP protobuf `ExportTraceServiceRequest`s (length-delimited, or one).
+    OtlpProto,
+}
+
+/// An unknown format name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown span format `{0}`: expected jsonl, otlp-json or otlp-proto")]
+pub struct UnknownSpanFormat(pub String);
+
+impl SpanFormat {
+    /// The name used in the CLI and the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpanFormat::Jsonl => "jsonl",
+            SpanFormat::OtlpJson => "otlp-json",
+            SpanFormat::OtlpProto => "otlp-proto",
+        }
+    }
+
+    /// Guesses the format from the first bytes of a file: a JSON object
+    /// with `resourceSpans` is OTLP JSON, another JSON object JSONL,
+    /// anything else protobuf.
+    ///
+    /// ```
+    /// use overtime_parse::spans::SpanFormat;
+    /// assert_eq!(SpanFormat::sniff(b"\n{\"resourceSpans\":[]}"), SpanFormat::OtlpJson);
+    /// assert_eq!(SpanFormat::sniff(b"{\"trace_id\":\"..\"}"), SpanFormat::Jsonl);
+    /// assert_eq!(SpanFormat::sniff(b"\x0a\x10"), SpanFormat::OtlpProto);
+    /// ```
+    pub fn sniff(data: &[u8]) -> SpanFormat {
+        let data = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
+        let start = data
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(data.len());
+        let rest = &data[start..];
+        if rest.first() != Some(&b'{') {
+            return SpanFormat::OtlpProto;
+        }
+        let line = rest.split(|&b| b == b'\n').next().unwrap_or(rest);
+        let head = &line[..line.len().min(1 << 16)];
+        let has = |needle: &[u8]| head.windows(needle.len()).any(|w| w == needle);
+        if has(b"\"resourceSpans\"") || has(b"\"resource_spans\"") {
+            SpanFormat::OtlpJson
+        } else {
+            SpanFormat::Jsonl
+        }
+    }
+}
+
+impl FromStr for SpanFormat {
+    type Err = UnknownSpanFormat;
+
+    /// `jsonl`; `otlp-json` (`otlp_json`, `otlpjson`); `otlp-proto`
+    /// (`otlp`, `proto`, `protobuf`). Case-insensitive.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "jsonl" | "json-lines" | "ndjson" => Ok(SpanFormat::Jsonl),
+            "otlp-json" | "otlpjson" => Ok(SpanFormat::OtlpJson),
+            "otlp-proto" | "otlp" | "proto" | "protobuf" | "otlp-protobuf" => {
+                Ok(SpanFormat::OtlpProto)
+            }
+            _ => Err(UnknownSpanFormat(s.to_string())),
+        }
+    }
+}
+
+/// Spans read and records rejected.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedSpans {
+    pub spans: Vec<SpanRecord>,
+    pub rejected: Vec<RejectedRecord>,
+}
+
+impl ParsedSpans {
+    /// The `spans` and `rejected` tables.
+    ///
+    /// ```
+    /// use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+    /// let p = parse_span_bytes(SpanFormat::Jsonl, b"not json\n", "x.jsonl");
+    /// let (spans, rejected) = p.to_batches();
+    /// assert_eq!((spans.num_rows(), rejected.num_rows()), (0, 1));
+    /// assert_eq!(spans.schema(), overtime_model::span_schema());
+    /// ```
+    pub fn to_batches(&self) -> (RecordBatch, RecordBatch) {
+        let mut spans = SpanColumns::new();
+        self.spans.iter().for_each(|s| spans.append(s));
+        let mut rejected = RejectedColumns::new();
+        self.rejected.iter().for_each(|r| rejected.append(r));
+        (spans.finish(), rejected.finish())
+    }
+
+    /// Appends another result.
+    pub fn extend(&mut self, other: ParsedSpans) {
+        self.spans.extend(other.spans);
+        self.rejected.extend(other.rejected);
+    }
+}
+
+/// Parses a whole file or chunk. JSONL and OTLP JSON are split on `\n`
+/// (lines numbered from 1, blank lines skipped, `\r` and a leading BOM
+/// stripped); a line's own shape decides how it is read, so an OTLP
+/// request line in a JSONL file, or a JSONL span in an OTLP JSON file, is
+/// still read. `OtlpProto` is a sequence of varint length-delimited
+/// `ExportTraceServiceRequest`s or, if that does not decode, one message.
+///
+/// ```
+/// use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+/// let data = b"{\"trace_id\":\"0af7651916cd43dd8448eb211c80319c\",\"span_id\":\"b7ad6b7169203331\",\
+///   \"service\":\"agent\",\"name\":\"root\",\"start_time\":1714561200000,\"duration_ms\":60000}\r\n\
+///   \n{\"trace_id\":\"0af7\"}\n";
+/// let p = parse_span_bytes(SpanFormat::Jsonl, data, "spans.jsonl");
+/// assert_eq!(p.spans.len(), 1);
+/// assert_eq!((p.rejected[0].line, p.rejected[0].reason.as_str()), (3, "bad_id"));
+/// ```
+pub fn parse_span_bytes(format: SpanFormat, data: &[u8], source: &str) -> ParsedSpans {
+    let mut out = ParsedSpans::default();
+    if format == SpanFormat::OtlpProto {
+        otlp_proto::parse_proto_stream(data, source, &mut out);
+        return out;
+    }
+    let data = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
+    for (i, line) in data.split(|&b| b == b'\n').enumerate() {
+        let line_no = i as u64 + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let v: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                let e = SpanError::BadJson(e.to_string());
+                out.rejected.push(RejectedRecord::new(
+                    source,
+                    line_no,
+                    e.reason(),
+                    e.to_string(),
+                    line,
+                ));
+                continue;
+            }
+        };
+        if format == SpanFormat::OtlpJson || otlp_json::looks_like_otlp(&v) {
+            otlp_json::otlp_json_value(&v, line, source, line_no, &mut out);
+        } else {
+            match jsonl::span_from_jsonl_value(&v, source, line_no) {
+                Ok(s) => out.spans.push(s),
+                Err(e) => out.rejected.push(RejectedRecord::new(
+                    source,
+                    line_no,
+                    e.reason(),
+                    e.to_string(),
+                    line,
+                )),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_names_round_trip() {
+        for f in [
+            SpanFormat::Jsonl,
+            SpanFormat::OtlpJson,
+            SpanFormat::OtlpProto,
+        ] {
+            assert_eq!(f.as_str().parse::<SpanFormat>(), Ok(f));
+        }
+        assert_eq!("OTLP_JSON".parse(), Ok(SpanFormat::OtlpJson));
+        assert_eq!("protobuf".parse(), Ok(SpanFormat::OtlpProto));
+        let err = "xml".parse::<SpanFormat>().unwrap_err();
+        assert!(err.to_string().contains("xml"));
+    }
+
+    #[test]
+    fn extend_and_batches() {
+        let mut a = parse_span_bytes(SpanFormat::Jsonl, b"x\n", "a");
+        let b = parse_span_bytes(SpanFormat::OtlpJson, b"y\n\n{}\n", "b");
+        a.extend(b);
+        assert_eq!(a.rejected.len(), 3);
+        assert_eq!(a.rejected[2].line, 3);
+        let (s, r) = a.to_batches();
+        assert_eq!((s.num_rows(), r.num_rows()), (0, 3));
+        assert_eq!(r.schema(), overtime_model::rejected_schema());
+    }
+
+    #[test]
+    fn sniff_skips_bom_and_blank_lines() {
+        assert_eq!(
+            SpanFormat::sniff(b"\xef\xbb\xbf  \n{\"resource_spans\":[]}"),
+            SpanFormat::OtlpJson
+        );
+        assert_eq!(SpanFormat::sniff(b""), SpanFormat::OtlpProto);
+    }
+}

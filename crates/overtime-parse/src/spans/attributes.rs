@@ -1,0 +1,544 @@
+//! Fields and attributes → `spans` columns, shared by JSONL and OTLP.
+//!
+//! A [`SpanBuilder`] starts from a span's required fields, takes JSONL
+//! fields ([`SpanBuilder::field`]), OTLP attributes
+//! ([`SpanBuilder::attribute`]) and events ([`SpanBuilder::event`]) in any
+//! order, and [`SpanBuilder::finish`] settles what depends on several of
+//! them: status, stage, peer, DNS/connect times. The attribute → column
+//! table is in the README and in the module docs of [`super`].
+
+use super::stage::{derive_stage, says_judge, StageHints};
+use super::status::{parse_status_word, refine_status};
+use super::value::{any_bool, any_f64, any_i64, any_str, any_to_string};
+use crate::duration::parse_duration_ms;
+use crate::llm_reason::{parse_llm_duration, parse_llm_reason};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use overtime_model::{SpanEvent, SpanRecord, SpanStatus};
+
+/// Builds one [`SpanRecord`] from fields, attributes and events.
+#[derive(Debug)]
+pub struct SpanBuilder {
+    rec: SpanRecord,
+    base_status: SpanStatus,
+    explicit_stage: Option<String>,
+    operation: Option<String>,
+    response_model: Option<String>,
+    db_system: bool,
+    http_client: bool,
+    judge: bool,
+    server_address: Option<String>,
+    server_port: Option<i64>,
+    url_host: Option<String>,
+    exception_type: Option<String>,
+    exception_message: Option<String>,
+    dns_event_ms: Option<f64>,
+    connect_event_ms: Option<f64>,
+    unreadable_events: usize,
+}
+
+/// A non-empty string value (numbers rendered), for names and ids.
+fn text(v: &AnyValue) -> Option<String> {
+    match any_str(v) {
+        Some(s) => Some(s.trim().to_string()).filter(|s| !s.is_empty()),
+        None => any_f64(v).map(|_| any_to_string(v)),
+    }
+}
+
+/// Normalises a span kind (`SPAN_KIND_CLIENT`, `Client`, 3…).
+pub(crate) fn kind_name(s: &str) -> Option<&'static str> {
+    let l = s.trim().to_ascii_lowercase();
+    Some(match l.strip_prefix("span_kind_").unwrap_or(&l) {
+        "internal" | "1" => "internal",
+        "server" | "2" => "server",
+        "client" | "3" => "client",
+        "producer" | "4" => "producer",
+        "consumer" | "5" => "consumer",
+        _ => return None,
+    })
+}
+
+/// The `host[:port]` of a URL (`https://u@api.x.com:8443/v1?q` → `api.x.com:8443`).
+///
+/// ```
+/// use overtime_parse::spans::attributes::url_host;
+/// assert_eq!(url_host("https://user@api.weather.com:8443/v1?q=1").as_deref(), Some("api.weather.com:8443"));
+/// assert_eq!(url_host("/relative/path"), None);
+/// ```
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url.trim().split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?;
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+impl SpanBuilder {
+    /// Starts from a span with its required fields set.
+    pub fn new(rec: SpanRecord) -> Self {
+        SpanBuilder {
+            rec,
+            base_status: SpanStatus::Unset,
+            explicit_stage: None,
+            operation: None,
+            response_model: None,
+            db_system: false,
+            http_client: false,
+            judge: false,
+            server_address: None,
+            server_port: None,
+            url_host: None,
+            exception_type: None,
+            exception_message: None,
+            dns_event_ms: None,
+            connect_event_ms: None,
+            unreadable_events: 0,
+        }
+    }
+
+    /// The span's own status before refinement (JSONL `status`, OTLP
+    /// `status.code`).
+    pub fn set_status(&mut self, s: SpanStatus) {
+        self.base_status = s;
+    }
+
+    /// Sets the span kind.
+    pub fn set_kind(&mut self, kind: Option<&'static str>) {
+        self.rec.kind = kind.map(str::to_string);
+    }
+
+    /// Sets the status message (ignored when empty).
+    pub fn set_status_message(&mut self, m: &str) {
+        if !m.trim().is_empty() {
+            self.rec.status_message = Some(m.to_string());
+        }
+    }
+
+    /// Keeps an attribute that maps to no column, as a string.
+    pub fn keep(&mut self, key: &str, v: &AnyValue) {
+        self.rec
+            .attributes
+            .push((key.to_string(), any_to_string(v)));
+    }
+
+    /// Counts an event that could not be read (no usable time).
+    pub fn unreadable_event(&mut self) {
+        self.unreadable_events += 1;
+    }
+
+    /// Applies one JSONL field (SPEC §2.2 table, plus the `spans` column
+    /// names `kind`, `http_status`, `error_type`, `status_message`,
+    /// `max_wait_ms`, `peer`, `llm_duration_ms` and `llm_duration`). OTLP
+    /// `agent.<field>` attributes come here too. Returns `false` when the
+    /// name is not a field or the value cannot be read as its type; the
+    /// caller then keeps it in `attributes`.
+    pub fn field(&mut self, name: &str, v: &AnyValue) -> bool {
+        let r = &mut self.rec;
+        let num = any_f64(v);
+        let int = any_i64(v);
+        // null, or an empty string: "not set", which is a valid reading.
+        let is_null = v.value.is_none() || any_str(v).is_some_and(|s| s.trim().is_empty());
+        macro_rules! set {
+            ($slot:expr, $val:expr) => {{
+                match $val {
+                    Some(x) => {
+                        $slot = Some(x);
+                        true
+                    }
+                    None => is_null,
+                }
+            }};
+        }
+        match name {
+            "stage" => set!(self.explicit_stage, any_str(v).map(str::to_string)),
+            "status" => match any_str(v).and_then(parse_status_word) {
+                Some(s) => {
+                    self.base_status = s;
+                    true
+                }
+                None => is_null,
+            },
+            // 0 or negative: "no timeout", as most HTTP clients read it.
+            "timeout_ms" => match num {
+                Some(t) => {
+                    r.timeout_ms = (t > 0.0).then_some(t);
+                    true
+                }
+                None => is_null,
+            },
+            "budget_ms" => set!(r.budget_ms, num),
+            "remaining_budget_ms" => set!(r.remaining_budget_ms, num),
+            "attempt" => set!(r.attempt, int.and_then(|i| u32::try_from(i).ok())),
+            "request_id" => set!(r.request_id, text(v)),
+            "model" => set!(r.model, text(v)),
+            "input_tokens" => set!(r.input_tokens, int),
+            "output_tokens" => set!(r.output_tokens, int),
+            "max_tokens" => set!(r.max_tokens, int),
+            "temperature" => set!(r.temperature, num),
+            "ttft_ms" => set!(r.ttft_ms, num),
+            "gpu_load" => set!(r.gpu_load, num),
+            "judge_score" => set!(r.judge_score, num),
+            "llm_reason" => match any_str(v) {
+                Some(s) => {
+                    r.phases = parse_llm_reason(s);
+                    r.llm_reason = Some(s.to_string());
+                    true
+                }
+                None => is_null,
+            },
+            "llm_duration" => set!(
+                r.llm_duration_ms,
+                any_str(v)
+                    .and_then(parse_llm_duration)
+                    .or(num.map(|s| s * 1000.0))
+            ),
+            "llm_duration_ms" => set!(r.llm_duration_ms, num),
+            "tool" => set!(r.tool, text(v)),
+            "fallback" => set!(r.fallback, text(v)),
+            "fallback_accepted" => set!(r.fallback_accepted, any_bool(v)),
+            "dns_ms" => set!(r.dns_ms, num),
+            "connect_ms" => set!(r.connect_ms, num),
+            "kind" => set!(r.kind, any_str(v).and_then(kind_name).map(str::to_string)),
+            "http_status" => set!(r.http_status, int.and_then(http_code)),
+            "error_type" => set!(r.error_type, text(v)),
+            "status_message" => set!(r.status_message, text(v)),
+            "max_wait_ms" => set!(r.max_wait_ms, num),
+            "max_wait" => set!(r.max_wait_ms, max_wait(v)),
+            "peer" => set!(r.peer, text(v)),
+            _ => false,
+        }
+    }
+
+    /// Applies one OTLP attribute (or a JSONL `attributes` entry): the
+    /// conventions of SPEC §2.2 first, then `agent.<field>`; anything else
+    /// is kept in `attributes` as a string.
+    pub fn attribute(&mut self, key: &str, v: &AnyValue) {
+        if (key.starts_with("agent.") || key.starts_with("gen_ai."))
+            && !key.starts_with("gen_ai.evaluation.")
+            && any_str(v).is_some_and(says_judge)
+        {
+            self.judge = true;
+        }
+        let mapped = match key {
+            "gen_ai.operation.name" => {
+                self.operation = text(v);
+                true
+            }
+            "gen_ai.request.model" => self.field("model", v),
+            "gen_ai.response.model" => {
+                self.response_model = text(v);
+                true
+            }
+            "gen_ai.usage.input_tokens" => self.field("input_tokens", v),
+            "gen_ai.usage.prompt_tokens" if self.rec.input_tokens.is_none() => {
+                self.field("input_tokens", v)
+            }
+            "gen_ai.usage.output_tokens" => self.field("output_tokens", v),
+            "gen_ai.usage.completion_tokens" if self.rec.output_tokens.is_none() => {
+                self.field("output_tokens", v)
+            }
+            "gen_ai.request.max_tokens" => self.field("max_tokens", v),
+            "gen_ai.request.temperature" => self.field("temperature", v),
+            "gen_ai.response.time_to_first_chunk" => match any_f64(v) {
+                Some(s) => {
+                    self.rec.ttft_ms = Some(s * 1000.0);
+                    true
+                }
+                None => false,
+            },
+            "gen_ai.tool.name" => self.field("tool", v),
+            "gen_ai.evaluation.score.value" => self.field("judge_score", v),
+            "http.response.header.x-llm-reason" => self.field("llm_reason", v),
+            "http.response.header.x-llm-duration" => self.field("llm_duration", v),
+            "http.request.header.x-max-wait" => self.field("max_wait", v),
+            "http.request.header.x-request-id" => self.field("request_id", v),
+            "http.response.status_code" | "http.status_code" => self.field("http_status", v),
+            "error.type" => self.field("error_type", v),
+            "server.address" | "net.peer.name" => {
+                self.server_address = text(v).or(self.server_address.take());
+                true
+            }
+            "server.port" | "net.peer.port" => {
+                self.server_port = any_i64(v).or(self.server_port);
+                true
+            }
+            "dns_ms" | "connect_ms" => self.field(key, v),
+            _ => match key.strip_prefix("agent.") {
+                Some(field) => self.field(field, v),
+                None => false,
+            },
+        };
+        match key {
+            "db.system" | "db.system.name" => self.db_system = true,
+            "http.request.method" | "http.method" => self.http_client = true,
+            "url.full" | "http.url" => {
+                self.http_client = true;
+                self.url_host = any_str(v).and_then(url_host).or(self.url_host.take());
+            }
+            _ => {}
+        }
+        if !mapped {
+            self.keep(key, v);
+        }
+    }
+
+    /// Adds a span event. `chunk`, `heartbeat`, `dns`, `connect` and all
+    /// others are kept by name and time; a duration comes from the
+    /// attributes `duration_ms`, `dns_ms` or `connect_ms`. A `dns`/`connect`
+    /// event's duration fills `dns_ms`/`connect_ms` when no field did;
+    /// `gen_ai.evaluation.result` gives `judge_score`; `exception` gives the
+    /// error type/message when the span has none.
+    pub fn event(&mut self, name: &str, time_us: i64, attrs: &[KeyValue]) {
+        let attr = |k: &str| {
+            attrs
+                .iter()
+                .find(|kv| kv.key == k)
+                .and_then(|kv| kv.value.as_ref())
+        };
+        let duration_ms = ["duration_ms", "dns_ms", "connect_ms", "agent.duration_ms"]
+            .iter()
+            .find_map(|k| attr(k).and_then(any_f64));
+        match name.to_ascii_lowercase().as_str() {
+            "dns" => self.dns_event_ms = self.dns_event_ms.or(duration_ms),
+            "connect" => self.connect_event_ms = self.connect_event_ms.or(duration_ms),
+            "gen_ai.evaluation.result" => {
+                if let Some(s) = attr("gen_ai.evaluation.score.value").and_then(any_f64) {
+                    self.rec.judge_score = Some(s);
+                }
+            }
+            "exception" => {
+                let get = |k| attr(k).and_then(any_str).map(str::to_string);
+                self.exception_type = self.exception_type.take().or(get("exception.type"));
+                self.exception_message = self.exception_message.take().or(get("exception.message"));
+            }
+            _ => {}
+        }
+        self.rec.events.push(SpanEvent {
+            name: name.to_string(),
+            time_us,
+            duration_ms,
+        });
+    }
+
+    /// Settles status, stage, peer and DNS/connect and returns the span.
+    pub fn finish(mut self) -> SpanRecord {
+        let r = &mut self.rec;
+        match (&r.model, self.response_model) {
+            (None, m) => r.model = m,
+            (Some(req), Some(resp)) if *req != resp => {
+                r.attributes.push(("gen_ai.response.model".into(), resp))
+            }
+            _ => {}
+        }
+        let address = match (self.server_address, self.server_port) {
+            (Some(a), Some(p)) => Some(format!("{a}:{p}")),
+            (a, _) => a,
+        };
+        if r.kind.as_deref() == Some("server") {
+            // On a server span `server.address` is the span's own host.
+            if let Some(a) = address {
+                r.attributes.push(("server.address".into(), a));
+            }
+        } else if r.peer.is_none() {
+            r.peer = address.or(self.url_host);
+        }
+        r.dns_ms = r.dns_ms.or(self.dns_event_ms);
+        r.connect_ms = r.connect_ms.or(self.connect_event_ms);
+        r.error_type = r.error_type.take().or(self.exception_type);
+        let message = r
+            .status_message
+            .as_deref()
+            .or(self.exception_message.as_deref());
+        r.status = refine_status(
+            self.base_status,
+            r.http_status,
+            r.error_type.as_deref(),
+            message,
+        );
+        let hints = StageHints {
+            explicit: self.explicit_stage.as_deref(),
+            name: &r.name,
+            kind: r.kind.as_deref(),
+            operation: self.operation.as_deref(),
+            model: r.model.is_some(),
+            tool: r.tool.is_some(),
+            db_system: self.db_system,
+            http_client: self.http_client,
+            judge: self.judge,
+            is_root: r.parent_span_id.is_none(),
+        };
+        r.stage = derive_stage(&hints);
+        if let Some(op) = self.operation {
+            r.attributes.push(("gen_ai.operation.name".into(), op));
+        }
+        if let Some(s) = self.explicit_stage {
+            if super::stage::parse_stage_lenient(&s).is_none() {
+                r.attributes.push(("stage".into(), s));
+            }
+        }
+        if self.unreadable_events > 0 {
+            r.attributes.push((
+                "overtime.unreadable_events".into(),
+                self.unreadable_events.to_string(),
+            ));
+        }
+        self.rec
+    }
+}
+
+fn http_code(i: i64) -> Option<u16> {
+    u16::try_from(i).ok().filter(|c| (100..=999).contains(c))
+}
+
+/// `X-Max-Wait`: `60s`, `1500ms`, or a bare number of seconds.
+fn max_wait(v: &AnyValue) -> Option<f64> {
+    any_str(v)
+        .and_then(|s| parse_duration_ms(s, 1000.0))
+        .or(any_f64(v).map(|s| s * 1000.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spans::value::plain_json_to_any;
+    use overtime_model::Stage;
+    use serde_json::json;
+
+    fn span() -> SpanBuilder {
+        let mut r = SpanRecord::new(
+            "0af7651916cd43dd8448eb211c80319c",
+            "b7ad6b7169203331",
+            "agent",
+            "chat",
+            0,
+            1000,
+        );
+        r.parent_span_id = Some("00f067aa0ba902b7".into());
+        SpanBuilder::new(r)
+    }
+
+    fn a(v: serde_json::Value) -> AnyValue {
+        plain_json_to_any(&v)
+    }
+
+    #[test]
+    fn gen_ai_attributes_fill_columns() {
+        let mut b = span();
+        b.attribute("gen_ai.operation.name", &a(json!("chat")));
+        b.attribute("gen_ai.request.model", &a(json!("deepseek-v4-pro")));
+        b.attribute("gen_ai.response.model", &a(json!("deepseek-v4-pro-0501")));
+        b.attribute("gen_ai.usage.input_tokens", &a(json!(412)));
+        b.attribute("gen_ai.response.time_to_first_chunk", &a(json!(0.75)));
+        b.attribute(
+            "http.response.header.x-llm-reason",
+            &a(json!(["kv_cache_build=3.2s"])),
+        );
+        b.attribute("http.request.header.x-max-wait", &a(json!(["60"])));
+        b.attribute("agent.timeout_ms", &a(json!(30000)));
+        b.attribute("agent.attempt", &a(json!("1")));
+        b.attribute("customer.tier", &a(json!("gold")));
+        let r = b.finish();
+        assert_eq!(r.stage, Stage::Llm);
+        assert_eq!(r.model.as_deref(), Some("deepseek-v4-pro"));
+        assert_eq!(r.input_tokens, Some(412));
+        assert_eq!(r.ttft_ms, Some(750.0));
+        assert_eq!(r.phases.prefill_ms, Some(3200.0));
+        assert_eq!(r.max_wait_ms, Some(60000.0));
+        assert_eq!(r.timeout_ms, Some(30000.0));
+        assert_eq!(r.attempt, Some(1));
+        assert!(r
+            .attributes
+            .contains(&("customer.tier".into(), "gold".into())));
+        assert!(r.attributes.contains(&(
+            "gen_ai.response.model".into(),
+            "deepseek-v4-pro-0501".into()
+        )));
+        assert!(r
+            .attributes
+            .contains(&("gen_ai.operation.name".into(), "chat".into())));
+    }
+
+    #[test]
+    fn unreadable_values_are_kept_not_lost() {
+        let mut b = span();
+        b.attribute("agent.attempt", &a(json!("first")));
+        assert!(!b.field("input_tokens", &a(json!("many"))));
+        assert!(b.field("timeout_ms", &a(json!(null))));
+        assert!(b.field("timeout_ms", &a(json!(0))));
+        let r = b.finish();
+        assert_eq!(r.attempt, None);
+        assert_eq!(r.timeout_ms, None);
+        assert!(r
+            .attributes
+            .contains(&("agent.attempt".into(), "first".into())));
+    }
+
+    #[test]
+    fn peer_status_and_events() {
+        let mut b = span();
+        b.set_kind(Some("client"));
+        b.attribute("http.request.method", &a(json!("GET")));
+        b.attribute("url.full", &a(json!("https://api.weather.com/v1/now")));
+        b.attribute("http.response.status_code", &a(json!(504)));
+        b.event(
+            "dns",
+            10,
+            &[KeyValue {
+                key: "duration_ms".into(),
+                value: Some(a(json!(12.5))),
+                ..Default::default()
+            }],
+        );
+        b.event("chunk", 20, &[]);
+        let r = b.finish();
+        assert_eq!(r.stage, Stage::Network);
+        assert_eq!(r.peer.as_deref(), Some("api.weather.com"));
+        assert_eq!(r.status, SpanStatus::Error);
+        assert_eq!(r.dns_ms, Some(12.5));
+        assert_eq!(r.events.len(), 2);
+        assert_eq!(r.events[0].duration_ms, Some(12.5));
+
+        let mut b = span();
+        b.attribute("server.address", &a(json!("10.0.0.7")));
+        b.attribute("server.port", &a(json!(8000)));
+        b.set_status(SpanStatus::Error);
+        let exc = |k: &str, v: &str| KeyValue {
+            key: k.into(),
+            value: Some(a(json!(v))),
+            ..Default::default()
+        };
+        b.event(
+            "exception",
+            30,
+            &[
+                exc("exception.type", "httpx.ReadTimeout"),
+                exc("exception.message", "timed out"),
+            ],
+        );
+        b.event(
+            "gen_ai.evaluation.result",
+            40,
+            &[KeyValue {
+                key: "gen_ai.evaluation.score.value".into(),
+                value: Some(a(json!(0.4))),
+                ..Default::default()
+            }],
+        );
+        let r = b.finish();
+        assert_eq!(r.peer.as_deref(), Some("10.0.0.7:8000"));
+        assert_eq!(r.status, SpanStatus::Timeout);
+        assert_eq!(r.error_type.as_deref(), Some("httpx.ReadTimeout"));
+        assert_eq!(r.judge_score, Some(0.4));
+    }
+
+    #[test]
+    fn judge_hint_from_agent_attribute() {
+        let mut b = span();
+        b.attribute("gen_ai.operation.name", &a(json!("chat")));
+        b.attribute("agent.role", &a(json!("llm-as-judge")));
+        assert_eq!(b.finish().stage, Stage::Judge);
+        let mut b = span();
+        b.field("stage", &a(json!("warp")));
+        let r = b.finish();
+        assert_eq!(r.stage, Stage::Other);
+        assert!(r.attributes.contains(&("stage".into(), "warp".into())));
+    }
+}
