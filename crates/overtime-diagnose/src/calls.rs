@@ -90,6 +90,29 @@ fn is_call_stage(s: Stage) -> bool {
     )
 }
 
+/// Which nodes are calls. A plain network hop (an HTTP client span) that
+/// leads to further calls is a transport between services, not a call of
+/// its own: the calls under it are what an SRE would blame.
+fn call_nodes(trace: &Trace, tree: &TraceTree) -> Vec<bool> {
+    let n = tree.nodes.len();
+    let stage = |i: usize| tree.nodes[i].span.map(|s| trace.spans[s].stage);
+    // Nodes are created parents first, so a backwards walk sees children first.
+    let mut has_call_below = vec![false; n];
+    for i in (0..n).rev() {
+        has_call_below[i] = tree.nodes[i]
+            .children
+            .iter()
+            .any(|&c| has_call_below[c] || stage(c).is_some_and(is_call_stage));
+    }
+    (0..n)
+        .map(|i| match stage(i) {
+            Some(Stage::Network) => !has_call_below[i],
+            Some(s) => is_call_stage(s),
+            None => false,
+        })
+        .collect()
+}
+
 /// The name an SRE knows a span's target by.
 pub fn component_of(s: &SpanRecord) -> String {
     let pick = match s.stage {
@@ -182,18 +205,16 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
     let mut calls: Vec<Call> = Vec::new();
     // Topmost call spans, grouped by (parent node, stage, component).
     let mut groups: BTreeMap<(usize, &'static str, String), Vec<usize>> = BTreeMap::new();
+    let is_call = call_nodes(trace, tree);
     for (n, node) in tree.nodes.iter().enumerate() {
         let Some(si) = node.span else { continue };
-        if !is_call_stage(spans[si].stage) {
+        if !is_call[n] {
             continue;
         }
         let mut anc = node.parent;
         let mut topmost = true;
         while let Some(a) = anc {
-            if tree.nodes[a]
-                .span
-                .is_some_and(|x| is_call_stage(spans[x].stage))
-            {
+            if is_call[a] {
                 topmost = false;
                 break;
             }

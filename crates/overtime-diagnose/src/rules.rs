@@ -137,11 +137,16 @@ fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
     let attempts = c.raw_attempts_ms();
     if attempts.len() >= 2 {
         let list: Vec<String> = attempts.iter().map(|a| dur(*a)).collect();
+        let total: f64 = attempts.iter().sum();
+        let over = match f.gateway_timeout_ms {
+            Some(t) if total > t => format!(", more than the gateway timeout {}", dur(t)),
+            _ => String::new(),
+        };
         ev.push(format!(
-            "{} attempts ({}), {} in all",
+            "{} attempts ({}), {} in all{over}",
             attempts.len(),
             list.join(", "),
-            dur(attempts.iter().sum())
+            dur(total)
         ));
     }
     if c.kind == CallKind::Span {

@@ -1,1 +1,55 @@
-fn main() {}
+//! `overtime`: the thin binary. Parses the command line and hands off to
+//! the library crates; exit codes 0 ok, 1 failure, 2 usage (SPEC §8).
+
+mod cli;
+mod conf_timeouts;
+mod diagnose_cmd;
+mod inputs;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// An argument problem: reported on one line, exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        cli::Command::Diagnose(a) => diagnose_cmd::run(a),
+        cli::Command::NginxFormat => {
+            println!("{}", overtime_parse::nginx::OVERTIME_LOG_FORMAT);
+            println!("# then, in the server or location that proxies the agent API:");
+            println!("#   access_log /var/log/nginx/overtime.log overtime;");
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => match e.downcast_ref::<UsageError>() {
+            Some(u) => {
+                eprintln!("overtime: {u}");
+                ExitCode::from(2)
+            }
+            None => {
+                eprintln!("overtime: error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}

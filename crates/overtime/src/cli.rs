@@ -1,0 +1,82 @@
+//! The command line (SPEC §8). Exit codes: 0 ok, 1 failure, 2 usage.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "overtime",
+    version,
+    about = "Where the time budget of every 504 went, and why."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Diagnose offline: nginx logs and span files in, verdicts and incident reports out.
+    Diagnose(DiagnoseArgs),
+    /// Print the recommended nginx `log_format overtime` directive.
+    NginxFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// An nginx access log (plain or .gz). Repeat for several files or
+    /// several gateway layers, outermost layer first.
+    #[arg(long = "nginx-log", value_name = "FILE")]
+    pub nginx_log: Vec<PathBuf>,
+    /// The log_format of the matching --nginx-log: a built-in name
+    /// (`overtime`, `combined`) or the format body as written in nginx.conf.
+    /// One format given for several logs applies to all of them.
+    #[arg(long = "log-format", value_name = "FORMAT", allow_hyphen_values = true)]
+    pub log_format: Vec<String>,
+    /// nginx.conf to read the log_format (by --format-name) and the
+    /// proxy_read_timeout from.
+    #[arg(long = "nginx-conf", value_name = "FILE")]
+    pub nginx_conf: Vec<PathBuf>,
+    /// Name of the log_format in --nginx-conf, paired with --nginx-log.
+    #[arg(long = "format-name", value_name = "NAME")]
+    pub format_name: Vec<String>,
+    /// Name of the gateway layer of the matching --nginx-log (default: the
+    /// file name without `.log`, rotation and `.gz` suffixes).
+    #[arg(long = "layer-name", value_name = "NAME")]
+    pub layer_name: Vec<String>,
+    /// Read timeout of each gateway layer in order (`60s`, `10000ms`);
+    /// without it, it is read from --nginx-conf or inferred from the 504s.
+    #[arg(long = "gateway-timeout", value_name = "DURATION")]
+    pub gateway_timeout: Vec<String>,
+    /// JSONL span log (one span per line, SPEC §2.2).
+    #[arg(long = "spans", value_name = "FILE")]
+    pub spans: Vec<PathBuf>,
+    /// OTLP JSON lines (one ExportTraceServiceRequest per line).
+    #[arg(long = "otlp-json", value_name = "FILE")]
+    pub otlp_json: Vec<PathBuf>,
+    /// OTLP protobuf: length-delimited ExportTraceServiceRequest messages,
+    /// or a single message.
+    #[arg(long = "otlp-proto", value_name = "FILE")]
+    pub otlp_proto: Vec<PathBuf>,
+    /// Print one JSON document {"verdicts": [...], "incidents": [...]}.
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+    /// Print the report for humans (the default).
+    #[arg(long)]
+    pub markdown: bool,
+    /// Input-token threshold for prefill (SPEC §5).
+    #[arg(long = "threshold-tokens", value_name = "N", default_value_t = 300)]
+    pub threshold_tokens: u32,
+    /// Give a verdict for every trace, not only the failed ones.
+    #[arg(long)]
+    pub all: bool,
+    /// An incident closes after this long without a failure.
+    #[arg(long = "incident-quiet", value_name = "DURATION", default_value = "5m")]
+    pub incident_quiet: String,
+    /// The request budget when no header or span gives one.
+    #[arg(long = "budget", value_name = "DURATION")]
+    pub budget: Option<String>,
+    /// Worker threads for parsing (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
