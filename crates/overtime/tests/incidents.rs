@@ -7,7 +7,7 @@
 //! run shows the whole picture.
 
 use chrono::{DateTime, FixedOffset};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -107,8 +107,14 @@ fn diagnose(args: &[String]) -> Value {
             String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(400)])
         )
     });
-    assert!(doc["verdicts"].is_array(), "document has a `verdicts` array");
-    assert!(doc["incidents"].is_array(), "document has an `incidents` array");
+    assert!(
+        doc["verdicts"].is_array(),
+        "document has a `verdicts` array"
+    );
+    assert!(
+        doc["incidents"].is_array(),
+        "document has an `incidents` array"
+    );
     doc
 }
 
@@ -156,7 +162,11 @@ fn rfc3339(v: &Value) -> Option<DateTime<FixedOffset>> {
 fn evidence(v: &Value) -> Vec<String> {
     v["root_cause"]["evidence"]
         .as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -213,26 +223,44 @@ fn fail_all(name: &str, problems: Vec<String>) {
 
 fn check_num_or_null(p: &mut Vec<String>, ctx: &str, v: &Value, k: &str) {
     if !(v[k].is_number() || v[k].is_null()) || v.get(k).is_none() {
-        p.push(format!("{ctx}: `{k}` must be present, a number or null (got {})", v[k]));
+        p.push(format!(
+            "{ctx}: `{k}` must be present, a number or null (got {})",
+            v[k]
+        ));
     }
 }
 
 fn check_verdict_shape(p: &mut Vec<String>, v: &Value) {
     let ctx = format!("verdict {}", s(v, "trace_id"));
     for k in [
-        "trace_id", "request_id", "started_at", "outcome", "gateway", "budget", "timeline",
-        "root_cause", "contributing", "findings",
+        "trace_id",
+        "request_id",
+        "started_at",
+        "outcome",
+        "gateway",
+        "budget",
+        "timeline",
+        "root_cause",
+        "contributing",
+        "findings",
     ] {
         if v.get(k).is_none() {
             p.push(format!("{ctx}: missing `{k}`"));
         }
     }
     let tid = s(v, "trace_id");
-    if tid.len() != 32 || !tid.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+    if tid.len() != 32
+        || !tid
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
         p.push(format!("{ctx}: trace_id must be 32 lowercase hex"));
     }
     if rfc3339(&v["started_at"]).is_none() {
-        p.push(format!("{ctx}: started_at {} is not RFC 3339", v["started_at"]));
+        p.push(format!(
+            "{ctx}: started_at {} is not RFC 3339",
+            v["started_at"]
+        ));
     }
     if !OUTCOMES.contains(&s(v, "outcome")) {
         p.push(format!("{ctx}: outcome {}", v["outcome"]));
@@ -240,13 +268,18 @@ fn check_verdict_shape(p: &mut Vec<String>, v: &Value) {
     let g = &v["gateway"];
     if !g.is_null() {
         for k in [
-            "status", "request_time_ms", "upstream_connect_ms", "upstream_header_ms",
+            "status",
+            "request_time_ms",
+            "upstream_connect_ms",
+            "upstream_header_ms",
             "upstream_response_ms",
         ] {
             check_num_or_null(p, &format!("{ctx} gateway"), g, k);
         }
         if !(g["upstream_status"].is_string() || g["upstream_status"].is_null()) {
-            p.push(format!("{ctx}: gateway.upstream_status must be a string or null"));
+            p.push(format!(
+                "{ctx}: gateway.upstream_status must be a string or null"
+            ));
         }
     }
     let b = &v["budget"];
@@ -263,7 +296,9 @@ fn check_verdict_shape(p: &mut Vec<String>, v: &Value) {
     for e in v["timeline"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         let sid = s(e, "span_id");
         if !ids.insert(sid.to_string()) {
-            p.push(format!("{ctx}: span {sid} twice in the timeline (spans must count once)"));
+            p.push(format!(
+                "{ctx}: span {sid} twice in the timeline (spans must count once)"
+            ));
         }
         for k in ["name", "component"] {
             if !e[k].is_string() {
@@ -285,7 +320,9 @@ fn check_verdict_shape(p: &mut Vec<String>, v: &Value) {
             check_num_or_null(p, &format!("{ctx} timeline {sid}"), e, k);
         }
         if e.get("parent_span_id").is_none() || !e["attempt"].is_u64() {
-            p.push(format!("{ctx}: timeline {sid}: parent_span_id and attempt are required"));
+            p.push(format!(
+                "{ctx}: timeline {sid}: parent_span_id and attempt are required"
+            ));
         }
     }
     let rc = &v["root_cause"];
@@ -294,15 +331,24 @@ fn check_verdict_shape(p: &mut Vec<String>, v: &Value) {
     }
     let share = rc["share"].as_f64().unwrap_or(-1.0);
     if !(0.0..=1.0001).contains(&share) {
-        p.push(format!("{ctx}: root_cause.share {} not in 0..1", rc["share"]));
+        p.push(format!(
+            "{ctx}: root_cause.share {} not in 0..1",
+            rc["share"]
+        ));
     }
     if !rc["component"].is_string() || !rc["summary"].is_string() || !rc["evidence"].is_array() {
-        p.push(format!("{ctx}: root_cause needs component, summary, evidence"));
+        p.push(format!(
+            "{ctx}: root_cause needs component, summary, evidence"
+        ));
     }
     if s(v, "outcome") != "ok" && s(rc, "kind") != "unknown" && evidence(v).is_empty() {
         p.push(format!("{ctx}: a diagnosed failure needs evidence"));
     }
-    for c in v["contributing"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+    for c in v["contributing"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+    {
         if !KINDS.contains(&s(c, "kind")) || !c["component"].is_string() || !c["share"].is_number()
         {
             p.push(format!("{ctx}: contributing entry {c}"));
@@ -316,10 +362,24 @@ fn check_verdict_shape(p: &mut Vec<String>, v: &Value) {
 }
 
 fn check_incident_shape(p: &mut Vec<String>, inc: &Value, lines: u64) {
-    let ctx = format!("incident {} ({}/{})", inc["id"], inc["kind"], inc["component"]);
+    let ctx = format!(
+        "incident {} ({}/{})",
+        inc["id"], inc["kind"], inc["component"]
+    );
     for k in [
-        "id", "fingerprint", "kind", "component", "status", "window", "headline", "totals",
-        "causes", "cause_stats", "llm_latency_by_input_tokens", "findings", "example_trace_ids",
+        "id",
+        "fingerprint",
+        "kind",
+        "component",
+        "status",
+        "window",
+        "headline",
+        "totals",
+        "causes",
+        "cause_stats",
+        "llm_latency_by_input_tokens",
+        "findings",
+        "example_trace_ids",
     ] {
         if inc.get(k).is_none() {
             p.push(format!("{ctx}: missing `{k}`"));
@@ -332,40 +392,67 @@ fn check_incident_shape(p: &mut Vec<String>, inc: &Value, lines: u64) {
         p.push(format!("{ctx}: empty fingerprint"));
     }
     if !KINDS.contains(&s(inc, "kind")) || s(inc, "kind") == "unknown" {
-        p.push(format!("{ctx}: kind must be a root-cause kind other than unknown"));
+        p.push(format!(
+            "{ctx}: kind must be a root-cause kind other than unknown"
+        ));
     }
     if !inc["status"].is_string() {
         p.push(format!("{ctx}: status must be a string"));
     }
-    match (rfc3339(&inc["window"]["start"]), rfc3339(&inc["window"]["end"])) {
+    match (
+        rfc3339(&inc["window"]["start"]),
+        rfc3339(&inc["window"]["end"]),
+    ) {
         (Some(a), Some(b)) if a <= b => {}
-        _ => p.push(format!("{ctx}: window {} must be RFC 3339, start ≤ end", inc["window"])),
+        _ => p.push(format!(
+            "{ctx}: window {} must be RFC 3339, start ≤ end",
+            inc["window"]
+        )),
     }
-    if inc["headline"].as_str().is_none_or(|h| h.trim().is_empty() || h.contains('\n')) {
+    if inc["headline"]
+        .as_str()
+        .is_none_or(|h| h.trim().is_empty() || h.contains('\n'))
+    {
         p.push(format!("{ctx}: headline must be one non-empty line"));
     }
     let t = &inc["totals"];
     let num = |k: &str| t[k].as_u64();
-    for k in ["requests", "failures", "gateway_504", "gateway_503", "timeouts"] {
+    for k in [
+        "requests",
+        "failures",
+        "gateway_504",
+        "gateway_503",
+        "timeouts",
+    ] {
         if num(k).is_none() {
             p.push(format!("{ctx}: totals.{k} must be a count"));
         }
     }
     if let (Some(r), Some(f)) = (num("requests"), num("failures")) {
         if f > r || r > lines {
-            p.push(format!("{ctx}: totals: failures {f} ≤ requests {r} ≤ lines {lines}"));
+            p.push(format!(
+                "{ctx}: totals: failures {f} ≤ requests {r} ≤ lines {lines}"
+            ));
         }
     }
     for c in inc["causes"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         if !KINDS.contains(&s(c, "kind"))
             || !c["component"].is_string()
             || !c["count"].is_u64()
-            || !c["share"].as_f64().is_some_and(|x| (0.0..=1.0001).contains(&x))
+            || !c["share"]
+                .as_f64()
+                .is_some_and(|x| (0.0..=1.0001).contains(&x))
         {
-            p.push(format!("{ctx}: cause {c} needs kind, component, count, share 0..1"));
+            p.push(format!(
+                "{ctx}: cause {c} needs kind, component, count, share 0..1"
+            ));
         }
     }
-    for b in inc["llm_latency_by_input_tokens"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+    for b in inc["llm_latency_by_input_tokens"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+    {
         if !BUCKETS.contains(&s(b, "bucket")) || !b["calls"].is_u64() {
             p.push(format!("{ctx}: latency row {b}"));
         }
@@ -378,8 +465,13 @@ fn check_incident_shape(p: &mut Vec<String>, inc: &Value, lines: u64) {
             p.push(format!("{ctx}: finding {f}"));
         }
     }
-    if inc["example_trace_ids"].as_array().is_none_or(|a| a.is_empty()) {
-        p.push(format!("{ctx}: example_trace_ids must name at least one trace"));
+    if inc["example_trace_ids"]
+        .as_array()
+        .is_none_or(|a| a.is_empty())
+    {
+        p.push(format!(
+            "{ctx}: example_trace_ids must name at least one trace"
+        ));
     }
 }
 
@@ -402,31 +494,55 @@ fn check_failing(name: &str) {
         let (gk, gc) = (s(rc, "kind"), s(rc, "component"));
         let (wk, wc) = (s(want, "kind"), s(want, "component"));
         if s(got, "outcome") != s(want, "outcome") {
-            p.push(format!("{tid}: outcome {} ≠ {}", got["outcome"], want["outcome"]));
+            p.push(format!(
+                "{tid}: outcome {} ≠ {}",
+                got["outcome"], want["outcome"]
+            ));
         }
         if (gk, gc) != (wk, wc) {
-            p.push(format!("{tid}: root cause {gk}/{gc} ≠ {wk}/{wc}; summary: {}", rc["summary"]));
+            p.push(format!(
+                "{tid}: root cause {gk}/{gc} ≠ {wk}/{wc}; summary: {}",
+                rc["summary"]
+            ));
             continue;
         }
         if got["request_id"] != want["request_id"] {
-            p.push(format!("{tid}: request_id {} ≠ {}", got["request_id"], want["request_id"]));
+            p.push(format!(
+                "{tid}: request_id {} ≠ {}",
+                got["request_id"], want["request_id"]
+            ));
         }
         let g = &got["gateway"];
         if g["status"].as_u64() != want["gateway_status"].as_u64() {
-            p.push(format!("{tid}: gateway.status {} ≠ {}", g["status"], want["gateway_status"]));
+            p.push(format!(
+                "{tid}: gateway.status {} ≠ {}",
+                g["status"], want["gateway_status"]
+            ));
         }
         let rt = want["request_time_ms"].as_f64().unwrap();
-        if g["request_time_ms"].as_f64().is_none_or(|x| (x - rt).abs() > 1.5) {
-            p.push(format!("{tid}: gateway.request_time_ms {} ≠ {rt}", g["request_time_ms"]));
+        if g["request_time_ms"]
+            .as_f64()
+            .is_none_or(|x| (x - rt).abs() > 1.5)
+        {
+            p.push(format!(
+                "{tid}: gateway.request_time_ms {} ≠ {rt}",
+                g["request_time_ms"]
+            ));
         }
         let call = s(want, "call_span");
         let timeline = got["timeline"].as_array().map(Vec::as_slice).unwrap_or(&[]);
         if !timeline.iter().any(|e| s(e, "span_id") == call) {
-            p.push(format!("{tid}: the guilty call's span {call} is not in the timeline"));
+            p.push(format!(
+                "{tid}: the guilty call's span {call} is not in the timeline"
+            ));
         }
         let ev = evidence(got);
         let all = ev.join(" | ");
-        for needle in want["evidence_contains"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        for needle in want["evidence_contains"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
             let n = needle.as_str().unwrap();
             if !ev.iter().any(|e| e.contains(n)) {
                 p.push(format!("{tid}: evidence lacks {n:?}: [{all}]"));
@@ -447,12 +563,20 @@ fn check_failing(name: &str) {
                 p.push(format!("{tid}: share {} < {min}", rc["share"]));
             }
         }
-        for c in want["contributing"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        for c in want["contributing"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
             let ok = got["contributing"].as_array().is_some_and(|a| {
-                a.iter().any(|x| x["kind"] == c["kind"] && x["component"] == c["component"])
+                a.iter()
+                    .any(|x| x["kind"] == c["kind"] && x["component"] == c["component"])
             });
             if !ok {
-                p.push(format!("{tid}: contributing lacks {c}: {}", got["contributing"]));
+                p.push(format!(
+                    "{tid}: contributing lacks {c}: {}",
+                    got["contributing"]
+                ));
             }
         }
         let f = finding_kinds(got);
@@ -525,9 +649,15 @@ fn check_incidents(name: &str) {
             .map(|(id, _)| id.as_str())
             .collect();
         for inc in &found {
-            for ex in inc["example_trace_ids"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            for ex in inc["example_trace_ids"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
                 if !ours.contains(ex.as_str().unwrap_or("")) {
-                    p.push(format!("incident {k}/{c}: example {ex} is not one of its traces"));
+                    p.push(format!(
+                        "incident {k}/{c}: example {ex} is not one of its traces"
+                    ));
                 }
             }
         }
@@ -548,10 +678,17 @@ fn check_incidents(name: &str) {
         }
         let tot = &inc["totals"];
         if tot["failures"].as_u64().is_none_or(|f| f < count) {
-            p.push(format!("{k}/{c}: totals.failures {} < {count}", tot["failures"]));
+            p.push(format!(
+                "{k}/{c}: totals.failures {} < {count}",
+                tot["failures"]
+            ));
         }
         let f = finding_kinds(inc);
-        for want_f in want["findings"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        for want_f in want["findings"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
             if !f.contains(want_f.as_str().unwrap()) {
                 p.push(format!("{k}/{c}: incident findings lack {want_f}: {f:?}"));
             }
@@ -586,11 +723,14 @@ fn check_incidents(name: &str) {
     // Every failing trace is in an incident of its fingerprint.
     let mut fps: BTreeMap<(String, String), u64> = BTreeMap::new();
     for v in failing.values() {
-        *fps.entry((s(v, "kind").into(), s(v, "component").into())).or_default() += 1;
+        *fps.entry((s(v, "kind").into(), s(v, "component").into()))
+            .or_default() += 1;
     }
     for ((k, c), n) in fps {
         if incidents_of(d, &k, &c).is_empty() {
-            p.push(format!("{n} failing {k}/{c} traces but no incident {k}/{c}"));
+            p.push(format!(
+                "{n} failing {k}/{c} traces but no incident {k}/{c}"
+            ));
         }
     }
     fail_all(name, p);
@@ -655,7 +795,10 @@ fn a_prefill_gateway_hid_the_503() {
     for tid in t["failing"].as_object().unwrap().keys() {
         let Some(got) = v.get(tid) else { continue };
         if got["gateway"]["upstream_status"].as_str() != Some("504") {
-            p.push(format!("{tid}: gateway.upstream_status {}", got["gateway"]["upstream_status"]));
+            p.push(format!(
+                "{tid}: gateway.upstream_status {}",
+                got["gateway"]["upstream_status"]
+            ));
         }
         let summaries: Vec<&str> = got["findings"]
             .as_array()
@@ -665,8 +808,13 @@ fn a_prefill_gateway_hid_the_503() {
             .filter(|f| s(f, "kind") == "semantic_mask")
             .map(|f| s(f, "summary"))
             .collect();
-        if !summaries.iter().any(|x| x.contains("503") && x.contains("504")) {
-            p.push(format!("{tid}: semantic_mask must name 503 and 504: {summaries:?}"));
+        if !summaries
+            .iter()
+            .any(|x| x.contains("503") && x.contains("504"))
+        {
+            p.push(format!(
+                "{tid}: semantic_mask must name 503 and 504: {summaries:?}"
+            ));
         }
     }
     fail_all("a_prefill", p);
@@ -691,9 +839,16 @@ fn a_prefill_latency_by_input_tokens() {
             p.push(format!("{b}: no calls"));
             continue;
         }
-        let (p50, p90, p99, max) = (f(b, "p50_ms"), f(b, "p90_ms"), f(b, "p99_ms"), f(b, "max_ms"));
+        let (p50, p90, p99, max) = (
+            f(b, "p50_ms"),
+            f(b, "p90_ms"),
+            f(b, "p99_ms"),
+            f(b, "max_ms"),
+        );
         if !(p50 <= p90 && p90 <= p99 && p99 <= max) {
-            p.push(format!("{b}: P50 {p50} ≤ P90 {p90} ≤ P99 {p99} ≤ max {max} broken"));
+            p.push(format!(
+                "{b}: P50 {p50} ≤ P90 {p90} ≤ P99 {p99} ≤ max {max} broken"
+            ));
         }
         let share = f(b, "share_504");
         if !(0.0..=1.0).contains(&share) {
@@ -703,19 +858,32 @@ fn a_prefill_latency_by_input_tokens() {
     // INCIDENTS.md A: < 50 tokens P50 1.2 s, P90 2.8 s, 0 % 504s.
     let within = |x: f64, want: f64, tol: f64| (x - want).abs() <= want * tol;
     if !within(f("<50", "p50_ms"), 1200.0, 0.15) {
-        p.push(format!("<50: P50 {} ms, expected ~1200", f("<50", "p50_ms")));
+        p.push(format!(
+            "<50: P50 {} ms, expected ~1200",
+            f("<50", "p50_ms")
+        ));
     }
     if !within(f("<50", "p90_ms"), 2800.0, 0.2) {
-        p.push(format!("<50: P90 {} ms, expected ~2800", f("<50", "p90_ms")));
+        p.push(format!(
+            "<50: P90 {} ms, expected ~2800",
+            f("<50", "p90_ms")
+        ));
     }
     if f("<50", "share_504") != 0.0 {
-        p.push(format!("<50: share_504 {} must be 0", f("<50", "share_504")));
+        p.push(format!(
+            "<50: share_504 {} must be 0",
+            f("<50", "share_504")
+        ));
     }
     // 200-500 tokens P50 8.7 s; > 500 slower; the 504 share grows with input.
     if !within(f("200-500", "p50_ms"), 8700.0, 0.2) {
-        p.push(format!("200-500: P50 {} ms, expected ~8700", f("200-500", "p50_ms")));
+        p.push(format!(
+            "200-500: P50 {} ms, expected ~8700",
+            f("200-500", "p50_ms")
+        ));
     }
-    if !(f("<50", "p50_ms") < f("200-500", "p50_ms") && f("200-500", "p50_ms") < f(">500", "p50_ms"))
+    if !(f("<50", "p50_ms") < f("200-500", "p50_ms")
+        && f("200-500", "p50_ms") < f(">500", "p50_ms"))
     {
         p.push("P50 must grow with input tokens".into());
     }
@@ -733,7 +901,11 @@ fn a_prefill_latency_by_input_tokens() {
 fn a_prefill_markdown_report() {
     let d = doc("a_prefill");
     let inc = incidents_of(d, "llm_prefill_slow", "deepseek-v4-pro");
-    let headline = s(inc.first().expect("an llm_prefill_slow incident"), "headline").to_string();
+    let headline = s(
+        inc.first().expect("an llm_prefill_slow incident"),
+        "headline",
+    )
+    .to_string();
     let mut args = vec!["diagnose".to_string()];
     args.extend(fixture_args("a_prefill"));
     args.push("--markdown".into());
@@ -745,8 +917,14 @@ fn a_prefill_markdown_report() {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(md.contains(&headline), "markdown lacks the headline {headline:?}:\n{md}");
-    let table_rows: Vec<&str> = md.lines().filter(|l| l.trim_start().starts_with('|')).collect();
+    assert!(
+        md.contains(&headline),
+        "markdown lacks the headline {headline:?}:\n{md}"
+    );
+    let table_rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.trim_start().starts_with('|'))
+        .collect();
     for b in ["50-200", "200-500"] {
         let alt = b.replace('-', "–");
         assert!(
@@ -755,7 +933,9 @@ fn a_prefill_markdown_report() {
         );
     }
     assert!(
-        table_rows.iter().any(|l| l.contains("500") && (l.contains('>') || l.contains("&gt;"))),
+        table_rows
+            .iter()
+            .any(|l| l.contains("500") && (l.contains('>') || l.contains("&gt;"))),
         "markdown has no table row for bucket >500:\n{md}"
     );
 }
@@ -806,10 +986,24 @@ fn healthy_has_no_failure_and_no_incident() {
     let bad: Vec<String> = verdicts(d)
         .iter()
         .filter(|v| s(v, "outcome") != "ok")
-        .map(|v| format!("{} {} {}", s(v, "trace_id"), v["outcome"], v["root_cause"]["kind"]))
+        .map(|v| {
+            format!(
+                "{} {} {}",
+                s(v, "trace_id"),
+                v["outcome"],
+                v["root_cause"]["kind"]
+            )
+        })
         .collect();
-    assert!(bad.is_empty(), "healthy traffic got failing verdicts: {bad:#?}");
-    assert!(incidents(d).is_empty(), "healthy traffic opened incidents: {:#?}", incidents(d));
+    assert!(
+        bad.is_empty(),
+        "healthy traffic got failing verdicts: {bad:#?}"
+    );
+    assert!(
+        incidents(d).is_empty(),
+        "healthy traffic opened incidents: {:#?}",
+        incidents(d)
+    );
     check_shape("healthy");
 }
 
@@ -836,7 +1030,10 @@ fn twice(args: &[String], flag: &str) -> Vec<String> {
 
 #[test]
 fn every_span_counts_once_when_a_span_file_is_given_twice() {
-    for (name, flag) in [("a_prefill", "--spans"), ("b_tool_no_timeout", "--otlp-json")] {
+    for (name, flag) in [
+        ("a_prefill", "--spans"),
+        ("b_tool_no_timeout", "--otlp-json"),
+    ] {
         let once = doc(name);
         let doubled = diagnose(&twice(&fixture_args(name), flag));
         let (a, b) = (without_ids(once), without_ids(&doubled));
@@ -869,7 +1066,9 @@ fn spans_sent_twice_inside_one_file_count_once() {
         timeline_spans += v["timeline"].as_array().map_or(0, |a| a.len() as u64);
     }
     if timeline_spans > distinct {
-        p.push(format!("{timeline_spans} timeline entries > {distinct} distinct spans"));
+        p.push(format!(
+            "{timeline_spans} timeline entries > {distinct} distinct spans"
+        ));
     }
     check_shape("b_tool_no_timeout"); // includes "no span twice in a timeline"
     fail_all("b_tool_no_timeout", p);
@@ -896,6 +1095,3 @@ fn verdicts_start_inside_the_traffic_window() {
     }
     fail_all("traffic window", p);
 }
-
-#[allow(dead_code)]
-fn _keep(_: Map<String, Value>) {}
