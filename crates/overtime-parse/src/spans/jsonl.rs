@@ -172,26 +172,38 @@ pub(crate) fn span_from_jsonl_value(
         }
     }
     match o.get("events") {
-        Some(Value::Array(evs)) => evs.iter().for_each(|e| add_event(&mut b, e)),
+        Some(Value::Array(evs)) => evs.iter().for_each(|e| add_event(&mut b, start_us, e)),
         None | Some(Value::Null) => {}
         Some(other) => b.keep("events", &plain_json_to_any(other)),
     }
     Ok(b.finish())
 }
 
-/// `{"name", "time", "duration_ms"?, "dns_ms"?, "attributes"?: {...}}`.
-fn add_event(b: &mut SpanBuilder, e: &Value) {
+/// `{"name", "time", "duration_ms"?, "dns_ms"?, "attributes"?: {...}}`;
+/// `offset_ms` (from the span's start) may stand in for `time`.
+fn add_event(b: &mut SpanBuilder, start_us: i64, e: &Value) {
     let Value::Object(o) = e else {
         return b.unreadable_event();
     };
     let name = get(o, &["name"]).and_then(Value::as_str);
-    let time = get(o, &["time", "timestamp"]).and_then(parse_timestamp_us);
+    let offset = || {
+        let ms = get(o, &["offset_ms"])?.as_f64().filter(|f| f.is_finite())?;
+        start_us.checked_add((ms * 1000.0).round() as i64)
+    };
+    let time = get(o, &["time", "timestamp"])
+        .and_then(parse_timestamp_us)
+        .or_else(offset);
     let (Some(name), Some(time)) = (name, time) else {
         return b.unreadable_event();
     };
     let mut attrs: Vec<KeyValue> = o
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "name" | "time" | "timestamp" | "attributes"))
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "name" | "time" | "timestamp" | "offset_ms" | "attributes"
+            )
+        })
         .map(|(k, v)| kv(k, v))
         .collect();
     if let Some(Value::Object(a)) = o.get("attributes") {
@@ -321,6 +333,7 @@ mod tests {
             "region":"eu","retries":[1,2],
             "attributes":{"gen_ai.tool.name":"ignored_by_top_level","http.response.status_code":504},
             "events":[{"name":"dns","time":"2024-05-01T11:00:00.010Z","duration_ms":12},
+                      {"name":"chunk","offset_ms":1500.5},
                       {"name":"no time"}]"#,
         )
         .unwrap();
@@ -333,7 +346,12 @@ mod tests {
         assert_eq!(s.status, SpanStatus::Timeout);
         assert_eq!(s.http_status, Some(504));
         assert_eq!(s.dns_ms, Some(12.0));
-        assert_eq!(s.events.len(), 1);
+        assert_eq!(s.events.len(), 2);
+        assert_eq!(
+            s.events[1].time_us - s.start_us,
+            1_500_500,
+            "offset_ms from the start"
+        );
         let attr = |k: &str| {
             s.attributes
                 .iter()
