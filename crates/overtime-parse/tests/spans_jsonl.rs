@@ -326,3 +326,41 @@ fn duplicates_are_returned_not_merged() {
     assert_eq!(p.spans.len(), 2);
     assert_eq!(p.spans[0].span_id, p.spans[1].span_id);
 }
+
+#[test]
+fn line_by_line_reading_matches_whole_file_reading_even_with_mixed_formats() {
+    let otlp = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/spans/collector_file_exporter.jsonl"
+    ))
+    .unwrap();
+    let jsonl = std::fs::read_to_string(FIXTURE).unwrap();
+    // A BOM, JSONL spans, then an OTLP request line, then more bad input.
+    let data = format!(
+        "\u{feff}{jsonl}{}\nnot json\n",
+        otlp.lines().next().unwrap()
+    );
+    let whole = parse_span_bytes(SpanFormat::Jsonl, data.as_bytes(), "mixed");
+    assert_eq!(
+        whole.spans.len(),
+        8 + 4,
+        "JSONL spans and the OTLP line's spans"
+    );
+    assert_eq!(whole.spans[8].service, "agent-api");
+    assert_eq!(whole.spans[8].line, 10);
+    assert_eq!(whole.rejected.len(), 1);
+    assert_eq!(whole.rejected[0].line, 11);
+
+    let body = data.strip_prefix('\u{feff}').unwrap();
+    let mut by_line = ParsedSpans::default();
+    for (i, line) in body.split('\n').enumerate() {
+        overtime_parse::spans::parse_span_line(
+            SpanFormat::Jsonl,
+            line.as_bytes(),
+            "mixed",
+            i as u64 + 1,
+            &mut by_line,
+        );
+    }
+    assert_eq!(by_line, whole);
+}

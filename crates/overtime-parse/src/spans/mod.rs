@@ -2,7 +2,7 @@
 //! protobuf, into the `spans` table; bad records into `rejected` (SPEC §3).
 //!
 //! Entry points: [`parse_span_bytes`] for a whole file or chunk,
-//! [`parse_jsonl_line`] / [`parse_otlp_json_line`] / [`parse_otlp_proto`]
+//! [`parse_span_line`] for one line of it, [`parse_jsonl_line`] / [`parse_otlp_json_line`] / [`parse_otlp_proto`]
 //! for one record, and [`spans_from_otlp_request`] for a request that
 //! arrived over OTLP/gRPC or OTLP/HTTP (it returns the rejected count for
 //! partial success). Deduplication by (trace id, span id) is the
@@ -208,10 +208,9 @@ impl ParsedSpans {
 
 /// Parses a whole file or chunk. JSONL and OTLP JSON are split on `\n`
 /// (lines numbered from 1, blank lines skipped, `\r` and a leading BOM
-/// stripped); a line's own shape decides how it is read, so an OTLP
-/// request line in a JSONL file, or a JSONL span in an OTLP JSON file, is
-/// still read. `OtlpProto` is a sequence of varint length-delimited
-/// `ExportTraceServiceRequest`s or, if that does not decode, one message.
+/// stripped) and each line read by [`parse_span_line`]. `OtlpProto` is a
+/// sequence of varint length-delimited `ExportTraceServiceRequest`s or, if
+/// that does not decode, one message.
 ///
 /// ```
 /// use overtime_parse::spans::{parse_span_bytes, SpanFormat};
@@ -230,41 +229,54 @@ pub fn parse_span_bytes(format: SpanFormat, data: &[u8], source: &str) -> Parsed
     }
     let data = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
     for (i, line) in data.split(|&b| b == b'\n').enumerate() {
-        let line_no = i as u64 + 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let v: Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
-            Err(e) => {
-                let e = SpanError::BadJson(e.to_string());
-                out.rejected.push(RejectedRecord::new(
-                    source,
-                    line_no,
-                    e.reason(),
-                    e.to_string(),
-                    line,
-                ));
-                continue;
-            }
-        };
-        if format == SpanFormat::OtlpJson || otlp_json::looks_like_otlp(&v) {
-            otlp_json::otlp_json_value(&v, line, source, line_no, &mut out);
-        } else {
-            match jsonl::span_from_jsonl_value(&v, source, line_no) {
-                Ok(s) => out.spans.push(s),
-                Err(e) => out.rejected.push(RejectedRecord::new(
-                    source,
-                    line_no,
-                    e.reason(),
-                    e.to_string(),
-                    line,
-                )),
-            }
-        }
+        parse_span_line(format, line, source, i as u64 + 1, &mut out);
     }
     out
+}
+
+/// Reads one line of a JSONL or OTLP JSON file exactly as
+/// [`parse_span_bytes`] does, for callers that split files themselves
+/// (e.g. in parallel chunks). A blank line is skipped and a trailing `\r`
+/// stripped. The line's own shape decides how it is read, whatever the
+/// file's format: an object with `resourceSpans` is an OTLP request, any
+/// other object a JSONL span. With `OtlpProto` the bytes are one
+/// protobuf message ([`parse_otlp_proto`]).
+///
+/// ```
+/// use overtime_parse::spans::{parse_span_line, ParsedSpans, SpanFormat};
+/// let mut out = ParsedSpans::default();
+/// parse_span_line(SpanFormat::Jsonl, b"{\"resourceSpans\":[]}\r", "mixed.jsonl", 1, &mut out);
+/// parse_span_line(SpanFormat::Jsonl, b"  ", "mixed.jsonl", 2, &mut out);
+/// assert!(out.spans.is_empty() && out.rejected.is_empty());
+/// ```
+pub fn parse_span_line(
+    format: SpanFormat,
+    line: &[u8],
+    source: &str,
+    line_no: u64,
+    out: &mut ParsedSpans,
+) {
+    if format == SpanFormat::OtlpProto {
+        return parse_otlp_proto(line, source, line_no, out);
+    }
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let reject =
+        |e: SpanError| RejectedRecord::new(source, line_no, e.reason(), e.to_string(), line);
+    let v: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => return out.rejected.push(reject(SpanError::BadJson(e.to_string()))),
+    };
+    if format == SpanFormat::OtlpJson || otlp_json::looks_like_otlp(&v) {
+        otlp_json::otlp_json_value(&v, line, source, line_no, out);
+    } else {
+        match jsonl::span_from_jsonl_value(&v, source, line_no) {
+            Ok(s) => out.spans.push(s),
+            Err(e) => out.rejected.push(reject(e)),
+        }
+    }
 }
 
 #[cfg(test)]
