@@ -47,6 +47,7 @@
 //! `format_mismatch`; adjacent variables of unknown shape (`$a$b`) cannot be
 //! told apart (see `plan.rs`); `include` is not followed in nginx.conf.
 
+mod bytes;
 mod conf;
 mod format;
 mod parser;

@@ -6,14 +6,13 @@
 //! typed value, and only then append `&str` slices straight into the Arrow
 //! builders, so a bad line never leaves a half-written row.
 
+use super::bytes::find_byte;
 use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
 use super::values::{
-    is_null, iso8601_us, msec_us, secs_to_ms, split_request, time_local_us, trace_id, uint,
-    unescape_default, unescape_json, ListItems,
+    duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, split_request, time_local_us, trace_id,
+    uint, unescape_default, unescape_json, ListItems,
 };
-use crate::duration::parse_duration_ms;
-use crate::llm_reason::parse_llm_duration;
 use arrow::record_batch::RecordBatch;
 use overtime_model::{sum_known, GatewayColumns, RejectedColumns, RejectedRecord};
 use std::borrow::Cow;
@@ -165,14 +164,14 @@ fn read_row<'a>(
                 r.trace_id = r.traceparent.and_then(trace_id);
             }
             Col::MaxWait => {
-                r.max_wait_ms = opt(v).and_then(|s| parse_duration_ms(s, 1000.0));
+                r.max_wait_ms = opt(v).and_then(duration_ms);
                 if r.max_wait_ms.is_none() && !is_null(v) {
                     r.unparsed[0] = Some((name_static(col), v));
                 }
             }
             Col::LlmReason => r.llm_reason = opt(v),
             Col::LlmDuration => {
-                r.llm_duration_ms = opt(v).and_then(parse_llm_duration);
+                r.llm_duration_ms = opt(v).and_then(duration_ms);
                 if r.llm_duration_ms.is_none() && !is_null(v) {
                     r.unparsed[1] = Some((name_static(col), v));
                 }
@@ -183,9 +182,10 @@ fn read_row<'a>(
                     Col::TimeIso => (iso8601_us(v), 1_000_000),
                     _ => (time_local_us(v), 1_000_000),
                 };
-                let shown: String = v.chars().take(64).collect();
-                r.time_us =
-                    t.ok_or_else(|| ("bad_time", format!("${name}: {shown:?} is not a time")))?;
+                r.time_us = t.ok_or_else(|| {
+                    let shown: String = v.chars().take(64).collect();
+                    ("bad_time", format!("${name}: {shown:?} is not a time"))
+                })?;
                 r.precision_us = p;
             }
         }
@@ -198,24 +198,6 @@ fn name_static(col: Col) -> &'static str {
         Col::MaxWait => "http_x_max_wait",
         _ => "upstream_http_x_llm_duration",
     }
-}
-
-/// Position of the first `\n` in `data`, eight bytes at a time.
-fn find_newline(data: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    const NL: u64 = LO * b'\n' as u64;
-    let mut i = 0;
-    while i + 8 <= data.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&data[i..i + 8]);
-        let x = u64::from_le_bytes(w) ^ NL;
-        if (x.wrapping_sub(LO) & !x & HI) != 0 {
-            break;
-        }
-        i += 8;
-    }
-    data[i..].iter().position(|&b| b == b'\n').map(|k| i + k)
 }
 
 impl GatewayParser {
@@ -288,7 +270,7 @@ impl GatewayParser {
         let mut n = 0;
         let mut rest = data;
         while !rest.is_empty() {
-            let (line, next) = match find_newline(rest) {
+            let (line, next) = match find_byte(rest, b'\n') {
                 Some(k) => (&rest[..k], &rest[k + 1..]),
                 None => (rest, &rest[rest.len()..]),
             };
@@ -353,11 +335,13 @@ impl GatewayParser {
         }
         self.scratch.clear();
         self.vals.clear();
+        // Most lines have no backslash at all: one search instead of one per value.
+        let any_escape = self.escape != Escape::None && find_byte(line.as_bytes(), b'\\').is_some();
         for (occ, &(a, b)) in self.spans.iter().enumerate() {
             let v = &line[a..b];
-            let needs = self.escape != Escape::None
+            let needs = any_escape
                 && self.plan.roles[occ] != Role::Skip
-                && v.as_bytes().contains(&b'\\');
+                && find_byte(v.as_bytes(), b'\\').is_some();
             if !needs {
                 self.vals.push((false, a, b));
                 continue;

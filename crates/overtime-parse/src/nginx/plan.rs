@@ -11,6 +11,7 @@
 //! first takes the whole run and the others are empty (`-`): put a literal
 //! between such variables.
 
+use super::bytes::{eq_at, find};
 use super::format::{LogFormat, Segment};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
@@ -268,7 +269,8 @@ impl Plan {
     /// On mismatch returns what was expected, for the rejection detail.
     pub(crate) fn split(&self, line: &str, spans: &mut Vec<(usize, usize)>) -> Result<(), String> {
         spans.clear();
-        if !line.starts_with(self.prefix.as_str()) {
+        let b = line.as_bytes();
+        if !eq_at(b, 0, self.prefix.as_bytes()) {
             return Err(format!("line does not start with {:?}", self.prefix));
         }
         let mut pos = self.prefix.len();
@@ -276,7 +278,9 @@ impl Plan {
             let end = match (&g.after, g.last) {
                 (None, _) => line.len(),
                 (Some(lit), true) => {
-                    if line.len() < pos + lit.len() || !line.ends_with(lit.as_str()) {
+                    if line.len() < pos + lit.len()
+                        || !eq_at(b, line.len() - lit.len(), lit.as_bytes())
+                    {
                         return Err(format!(
                             "line does not end with {lit:?} after ${}",
                             self.names[g.first + g.len - 1]
@@ -284,7 +288,7 @@ impl Plan {
                     }
                     line.len() - lit.len()
                 }
-                (Some(lit), false) => match find(&line[pos..], lit) {
+                (Some(lit), false) => match find(&b[pos..], lit.as_bytes()) {
                     Some(k) => pos + k,
                     None => {
                         return Err(format!(
@@ -294,7 +298,7 @@ impl Plan {
                     }
                 },
             };
-            self.cut_group(line.as_bytes(), g, pos, end, spans);
+            self.cut_group(b, g, pos, end, spans);
             pos = end + g.after.as_ref().map_or(0, |l| l.len());
         }
         if self.groups.is_empty() && line.len() != self.prefix.len() {
@@ -340,26 +344,6 @@ impl Plan {
             pos += n;
         }
     }
-}
-
-/// First occurrence of `needle` in `hay`: a `memchr` on the needle's first
-/// character (std's `str::find(char)` is word-at-a-time), then a compare.
-#[inline]
-pub(crate) fn find(hay: &str, needle: &str) -> Option<usize> {
-    let mut chars = needle.chars();
-    let Some(first) = chars.next() else {
-        return Some(0);
-    };
-    let rest = chars.as_str();
-    let mut from = 0;
-    while let Some(k) = hay[from..].find(first) {
-        let at = from + k;
-        if hay[at + first.len_utf8()..].starts_with(rest) {
-            return Some(at);
-        }
-        from = at + first.len_utf8();
-    }
-    None
 }
 
 #[cfg(test)]
@@ -446,12 +430,5 @@ mod tests {
                 Role::Col(Col::RequestId)
             ]
         );
-    }
-
-    #[test]
-    fn find_matches_multibyte_needles() {
-        assert_eq!(find("a\" b\" rid=x", "\" rid="), Some(4));
-        assert_eq!(find("abc", "cd"), None);
-        assert_eq!(find("é x é y", "é y"), Some(5));
     }
 }

@@ -3,6 +3,8 @@
 //! All are allocation-free except unescaping, which writes into a buffer
 //! the caller reuses.
 
+use super::bytes::trim_spaces;
+use crate::duration::parse_duration_ms;
 use std::borrow::Cow;
 
 /// `-` (or empty) is nginx's "no value".
@@ -68,6 +70,34 @@ pub(crate) fn secs_to_ms(s: &str) -> Result<Option<f64>, ()> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v * 1000.0)),
         _ => Err(()),
+    }
+}
+
+/// A duration header (`X-Max-Wait`, `X-LLM-Duration`) → ms: `120s`, `120`
+/// (seconds), `1500ms`, `900us` read exactly here; anything else through
+/// [`parse_duration_ms`] (same meaning, slower). `None` when unreadable.
+///
+/// ```text
+/// "120s" → 120000   "90" → 90000   "1500ms" → 1500   "0.3s" → 300   "soon" → None
+/// ```
+#[inline]
+pub(crate) fn duration_ms(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    let n = b
+        .iter()
+        .take_while(|c| c.is_ascii_digit() || **c == b'.')
+        .count();
+    let scale_ms = match &b[n..] {
+        b"" | b"s" => Some(1000u64),
+        b"ms" => Some(1),
+        _ => None,
+    };
+    match (decimal(&b[..n]), scale_ms) {
+        (Some((int, frac, fd)), Some(k)) if fd <= 3 && int < 1_000_000_000_000 => {
+            let milli = (int * 1000 + frac * 10u64.pow(3 - fd)) * k;
+            Some(milli as f64 / 1000.0)
+        }
+        _ => parse_duration_ms(s, 1000.0),
     }
 }
 
@@ -230,17 +260,17 @@ impl<'a> Iterator for ListItems<'a> {
             match b[i] {
                 b',' => {
                     self.rest = Some(&s[i + 1..]);
-                    return Some(s[..i].trim_matches(' '));
+                    return Some(trim_spaces(&s[..i]));
                 }
                 b':' if i > 0 && b[i - 1] == b' ' && b.get(i + 1) == Some(&b' ') => {
                     self.rest = Some(&s[i + 1..]);
-                    return Some(s[..i].trim_matches(' '));
+                    return Some(trim_spaces(&s[..i]));
                 }
                 _ => i += 1,
             }
         }
         self.rest = None;
-        Some(s.trim_matches(' '))
+        Some(trim_spaces(s))
     }
 }
 
@@ -258,7 +288,7 @@ pub(crate) fn split_request(r: &str) -> (Option<&str>, Option<&str>, Option<&str
         && method
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_');
-    let rest = r[sp + 1..].trim_matches(' ');
+    let rest = trim_spaces(&r[sp + 1..]);
     if !good || rest.is_empty() {
         return NONE;
     }
@@ -277,17 +307,26 @@ pub(crate) fn split_request(r: &str) -> (Option<&str>, Option<&str>, Option<&str
 /// when already lowercase (the common case) instead of allocated.
 #[inline]
 pub(crate) fn trace_id(tp: &str) -> Option<Cow<'_, str>> {
-    let mut parts = tp.trim().split('-');
-    parts.next()?;
-    let trace = parts.next()?;
-    if !overtime_model::is_trace_id(trace) {
-        return None;
+    // The common shape `vv-<32 hex>-…`, checked in one pass.
+    let b = tp.as_bytes();
+    if b.len() >= 35
+        && b[0].is_ascii_alphanumeric()
+        && b[1].is_ascii_alphanumeric()
+        && b[2] == b'-'
+        && (b.len() == 35 || b[35] == b'-')
+    {
+        let (mut hex, mut nonzero, mut upper) = (true, false, false);
+        for &c in &b[3..35] {
+            hex &= c.is_ascii_hexdigit();
+            nonzero |= c != b'0';
+            upper |= c.is_ascii_uppercase();
+        }
+        if hex && nonzero && !upper {
+            return Some(Cow::Borrowed(&tp[3..35]));
+        }
     }
-    if trace.bytes().any(|b| b.is_ascii_uppercase()) {
-        overtime_model::trace_id_from_traceparent(tp).map(Cow::Owned)
-    } else {
-        Some(Cow::Borrowed(trace))
-    }
+    // Anything else exactly as the model reads it.
+    overtime_model::trace_id_from_traceparent(tp).map(Cow::Owned)
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -398,6 +437,22 @@ mod tests {
     }
 
     #[test]
+    fn durations_agree_with_the_shared_helper() {
+        for s in [
+            "120s", "120", "1500ms", "0.3s", "47.2", "900us", "2m", "1e3ms", "soon", "-1s", "",
+            "s", ".5s", "5.",
+        ] {
+            let (fast, slow) = (duration_ms(s), parse_duration_ms(s, 1000.0));
+            match (fast, slow) {
+                (Some(a), Some(b)) => assert!((a - b).abs() < 1e-9, "{s}: {a} vs {b}"),
+                (a, b) => assert_eq!(a, b, "{s}"),
+            }
+        }
+        assert_eq!(duration_ms("0.3s"), Some(300.0));
+        assert_eq!(duration_ms("1500ms"), Some(1500.0));
+    }
+
+    #[test]
     fn three_time_variables() {
         let t = 1_795_946_400_000_000; // 2026-11-29T10:00:00Z
         assert_eq!(iso8601_us("2026-11-29T10:00:00+00:00"), Some(t));
@@ -453,6 +508,11 @@ mod tests {
             "00-00000000000000000000000000000000-b7ad6b7169203331-01",
             "-",
             "garbage",
+            "00-0af7651916cd43dd8448eb211c80319c",
+            "00-0af7651916cd43dd8448eb211c80319cx-1",
+            "000-af7651916cd43dd8448eb211c80319c-1",
+            "-0-0af7651916cd43dd8448eb211c80319c-1",
+            "00-0af7651916cd43dd8448eb211c80319g-b7ad6b7169203331-01",
             "00-0af7651916cd43dd8448eb211c80319-x",
         ] {
             assert_eq!(
