@@ -12,7 +12,7 @@
 //! between such variables.
 
 use super::bytes::{eq_at, find};
-use super::format::{LogFormat, Segment};
+use super::format::{Escape, LogFormat, Segment};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +166,9 @@ pub(crate) struct Plan {
     pub names: Vec<String>,
     /// Keys of `extra`.
     pub extra_names: Vec<String>,
+    /// `escape=json`: a `"` preceded by an odd number of backslashes is
+    /// inside a value, never the start of a literal.
+    pub json: bool,
 }
 
 /// Column of a variable by name, ignoring precedence.
@@ -262,6 +265,7 @@ impl Plan {
             shapes: vars.iter().map(|v| Shape::of(v)).collect(),
             names: vars.iter().map(|v| v.to_string()).collect(),
             extra_names,
+            json: format.escape() == Escape::Json,
         }
     }
 
@@ -288,8 +292,8 @@ impl Plan {
                     }
                     line.len() - lit.len()
                 }
-                (Some(lit), false) => match find(&b[pos..], lit.as_bytes()) {
-                    Some(k) => pos + k,
+                (Some(lit), false) => match self.find_literal(b, pos, lit.as_bytes()) {
+                    Some(k) => k,
                     None => {
                         return Err(format!(
                             "expected {lit:?} after ${} (byte {pos})",
@@ -308,6 +312,23 @@ impl Plan {
             ));
         }
         Ok(())
+    }
+
+    /// Where `lit` starts in `b` at or after `pos`, skipping JSON-escaped
+    /// quotes (`\"`) in `escape=json`.
+    #[inline]
+    fn find_literal(&self, b: &[u8], pos: usize, lit: &[u8]) -> Option<usize> {
+        let mut from = pos;
+        loop {
+            let at = from + find(&b[from..], lit)?;
+            let escaped = self.json
+                && lit.first() == Some(&b'"')
+                && b[pos..at].iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 1;
+            if !escaped {
+                return Some(at);
+            }
+            from = at + 1;
+        }
     }
 
     /// Distributes `[start, end)` among the adjacent variables of `g`.
@@ -380,6 +401,23 @@ mod tests {
             )
             .unwrap(),
             vec!["200", "a \"quoted\" agent"]
+        );
+    }
+
+    #[test]
+    fn json_escaped_quotes_do_not_end_a_value() {
+        assert_eq!(
+            cut(
+                "escape=json '{\"ua\":\"$http_user_agent\",\"s\":$status}'",
+                r#"{"ua":"a \",\" b \\","s":200}"#
+            )
+            .unwrap(),
+            vec![r#"a \",\" b \\"#, "200"]
+        );
+        // Without escape=json the first match wins.
+        assert_eq!(
+            cut("'\"$a\",$b'", r#""x\",y",z"#).unwrap(),
+            vec!["x\\", "y\",z"]
         );
     }
 
