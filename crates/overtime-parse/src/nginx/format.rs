@@ -210,7 +210,14 @@ impl LogFormat {
         })
     }
 
-    /// The variables in order of appearance (repeats included), without `$`.
+    /// The variables in order of appearance (repeats included), without `$`,
+    /// lowercased (nginx variable names are case-insensitive).
+    ///
+    /// ```
+    /// use overtime_parse::nginx::LogFormat;
+    /// let f = LogFormat::compile("'$Status ${request_time}s $status'").unwrap();
+    /// assert_eq!(f.variables().collect::<Vec<_>>(), vec!["status", "request_time", "status"]);
+    /// ```
     pub fn variables(&self) -> impl Iterator<Item = &str> {
         self.segments.iter().filter_map(|s| match s {
             Segment::Variable(v) => Some(v.as_str()),
@@ -218,7 +225,13 @@ impl LogFormat {
         })
     }
 
-    /// The escape mode nginx applies to values.
+    /// The escape mode nginx applies to values (`escape=`; default when absent).
+    ///
+    /// ```
+    /// use overtime_parse::nginx::{Escape, LogFormat};
+    /// assert_eq!(LogFormat::builtin("combined").unwrap().escape(), Escape::Default);
+    /// assert_eq!(LogFormat::compile("escape=none '$uri'").unwrap().escape(), Escape::None);
+    /// ```
     pub fn escape(&self) -> Escape {
         self.escape
     }

@@ -233,6 +233,16 @@ impl GatewayParser {
     /// non-ASCII byte there, so the line is corrupt); with `escape=json` or
     /// `none` nginx writes request bytes raw, so the line is kept with
     /// U+FFFD in place of the bad bytes.
+    ///
+    /// ```
+    /// use overtime_parse::nginx::{GatewayParser, LogFormat};
+    /// let mut p = GatewayParser::new(LogFormat::compile("'$status rt=$request_time'").unwrap(), "edge", 0);
+    /// p.push_line(b"504 rt=60.001\r", 1);
+    /// p.push_line(b"504 rt=slow", 2);
+    /// p.push_line(b"   ", 3);
+    /// assert_eq!((p.rows(), p.rejected_rows()), (1, 1));
+    /// assert_eq!(p.rejected_by_reason()["bad_number"], 1);
+    /// ```
     pub fn push_line(&mut self, line: &[u8], line_no: u64) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -307,7 +317,20 @@ impl GatewayParser {
     }
 
     /// Takes what has been built so far as (`gateway_requests` batch,
-    /// `rejected` batch) and resets the builders.
+    /// `rejected` batch) and resets the builders; counts since creation
+    /// ([`rejected_by_reason`](Self::rejected_by_reason),
+    /// [`total_rows`](Self::total_rows)) are kept.
+    ///
+    /// ```
+    /// use overtime_parse::nginx::{GatewayParser, LogFormat};
+    /// use overtime_model::{gateway_schema, rejected_schema};
+    /// let mut p = GatewayParser::new(LogFormat::builtin("combined").unwrap(), "edge", 0);
+    /// p.push_bytes(b"garbage\n", 1);
+    /// let (good, bad) = p.finish();
+    /// assert_eq!((good.schema(), bad.schema()), (gateway_schema(), rejected_schema()));
+    /// assert_eq!((good.num_rows(), bad.num_rows()), (0, 1));
+    /// assert_eq!((p.rejected_rows(), p.total_rejected()), (0, 1));
+    /// ```
     pub fn finish(&mut self) -> (RecordBatch, RecordBatch) {
         (self.cols.finish(), self.rejected.finish())
     }

@@ -111,6 +111,32 @@ fn sums_and_tries_are_written_to_arrow() {
 }
 
 #[test]
+fn retried_statuses_and_null_tries() {
+    let line = ot_line(
+        "504",
+        "60.002",
+        "0.001, 0.002",
+        "-, 0.001",
+        "30.000, 30.001",
+        "502, 504",
+        "10.0.0.5:8000, 10.0.0.6:8000",
+    );
+    let (rows, rej) = overtime(&line);
+    assert!(rej.is_empty(), "{rej:?}");
+    let r = &rows[0];
+    assert_eq!(r.upstream_status, vec![Some(502), Some(504)]);
+    assert_eq!(r.upstream_status_raw.as_deref(), Some("502, 504"));
+    assert_eq!(
+        r.upstream_header_ms,
+        vec![None, Some(1.0)],
+        "\"-, 0.001\": a null try then 1 ms"
+    );
+    assert_eq!(r.upstream_header_sum_ms(), Some(1.0));
+    assert_eq!(r.upstream_connect_sum_ms(), Some(3.0));
+    assert_eq!(r.upstream_tries(), 2);
+}
+
+#[test]
 fn dash_alone_is_an_empty_list_and_dash_scalars_are_null() {
     let line = ot_line("400", "0.000", "-", "-", "-", "-", "-")
         .replace("rid=9f2c4b1e8d7a6f5e4d3c2b1a0f9e8d7c", "rid=-")
