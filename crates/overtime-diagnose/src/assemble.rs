@@ -1,10 +1,18 @@
 //! Trace assembly: spans deduplicated by (trace id, span id), grouped by
 //! trace, and joined with the gateway records of every layer (SPEC §2.4).
+//!
+//! Design rules (the input can be a 1 GB log):
+//! - Keys are trace ids as `u128`, hashed with FxHash: no string per row.
+//! - A gateway row is materialised as a [`GatewayRecord`] only when its
+//!   request needs a verdict (it has spans, or a layer answered 5xx, or
+//!   every verdict was asked for). Healthy requests with no spans become a
+//!   [`LightRequest`]: enough for the report's totals.
+//! - A request logged by several layers counts once.
 
-use overtime_model::{is_trace_id, GatewayRecord, SpanRecord};
-use std::collections::{HashMap, HashSet};
+use overtime_model::{is_trace_id, GatewayRecord, GatewayRows, ModelError, SpanRecord};
+use rustc_hash::{FxHashMap, FxHashSet};
 
-/// Everything known about one request.
+/// Everything known about one request that needs a verdict.
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
     /// The W3C trace id, or a stand-in (`request:<id>`, `line:<source>:<n>`)
@@ -13,6 +21,15 @@ pub struct Trace {
     /// Gateway records of this request, outermost layer first.
     pub gateway: Vec<GatewayRecord>,
     pub spans: Vec<SpanRecord>,
+}
+
+/// A healthy request seen only by the gateway.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LightRequest {
+    pub start_us: i64,
+    pub end_us: i64,
+    pub status: Option<u16>,
+    layer: u32,
 }
 
 /// What assembly saw, for the run summary.
@@ -27,86 +44,178 @@ pub struct AssemblyStats {
     pub unjoined_gateway_records: usize,
 }
 
-/// Groups spans into traces (each span once) and joins gateway records:
-/// by `$http_traceparent`, else by a span whose `request_id` equals
-/// `$request_id`, else by `$request_id` itself when it is 32 hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Trace(u128),
+    Other(String),
+}
+
+fn hex128(s: &str) -> Option<u128> {
+    is_trace_id(s)
+        .then(|| u128::from_str_radix(s, 16).ok())
+        .flatten()
+}
+
+fn key_name(k: &Key) -> String {
+    match k {
+        Key::Trace(t) => format!("{t:032x}"),
+        Key::Other(s) => s.clone(),
+    }
+}
+
+/// Requests that need a verdict, and the light ones.
+#[derive(Debug, Default)]
+pub struct Assembled {
+    pub traces: Vec<Trace>,
+    pub light: Vec<LightRequest>,
+    pub stats: AssemblyStats,
+}
+
+/// Assembles spans and `gateway_requests` batches into requests.
+/// `all` materialises every request (for `all_verdicts`).
+pub fn assemble_tables(
+    gateway: &[arrow::record_batch::RecordBatch],
+    spans: Vec<SpanRecord>,
+    all: bool,
+) -> Result<Assembled, ModelError> {
+    let mut out = Assembled::default();
+    out.stats.spans_in = spans.len();
+    let mut index: FxHashMap<Key, usize> = FxHashMap::default();
+    let mut seen: FxHashSet<(u128, u64)> = FxHashSet::default();
+    let mut seen_odd: FxHashSet<(String, String)> = FxHashSet::default();
+    let mut request_ids: FxHashMap<String, usize> = FxHashMap::default();
+    for s in spans {
+        let key = hex128(&s.trace_id)
+            .map(Key::Trace)
+            .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
+        let span64 = u64::from_str_radix(&s.span_id, 16)
+            .ok()
+            .filter(|_| s.span_id.len() <= 16);
+        let first = match (&key, span64) {
+            (Key::Trace(t), Some(sp)) => seen.insert((*t, sp)),
+            _ => seen_odd.insert((s.trace_id.clone(), s.span_id.clone())),
+        };
+        if !first {
+            out.stats.duplicate_spans += 1;
+            continue;
+        }
+        let idx = *index.entry(key).or_insert_with(|| {
+            out.traces.push(Trace {
+                id: s.trace_id.clone(),
+                ..Default::default()
+            });
+            out.traces.len() - 1
+        });
+        if let Some(rid) = &s.request_id {
+            request_ids.entry(rid.clone()).or_insert(idx);
+        }
+        out.traces[idx].spans.push(s);
+    }
+
+    // Pass 1: the key of every gateway row, and which keys need a verdict.
+    let readers: Vec<GatewayRows> = gateway
+        .iter()
+        .map(GatewayRows::new)
+        .collect::<Result<_, _>>()?;
+    let mut keys: Vec<Vec<Key>> = Vec::with_capacity(readers.len());
+    let mut heavy: FxHashSet<Key> = FxHashSet::default();
+    for r in &readers {
+        let mut ks = Vec::with_capacity(r.len());
+        for i in 0..r.len() {
+            out.stats.gateway_records += 1;
+            let key = if let Some(t) = r.trace_id(i).and_then(hex128) {
+                out.stats.joined_by_traceparent += 1;
+                Key::Trace(t)
+            } else if let Some(&idx) = r.request_id(i).and_then(|rid| request_ids.get(rid)) {
+                out.stats.joined_by_request_id += 1;
+                hex128(&out.traces[idx].id)
+                    .map(Key::Trace)
+                    .unwrap_or_else(|| Key::Other(out.traces[idx].id.clone()))
+            } else if let Some(t) = r.request_id(i).and_then(hex128) {
+                out.stats.joined_by_request_id_as_trace += 1;
+                Key::Trace(t)
+            } else {
+                out.stats.unjoined_gateway_records += 1;
+                match r.request_id(i) {
+                    Some(rid) => Key::Other(format!("request:{rid}")),
+                    None => Key::Other(format!("line:{}:{}", r.source(i), r.row(i).line)),
+                }
+            };
+            if all || r.status(i).is_some_and(|s| s >= 500) || index.contains_key(&key) {
+                heavy.insert(key.clone());
+            }
+            ks.push(key);
+        }
+        keys.push(ks);
+    }
+
+    // Pass 2: heavy rows join their trace; light rows count once per request.
+    let mut light: FxHashMap<Key, LightRequest> = FxHashMap::default();
+    for (r, ks) in readers.iter().zip(keys) {
+        for (i, key) in ks.into_iter().enumerate() {
+            if heavy.contains(&key) {
+                let idx = match index.get(&key) {
+                    Some(&idx) => idx,
+                    None => {
+                        out.traces.push(Trace {
+                            id: key_name(&key),
+                            ..Default::default()
+                        });
+                        index.insert(key, out.traces.len() - 1);
+                        out.traces.len() - 1
+                    }
+                };
+                out.traces[idx].gateway.push(r.row(i));
+            } else {
+                let end = r.time_us(i);
+                let start = end - (r.request_time_ms(i).unwrap_or(0.0) * 1000.0) as i64;
+                let req = LightRequest {
+                    start_us: start,
+                    end_us: end,
+                    status: r.status(i),
+                    layer: r.layer(i),
+                };
+                light
+                    .entry(key)
+                    .and_modify(|l| {
+                        if req.layer < l.layer {
+                            *l = req;
+                        }
+                    })
+                    .or_insert(req);
+            }
+        }
+    }
+    out.light = light.into_values().collect();
+    for t in &mut out.traces {
+        t.gateway.sort_by_key(|g| (g.layer, g.time_us));
+    }
+    Ok(out)
+}
+
+/// [`assemble_tables`] over rows (tests and small inputs).
 pub fn assemble(
     gateway: Vec<GatewayRecord>,
     spans: Vec<SpanRecord>,
 ) -> (Vec<Trace>, AssemblyStats) {
-    let mut stats = AssemblyStats {
-        spans_in: spans.len(),
-        gateway_records: gateway.len(),
-        ..Default::default()
-    };
-    let mut seen: HashSet<(String, String)> = HashSet::with_capacity(spans.len());
-    let mut by_trace: HashMap<String, Trace> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut request_ids: HashMap<String, String> = HashMap::new();
-    for s in spans {
-        if !seen.insert((s.trace_id.clone(), s.span_id.clone())) {
-            stats.duplicate_spans += 1;
-            continue;
-        }
-        if let Some(rid) = &s.request_id {
-            request_ids
-                .entry(rid.clone())
-                .or_insert_with(|| s.trace_id.clone());
-        }
-        let t = by_trace.entry(s.trace_id.clone()).or_insert_with(|| {
-            order.push(s.trace_id.clone());
-            Trace {
-                id: s.trace_id.clone(),
-                ..Default::default()
-            }
-        });
-        t.spans.push(s);
+    let mut cols = overtime_model::GatewayColumns::new();
+    for g in &gateway {
+        cols.append(g);
     }
-    for g in gateway {
-        let id = if let Some(tid) = g.trace_id.clone() {
-            stats.joined_by_traceparent += 1;
-            tid
-        } else if let Some(tid) = g.request_id.as_ref().and_then(|r| request_ids.get(r)) {
-            stats.joined_by_request_id += 1;
-            tid.clone()
-        } else if let Some(r) = g.request_id.as_ref().filter(|r| is_trace_id(r)) {
-            stats.joined_by_request_id_as_trace += 1;
-            r.to_ascii_lowercase()
-        } else {
-            stats.unjoined_gateway_records += 1;
-            match &g.request_id {
-                Some(r) => format!("request:{r}"),
-                None => format!("line:{}:{}", g.source, g.line),
-            }
-        };
-        let t = by_trace.entry(id.clone()).or_insert_with(|| {
-            order.push(id.clone());
-            Trace {
-                id,
-                ..Default::default()
-            }
-        });
-        t.gateway.push(g);
-    }
-    let mut traces: Vec<Trace> = order
-        .into_iter()
-        .filter_map(|id| by_trace.remove(&id))
-        .collect();
-    for t in &mut traces {
-        t.gateway.sort_by_key(|g| (g.layer, g.time_us));
-    }
-    (traces, stats)
+    let batch = cols.finish();
+    let a = assemble_tables(&[batch], spans, true).expect("our own batch has every column");
+    (a.traces, a.stats)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn gw(trace: Option<&str>, rid: Option<&str>) -> GatewayRecord {
+    fn gw(trace: Option<&str>, rid: Option<&str>, status: u16) -> GatewayRecord {
         GatewayRecord {
             trace_id: trace.map(String::from),
             request_id: rid.map(String::from),
-            status: Some(504),
+            status: Some(status),
             ..Default::default()
         }
     }
@@ -122,10 +231,10 @@ mod tests {
         s1.request_id = Some("req-1".into());
         let (traces, stats) = assemble(
             vec![
-                gw(Some(t1), None),
-                gw(None, Some("req-2")),
-                gw(None, Some("2af7651916cd43dd8448eb211c80319c")),
-                gw(None, Some("nope")),
+                gw(Some(t1), None, 504),
+                gw(None, Some("req-2"), 504),
+                gw(None, Some("2af7651916cd43dd8448eb211c80319c"), 504),
+                gw(None, Some("nope"), 504),
             ],
             vec![s1, s1_dup, s2],
         );
@@ -140,5 +249,30 @@ mod tests {
         assert_eq!((t.spans.len(), t.gateway.len()), (1, 1));
         assert!(traces.iter().any(|t| t.id == "request:nope"));
         assert_eq!(traces.len(), 4);
+    }
+
+    #[test]
+    fn healthy_gateway_only_requests_stay_light_and_count_once() {
+        let t = "3af7651916cd43dd8448eb211c80319c";
+        let mut outer = gw(Some(t), None, 200);
+        outer.layer = 0;
+        let mut inner = gw(Some(t), None, 200);
+        inner.layer = 1;
+        let mut cols = overtime_model::GatewayColumns::new();
+        for g in [
+            &outer,
+            &inner,
+            &gw(None, Some("4af7651916cd43dd8448eb211c80319c"), 502),
+        ] {
+            cols.append(g);
+        }
+        let a = assemble_tables(&[cols.finish()], vec![], false).unwrap();
+        assert_eq!(
+            a.light.len(),
+            1,
+            "two layers of one healthy request count once"
+        );
+        assert_eq!(a.traces.len(), 1, "the 502 needs a verdict");
+        assert_eq!(a.traces[0].id, "4af7651916cd43dd8448eb211c80319c");
     }
 }

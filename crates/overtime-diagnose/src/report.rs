@@ -125,6 +125,9 @@ pub fn latency_table<'a>(traces: impl Iterator<Item = &'a TraceSummary>) -> Vec<
         .collect()
 }
 
+/// Failures of one fingerprint, none more than the quiet period apart.
+type Run<'a> = Vec<(&'a Verdict, &'a TraceSummary)>;
+
 /// Groups failing verdicts into incidents and writes their reports.
 /// `summaries` covers every trace (for totals and the latency table).
 pub fn incidents(
@@ -132,8 +135,11 @@ pub fn incidents(
     summaries: &[TraceSummary],
     cfg: &DiagnoseConfig,
 ) -> Vec<IncidentReport> {
-    let by_id: HashMap<&str, &TraceSummary> =
-        summaries.iter().map(|s| (s.trace_id.as_str(), s)).collect();
+    let by_id: HashMap<&str, &TraceSummary> = summaries
+        .iter()
+        .filter(|s| s.outcome != Outcome::Ok)
+        .map(|s| (s.trace_id.as_str(), s))
+        .collect();
     let mut failing: Vec<(&Verdict, &TraceSummary)> = verdicts
         .iter()
         .filter(|v| v.outcome != Outcome::Ok)
@@ -144,7 +150,7 @@ pub fn incidents(
     let quiet_us = cfg.incident_quiet_ms * 1000;
 
     // Fingerprint → runs of failures no more than the quiet period apart.
-    let mut groups: BTreeMap<(K, String), Vec<Vec<(&Verdict, &TraceSummary)>>> = BTreeMap::new();
+    let mut groups: BTreeMap<(K, String), Vec<Run>> = BTreeMap::new();
     for (v, s) in &failing {
         if v.root_cause.kind == K::Unknown {
             continue;

@@ -2,7 +2,6 @@
 //! 504s' `$request_time` values cluster (finding `gateway_timeout_inferred`).
 
 use crate::config::DiagnoseConfig;
-use overtime_model::GatewayRecord;
 use std::collections::BTreeMap;
 
 /// A layer's read timeout and where it came from.
@@ -19,17 +18,18 @@ pub struct LayerTimeout {
 const MIN_CLUSTER: usize = 3;
 
 /// The timeout of every layer seen: configured, else inferred.
+/// `records` yields (layer source, status, request time ms) per gateway row.
 pub fn layer_timeouts<'a>(
-    records: impl Iterator<Item = &'a GatewayRecord>,
+    records: impl Iterator<Item = (&'a str, Option<u16>, Option<f64>)>,
     cfg: &DiagnoseConfig,
 ) -> BTreeMap<String, LayerTimeout> {
     let mut times: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for r in records {
-        let e = times.entry(r.source.clone()).or_default();
-        if r.status == Some(504) {
-            if let Some(rt) = r.request_time_ms {
-                e.push(rt);
-            }
+    for (source, status, rt) in records {
+        if !times.contains_key(source) {
+            times.insert(source.to_string(), Vec::new());
+        }
+        if let (Some(504), Some(rt)) = (status, rt) {
+            times.get_mut(source).expect("inserted above").push(rt);
         }
     }
     let mut out = BTreeMap::new();

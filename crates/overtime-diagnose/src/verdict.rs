@@ -38,6 +38,22 @@ pub struct TraceSummary {
     pub stream_gap_ms: Option<f64>,
 }
 
+impl TraceSummary {
+    /// A healthy request seen only by the gateway.
+    pub fn light(l: &crate::assemble::LightRequest) -> Self {
+        TraceSummary {
+            trace_id: String::new(),
+            start_us: l.start_us,
+            end_us: l.end_us,
+            outcome: Outcome::Ok,
+            gateway_status: l.status,
+            llm_calls: Vec::new(),
+            dominant: None,
+            stream_gap_ms: None,
+        }
+    }
+}
+
 /// RFC 3339 with milliseconds, UTC.
 pub fn rfc3339(us: i64) -> String {
     DateTime::<Utc>::from_timestamp_micros(us)

@@ -6,7 +6,7 @@ use common::*;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_model::{FindingKind as F, RootCauseKind as K, SpanStatus, Stage};
 
-fn finding<'a>(v: &'a overtime_model::Verdict, k: F) -> Option<&'a str> {
+fn finding(v: &overtime_model::Verdict, k: F) -> Option<&str> {
     v.findings
         .iter()
         .find(|f| f.kind == k)

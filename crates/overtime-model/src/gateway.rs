@@ -29,9 +29,6 @@
 //! | `llm_duration_ms` | Float64 | `X-LLM-Duration` in ms |
 //! | `extra` | Map<Utf8, Utf8> | every other variable, by name |
 
-use crate::arrow_util::{
-    list_f64, list_str, list_u16, map_pairs, opt_f64, opt_i64, opt_str, opt_u16,
-};
 use crate::ModelError;
 use arrow::array::{
     ArrayBuilder, ArrayRef, Float64Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder,
@@ -336,59 +333,8 @@ pub fn gateway_schema() -> SchemaRef {
 
 /// Reads the rows of a `gateway_requests` batch.
 pub fn gateway_records(batch: &RecordBatch) -> Result<Vec<GatewayRecord>, ModelError> {
-    use crate::arrow_util::col;
-    let c = |n| col(batch, n);
-    let source = c("source")?;
-    let layer = c("layer")?;
-    let line = c("line")?;
-    let time = c("time")?;
-    let prec = c("time_precision_us")?;
-    let (remote, method, uri, proto) = (c("remote_addr")?, c("method")?, c("uri")?, c("protocol")?);
-    let (status, bytes, rt) = (c("status")?, c("body_bytes_sent")?, c("request_time_ms")?);
-    let (uc, uh, ur) = (
-        c("upstream_connect_ms")?,
-        c("upstream_header_ms")?,
-        c("upstream_response_ms")?,
-    );
-    let (us, usr, ua) = (
-        c("upstream_status")?,
-        c("upstream_status_raw")?,
-        c("upstream_addr")?,
-    );
-    let (rid, tp, tid) = (c("request_id")?, c("traceparent")?, c("trace_id")?);
-    let (mw, lr, ld) = (c("max_wait_ms")?, c("llm_reason")?, c("llm_duration_ms")?);
-    let extra = c("extra")?;
-    let mut out = Vec::with_capacity(batch.num_rows());
-    for i in 0..batch.num_rows() {
-        out.push(GatewayRecord {
-            source: opt_str(source, i).unwrap_or_default(),
-            layer: crate::arrow_util::opt_u32(layer, i).unwrap_or(0),
-            line: crate::arrow_util::opt_u64(line, i).unwrap_or(0),
-            time_us: opt_i64(time, i).unwrap_or(0),
-            time_precision_us: opt_i64(prec, i).unwrap_or(1000),
-            remote_addr: opt_str(remote, i),
-            method: opt_str(method, i),
-            uri: opt_str(uri, i),
-            protocol: opt_str(proto, i),
-            status: opt_u16(status, i),
-            body_bytes_sent: opt_i64(bytes, i),
-            request_time_ms: opt_f64(rt, i),
-            upstream_connect_ms: list_f64(uc, i),
-            upstream_header_ms: list_f64(uh, i),
-            upstream_response_ms: list_f64(ur, i),
-            upstream_status: list_u16(us, i),
-            upstream_status_raw: opt_str(usr, i),
-            upstream_addr: list_str(ua, i),
-            request_id: opt_str(rid, i),
-            traceparent: opt_str(tp, i),
-            trace_id: opt_str(tid, i),
-            max_wait_ms: opt_f64(mw, i),
-            llm_reason: opt_str(lr, i),
-            llm_duration_ms: opt_f64(ld, i),
-            extra: map_pairs(extra, i),
-        });
-    }
-    Ok(out)
+    let rows = crate::GatewayRows::new(batch)?;
+    Ok((0..batch.num_rows()).map(|i| rows.row(i)).collect())
 }
 
 #[cfg(test)]

@@ -16,12 +16,14 @@
 pub mod arrow_util;
 mod enums;
 mod gateway;
+mod gateway_rows;
 mod rejected;
 mod span;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
 pub use gateway::{gateway_records, gateway_schema, sum_known, GatewayColumns, GatewayRecord};
+pub use gateway_rows::{str_at, GatewayRows};
 pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
 pub use span::{span_records, span_schema, LlmPhases, SpanColumns, SpanEvent, SpanRecord};
 pub use verdict::{

@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Diagnose offline: nginx logs and span files in, verdicts and incident reports out.
-    Diagnose(DiagnoseArgs),
+    Diagnose(Box<DiagnoseArgs>),
     /// Print the recommended nginx `log_format overtime` directive.
     NginxFormat,
 }

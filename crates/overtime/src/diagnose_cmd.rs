@@ -5,8 +5,7 @@ use crate::conf_timeouts::read_timeout_ms;
 use crate::inputs::{parse_nginx, parse_spans, read_file, SpanInputs};
 use crate::UsageError;
 use anyhow::{Context, Result};
-use overtime_diagnose::{diagnose, markdown, DiagnoseConfig, LayerConfig};
-use overtime_model::{gateway_records, GatewayRecord};
+use overtime_diagnose::{diagnose_tables, markdown, DiagnoseConfig, LayerConfig};
 use overtime_parse::duration::parse_duration_ms;
 use overtime_parse::nginx::LogFormat;
 use overtime_parse::spans::SpanFormat;
@@ -79,7 +78,15 @@ fn resolve_logs(a: &DiagnoseArgs) -> Result<Vec<LogInput>> {
             match LogFormat::builtin(&f) {
                 Some(b) => b,
                 None => {
-                    LogFormat::compile(&f).map_err(|e| usage(format!("--log-format {f:?}: {e}")))?
+                    let compiled = LogFormat::compile(&f)
+                        .map_err(|e| usage(format!("--log-format {f:?}: {e}")))?;
+                    if compiled.variables().next().is_none() {
+                        return Err(usage(format!(
+                            "--log-format {f:?} is neither a built-in format (overtime, combined) \
+                             nor a format body with $variables"
+                        )));
+                    }
+                    compiled
                 }
             }
         } else if let (Some(text), Some(name)) = (&conf_text, pick(&a.format_name, i)) {
@@ -170,16 +177,15 @@ pub fn run(a: DiagnoseArgs) -> Result<()> {
         ..Default::default()
     };
 
-    let mut gateway: Vec<GatewayRecord> = Vec::new();
+    let started = std::time::Instant::now();
+    let mut gateway: Vec<arrow::record_batch::RecordBatch> = Vec::new();
     let mut report_lines: Vec<String> = Vec::new();
     for l in &logs {
         let layer_idx = layers.iter().position(|x| x.name == l.layer).unwrap_or(0) as u32;
         let data = read_file(&l.path)?;
         let parsed = parse_nginx(&data, &l.format, &l.layer, layer_idx, threads);
         drop(data);
-        for b in &parsed.gateway {
-            gateway.extend(gateway_records(b).context("reading back gateway_requests")?);
-        }
+        gateway.extend(parsed.gateway);
         report_lines.push(rejected_line(
             &l.path,
             "gateway lines",
@@ -212,7 +218,21 @@ pub fn run(a: DiagnoseArgs) -> Result<()> {
             spans.rejected.extend(parsed.rejected);
         }
     }
-    let d = diagnose(gateway, spans.spans, &cfg);
+    let profile = std::env::var_os("OVERTIME_PROFILE").is_some();
+    if profile {
+        eprintln!(
+            "overtime: profile: read and parsed inputs in {:.2?}",
+            started.elapsed()
+        );
+    }
+    let d =
+        diagnose_tables(&gateway, spans.spans, &cfg).context("reading back gateway_requests")?;
+    drop(gateway);
+    if profile {
+        for (phase, t) in &d.timings {
+            eprintln!("overtime: profile: {phase} {t:.2?}");
+        }
+    }
     let failed = d
         .verdicts
         .iter()
@@ -241,6 +261,9 @@ pub fn run(a: DiagnoseArgs) -> Result<()> {
         out.write_all(markdown::render(&d).as_bytes())?;
     }
     out.flush()?;
+    if profile {
+        eprintln!("overtime: profile: total {:.2?}", started.elapsed());
+    }
     Ok(())
 }
 

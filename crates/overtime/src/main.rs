@@ -24,14 +24,25 @@ impl std::error::Error for UsageError {}
 fn main() -> ExitCode {
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help, --version: clap's own output, exit 0.
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line that says what is wrong, then where to look.
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("bad arguments");
+            let first = first.trim_start_matches("error: ");
+            eprintln!("overtime: {first} (see overtime --help)");
+            return ExitCode::from(2);
         }
     };
     let result = match cli.command {
-        cli::Command::Diagnose(a) => diagnose_cmd::run(a),
+        cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
         cli::Command::NginxFormat => {
             println!("{}", overtime_parse::nginx::OVERTIME_LOG_FORMAT);
             println!("# then, in the server or location that proxies the agent API:");
