@@ -50,6 +50,43 @@ enum Key {
     Other(String),
 }
 
+/// Latest time taken at face value: year 2200, in µs since the epoch.
+const MAX_TIME_US: i64 = 7_258_118_400_000_000;
+/// Longest duration taken at face value: 30 days, in ms.
+const MAX_DURATION_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
+
+/// Keeps the arithmetic of the diagnosis in range whatever the input said:
+/// times before 1970 or after 2200 and absurd durations are clamped.
+fn sane_span(s: &mut SpanRecord) {
+    s.start_us = s.start_us.clamp(0, MAX_TIME_US);
+    s.end_us = s.end_us.clamp(s.start_us, MAX_TIME_US);
+    for e in &mut s.events {
+        e.time_us = e.time_us.clamp(0, MAX_TIME_US);
+    }
+}
+
+fn sane_ms(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite())
+        .map(|x| x.clamp(0.0, MAX_DURATION_MS))
+}
+
+fn sane_gateway(mut g: GatewayRecord) -> GatewayRecord {
+    g.time_us = g.time_us.clamp(0, MAX_TIME_US);
+    g.time_precision_us = g.time_precision_us.clamp(0, 1_000_000);
+    g.request_time_ms = sane_ms(g.request_time_ms);
+    for v in [
+        &mut g.upstream_connect_ms,
+        &mut g.upstream_header_ms,
+        &mut g.upstream_response_ms,
+    ] {
+        for x in v.iter_mut() {
+            *x = sane_ms(*x);
+        }
+    }
+    g.max_wait_ms = sane_ms(g.max_wait_ms);
+    g
+}
+
 fn hex128(s: &str) -> Option<u128> {
     is_trace_id(s)
         .then(|| u128::from_str_radix(s, 16).ok())
@@ -84,7 +121,8 @@ pub fn assemble_tables(
     let mut seen: FxHashSet<(u128, u64)> = FxHashSet::default();
     let mut seen_odd: FxHashSet<(String, String)> = FxHashSet::default();
     let mut request_ids: FxHashMap<String, usize> = FxHashMap::default();
-    for s in spans {
+    for mut s in spans {
+        sane_span(&mut s);
         let key = hex128(&s.trace_id)
             .map(Key::Trace)
             .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
@@ -165,10 +203,10 @@ pub fn assemble_tables(
                         out.traces.len() - 1
                     }
                 };
-                out.traces[idx].gateway.push(r.row(i));
+                out.traces[idx].gateway.push(sane_gateway(r.row(i)));
             } else {
-                let end = r.time_us(i);
-                let start = end - (r.request_time_ms(i).unwrap_or(0.0) * 1000.0) as i64;
+                let end = r.time_us(i).clamp(0, MAX_TIME_US);
+                let start = end - (sane_ms(r.request_time_ms(i)).unwrap_or(0.0) * 1000.0) as i64;
                 let req = LightRequest {
                     start_us: start,
                     end_us: end,

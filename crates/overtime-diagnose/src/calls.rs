@@ -206,20 +206,19 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
     // Topmost call spans, grouped by (parent node, stage, component).
     let mut groups: BTreeMap<(usize, &'static str, String), Vec<usize>> = BTreeMap::new();
     let is_call = call_nodes(trace, tree);
+    // Nodes are created parents first: one forward pass marks call subtrees.
+    let mut under_call = vec![false; tree.nodes.len()];
+    for n in 0..tree.nodes.len() {
+        if let Some(p) = tree.nodes[n].parent {
+            under_call[n] = under_call[p] || is_call[p];
+        }
+    }
     for (n, node) in tree.nodes.iter().enumerate() {
         let Some(si) = node.span else { continue };
         if !is_call[n] {
             continue;
         }
-        let mut anc = node.parent;
-        let mut topmost = true;
-        while let Some(a) = anc {
-            if is_call[a] {
-                topmost = false;
-                break;
-            }
-            anc = tree.nodes[a].parent;
-        }
+        let topmost = !under_call[n];
         if topmost {
             let key = (
                 node.parent.unwrap_or(usize::MAX),

@@ -255,31 +255,62 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
 }
 
 /// Last-finishing-child walk: fills `critical_us` of `node`'s subtree for
-/// the part of it that ends by `limit`.
+/// the part of it that ends by `limit`. Iterative, so a trace of any depth
+/// cannot exhaust the stack.
 fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
-    let start = tree.nodes[node].start_us;
-    let mut cursor = tree.nodes[node].end_us.min(limit);
-    let mut kids = tree.nodes[node].children.clone();
-    kids.sort_by_key(|&c| std::cmp::Reverse((tree.nodes[c].end_us, tree.nodes[c].start_us)));
-    let mut own = 0;
-    for c in kids {
-        let (cs, ce) = (tree.nodes[c].start_us, tree.nodes[c].end_us);
-        if cs >= cursor || cursor <= start {
-            continue;
-        }
-        let c_end = ce.min(cursor);
-        if c_end <= cs {
-            continue;
-        }
-        own += cursor - c_end;
-        critical_path(tree, c, c_end);
-        cursor = cs.max(start);
+    struct Frame {
+        node: usize,
+        kids: Vec<usize>,
+        next: usize,
+        cursor: i64,
+        own: i64,
+        picked: bool,
     }
-    let lead = (cursor - start).max(0);
-    own += lead;
-    tree.nodes[node].critical_us += own;
-    if !tree.nodes[node].children.is_empty() && cursor < tree.nodes[node].end_us.min(limit) {
-        tree.nodes[node].lead_us += lead;
+    let frame = |tree: &TraceTree, node: usize, limit: i64| {
+        let mut kids = tree.nodes[node].children.clone();
+        kids.sort_by_key(|&c| std::cmp::Reverse((tree.nodes[c].end_us, tree.nodes[c].start_us)));
+        Frame {
+            node,
+            kids,
+            next: 0,
+            cursor: tree.nodes[node].end_us.min(limit),
+            own: 0,
+            picked: false,
+        }
+    };
+    let mut stack = vec![frame(tree, node, limit)];
+    while let Some(f) = stack.last_mut() {
+        let start = tree.nodes[f.node].start_us;
+        let mut descend = None;
+        while f.next < f.kids.len() {
+            let c = f.kids[f.next];
+            f.next += 1;
+            let (cs, ce) = (tree.nodes[c].start_us, tree.nodes[c].end_us);
+            if cs >= f.cursor || f.cursor <= start {
+                continue;
+            }
+            let c_end = ce.min(f.cursor);
+            if c_end <= cs {
+                continue;
+            }
+            f.own += f.cursor - c_end;
+            f.cursor = cs.max(start);
+            f.picked = true;
+            descend = Some((c, c_end));
+            break;
+        }
+        if let Some((c, c_end)) = descend {
+            let child = frame(tree, c, c_end);
+            stack.push(child);
+            continue;
+        }
+        let f = stack.pop().expect("non-empty");
+        let lead = (f.cursor - start).max(0);
+        let n = &mut tree.nodes[f.node];
+        n.critical_us += f.own + lead;
+        if f.picked {
+            n.lead_us += lead;
+        }
     }
 }
 
