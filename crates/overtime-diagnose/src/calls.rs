@@ -230,10 +230,17 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
     }
     for (_, mut nodes) in groups {
         nodes.sort_by_key(|&n| tree.nodes[n].start_us);
-        let retried = nodes.len() > 1
-            && nodes
-                .iter()
-                .any(|&n| spans[tree.nodes[n].span.unwrap()].attempt.unwrap_or(0) > 0);
+        let span_of = |n: usize| &spans[tree.nodes[n].span.expect("call nodes are spans")];
+        let marked = nodes.iter().any(|&n| span_of(n).attempt.unwrap_or(0) > 0);
+        // Without `attempt`: one after the other, every one but the last failed.
+        let sequential_failures = nodes.windows(2).all(|w| {
+            let failed = matches!(
+                span_of(w[0]).status,
+                SpanStatus::Error | SpanStatus::Timeout
+            );
+            failed && tree.nodes[w[1]].start_us >= tree.nodes[w[0]].raw_end_us - 1_000
+        });
+        let retried = nodes.len() > 1 && (marked || sequential_failures);
         let sets: Vec<Vec<usize>> = if retried {
             vec![nodes]
         } else {
@@ -422,6 +429,11 @@ fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
         if c.timeout_ms.is_none() {
             c.timeout_ms = nested_timeout;
         }
+    }
+    // A bare HTTP call that reached a model server (its phases, or a model
+    // name below it) is an LLM call.
+    if c.stage == Stage::Network && (!c.phases.is_empty() || c.model.is_some()) {
+        c.stage = Stage::Llm;
     }
     if c.is_llm() {
         if let Some(m) = &c.model {

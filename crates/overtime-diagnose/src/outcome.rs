@@ -50,6 +50,26 @@ pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
     let root = &tree.nodes[tree.root];
     let end = root.end_us;
     let mut best: Option<StreamGap> = None;
+    // ASGI instrumentation writes each body chunk sent as a child span
+    // `… http send` (asgi.event.type http.response.body): chunks too.
+    let mut sends: std::collections::HashMap<usize, Vec<i64>> = std::collections::HashMap::new();
+    for n in &tree.nodes {
+        let (Some(i), Some(p)) = (n.span, n.parent.and_then(|p| tree.nodes[p].span)) else {
+            continue;
+        };
+        let s = &trace.spans[i];
+        let body = s
+            .attributes
+            .iter()
+            .find(|(k, _)| k == "asgi.event.type")
+            .is_none_or(|(_, v)| v == "http.response.body");
+        if body && s.name.to_ascii_lowercase().ends_with("http send") {
+            sends
+                .entry(p)
+                .or_default()
+                .push(s.start_us + tree.shift_us[i]);
+        }
+    }
     for (i, s) in trace.spans.iter().enumerate() {
         let shift = tree.shift_us[i];
         let mut times: Vec<i64> = s
@@ -57,6 +77,7 @@ pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
             .iter()
             .filter(|e| is_stream_event(&e.name))
             .map(|e| e.time_us + shift)
+            .chain(sends.get(&i).into_iter().flatten().copied())
             .filter(|&t| t <= end)
             .collect();
         if times.is_empty() {

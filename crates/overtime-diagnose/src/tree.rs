@@ -74,7 +74,14 @@ impl TraceTree {
 
 /// Where the gateway's request began, on the spans' clock.
 fn gateway_interval(g: &GatewayRecord, first_span_start: Option<i64>) -> (i64, i64) {
-    let rt = (g.request_time_ms.unwrap_or(0.0) * 1000.0).round() as i64;
+    // A format without $request_time: the upstream's time, else from the
+    // first span to the line.
+    let rt_ms = g
+        .request_time_ms
+        .or_else(|| g.upstream_response_sum_ms())
+        .or_else(|| first_span_start.map(|f| ((g.time_us - f).max(0) as f64) / 1000.0))
+        .unwrap_or(0.0);
+    let rt = (rt_ms * 1000.0).round() as i64;
     let est_start = g.time_us - rt;
     let precision = g.time_precision_us.max(0);
     let start = match first_span_start {

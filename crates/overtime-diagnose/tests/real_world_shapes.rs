@@ -1,0 +1,125 @@
+//! Shapes that real instrumentation produces and the rules must see
+//! through: retries with no `attempt` attribute, an LLM reached through a
+//! bare HTTP client span, a log format without `$request_time`, ASGI's
+//! `http send` spans as stream chunks.
+
+mod common;
+use common::*;
+use overtime_model::{Outcome, RootCauseKind as K, SpanStatus, Stage};
+
+#[test]
+fn sequential_failed_calls_are_retries_without_attempt_attributes() {
+    let mut b = Builder::new(1);
+    b.gateway(504, 10_000.0);
+    b.span("1", None, "orchestrator", Stage::Service, 1.0, 12_000.0);
+    for a in 0..3u32 {
+        let start = 10.0 + a as f64 * 3_300.0;
+        let s = b.span(
+            &format!("{}", a + 2),
+            Some("1"),
+            "orchestrator",
+            Stage::Tool,
+            start,
+            start + 3_250.0,
+        );
+        s.tool = Some("search_api".into());
+        s.timeout_ms = Some(3_000.0);
+        s.status = SpanStatus::Timeout;
+    }
+    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    assert_eq!(
+        v.root_cause.kind,
+        K::RetryAmplification,
+        "{:?}",
+        v.root_cause
+    );
+    assert!(evidence(&v).contains("3 attempts"), "{}", evidence(&v));
+}
+
+#[test]
+fn parallel_calls_of_one_tool_are_not_retries() {
+    let mut b = Builder::new(2);
+    b.gateway(504, 10_000.0);
+    b.span("1", None, "orchestrator", Stage::Service, 1.0, 12_000.0);
+    for a in 0..3u32 {
+        let s = b.span(
+            &format!("{}", a + 2),
+            Some("1"),
+            "orchestrator",
+            Stage::Tool,
+            10.0,
+            11_000.0 - a as f64,
+        );
+        s.tool = Some("search_api".into());
+        s.status = SpanStatus::Error;
+    }
+    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    assert_eq!(v.root_cause.kind, K::ToolNoTimeout);
+    assert!(!evidence(&v).contains("attempts"), "{}", evidence(&v));
+}
+
+#[test]
+fn an_http_client_span_that_reached_a_model_server_is_an_llm_call() {
+    let mut b = Builder::new(3);
+    b.gateway(504, 60_000.0);
+    b.span("1", None, "agent-api", Stage::Service, 1.0, 70_000.0);
+    let c = b.span("2", Some("1"), "agent-api", Stage::Network, 10.0, 70_000.0);
+    c.peer = Some("model-server:8000".into());
+    c.timeout_ms = Some(120_000.0);
+    let srv = b.span(
+        "3",
+        Some("2"),
+        "model-server",
+        Stage::Service,
+        15.0,
+        69_000.0,
+    );
+    srv.model = Some("qwen-72b".into());
+    srv.llm_reason = Some("queue_wait=41.0s,kv_cache_build=2.0s,decode_loop=25.0s".into());
+    let v = only(&run(vec![b], &cfg_with_timeout(60_000.0))).clone();
+    assert_eq!(v.root_cause.kind, K::LlmQueueing, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "qwen-72b");
+    assert!(evidence(&v).contains("queue 41.0 s"), "{}", evidence(&v));
+}
+
+#[test]
+fn a_format_without_request_time_still_has_a_timeline() {
+    let mut b = Builder::new(4);
+    let g = b.gateway(504, 30_000.0);
+    g.request_time_ms = None;
+    b.span("1", None, "runtime", Stage::Service, 1.0, 40_000.0);
+    let t = b.span("2", Some("1"), "runtime", Stage::Tool, 100.0, 40_000.0);
+    t.tool = Some("crm".into());
+    let v = only(&run(vec![b], &cfg_with_timeout(30_000.0))).clone();
+    assert!(
+        (v.budget.consumed_ms - 30_000.0).abs() < 1.0,
+        "upstream_response_time stands in: {}",
+        v.budget.consumed_ms
+    );
+    assert_eq!(v.root_cause.kind, K::ToolNoTimeout);
+}
+
+#[test]
+fn asgi_http_send_spans_are_stream_chunks() {
+    let mut b = Builder::new(5);
+    b.gateway(200, 61_000.0);
+    let r = b.span("1", None, "agent-api", Stage::Service, 2.0, 80_000.0);
+    r.status = SpanStatus::Cancelled;
+    for (i, t) in [500.0, 900.0].into_iter().enumerate() {
+        let s = b.span(
+            &format!("{}", 10 + i),
+            Some("1"),
+            "agent-api",
+            Stage::Other,
+            t,
+            t + 1.0,
+        );
+        s.name = "POST /v1/agent/chat http send".into();
+        s.attributes
+            .push(("asgi.event.type".into(), "http.response.body".into()));
+    }
+    let v = only(&run(vec![b], &cfg_with_timeout(60_000.0))).clone();
+    assert_eq!(v.outcome, Outcome::GatewayTimeout);
+    assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "agent-api");
+}
