@@ -114,18 +114,9 @@ pub fn parse_spans(data: &[u8], format: SpanFormat, source: &str, threads: usize
                 s.spawn(move || {
                     let mut out = ParsedSpans::default();
                     for (i, line) in chunk.split(|&b| b == b'\n').enumerate() {
-                        let line = line.strip_suffix(b"\r").unwrap_or(line);
-                        if line.iter().all(|b| b.is_ascii_whitespace()) {
-                            continue;
-                        }
-                        let no = first + i as u64;
-                        match format {
-                            SpanFormat::Jsonl => match spans::parse_jsonl_line(line, source, no) {
-                                Ok(s) => out.spans.push(s),
-                                Err(r) => out.rejected.push(r),
-                            },
-                            _ => spans::parse_otlp_json_line(line, source, no, &mut out),
-                        }
+                        // Blank lines, CRLF and a stray OTLP line in a JSONL
+                        // file are handled by the per-line reader.
+                        spans::parse_span_line(format, line, source, first + i as u64, &mut out);
                     }
                     out
                 })
