@@ -18,6 +18,7 @@ mod enums;
 mod gateway;
 mod gateway_rows;
 mod rejected;
+mod sink;
 mod span;
 mod verdict;
 
@@ -25,6 +26,7 @@ pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
 pub use gateway::{gateway_records, gateway_schema, sum_known, GatewayColumns, GatewayRecord};
 pub use gateway_rows::{str_at, GatewayRows};
 pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
+pub use sink::{Checkpoint, RecordSink, SinkError, Table};
 pub use span::{span_records, span_schema, LlmPhases, SpanColumns, SpanEvent, SpanRecord};
 pub use verdict::{
     BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,

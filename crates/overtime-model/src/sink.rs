@@ -1,0 +1,79 @@
+//! Where sources deliver records: the contract between every source (file
+//! tail, OTLP, Kafka) and the durable store.
+//!
+//! Design rules:
+//! - `write` returns `Ok` only once the batch is durable (in the WAL):
+//!   only then may a source acknowledge (OTLP 200, Kafka offset, file
+//!   checkpoint).
+//! - A source's position travels with its data: the store keeps the
+//!   checkpoint in the same WAL record, so after a crash a source resumes
+//!   exactly after the last durable batch — no loss, no duplicate.
+//! - `Full` is backpressure, not failure: the source waits `retry_after_ms`
+//!   (OTLP answers 429 with Retry-After, Kafka pauses its partitions, the
+//!   file tail sleeps) and tries the same batch again.
+
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The tables sources write to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Table {
+    GatewayRequests,
+    Spans,
+    Rejected,
+}
+
+impl Table {
+    pub const ALL: [Table; 3] = [Table::GatewayRequests, Table::Spans, Table::Rejected];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Table::GatewayRequests => "gateway_requests",
+            Table::Spans => "spans",
+            Table::Rejected => "rejected",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A source's position after a batch, opaque to the store (e.g.
+/// `"inode=42 offset=1048576 line=4096"`, or a Kafka partition's next offset).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Stable name of the source (`file:/var/log/nginx/edge.log`,
+    /// `kafka:spans/3`).
+    pub source: String,
+    pub position: String,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SinkError {
+    /// Over the memory budget: retry the same batch after this long.
+    #[error("store is full, retry in {retry_after_ms} ms")]
+    Full { retry_after_ms: u64 },
+    /// The write failed (disk full, I/O error); nothing was stored.
+    #[error("store write failed: {0}")]
+    Failed(String),
+}
+
+/// The durable destination of every source.
+pub trait RecordSink: Send + Sync {
+    /// Stores `batch` (and `checkpoint` with it) durably; `Ok` means durable.
+    fn write(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError>;
+    /// The last durable position of `source`, if any.
+    fn checkpoint(&self, source: &str) -> Option<String>;
+}
