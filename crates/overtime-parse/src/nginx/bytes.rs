@@ -35,6 +35,21 @@ pub(crate) fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
     None
 }
 
+/// Does `hay` contain `byte`? No early exit: a branch-free pass the
+/// compiler can vectorize, faster than a search when the byte is rare.
+#[inline]
+pub(crate) fn has_byte(hay: &[u8], byte: u8) -> bool {
+    let pat = LO * u64::from(byte);
+    let mut acc = 0u64;
+    let chunks = hay.chunks_exact(8);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])) ^ pat;
+        acc |= x.wrapping_sub(LO) & !x & HI;
+    }
+    acc != 0 || tail.contains(&byte)
+}
+
 /// Does `hay` hold `needle` at `at`?
 #[inline]
 pub(crate) fn eq_at(hay: &[u8], at: usize, needle: &[u8]) -> bool {
@@ -44,22 +59,67 @@ pub(crate) fn eq_at(hay: &[u8], at: usize, needle: &[u8]) -> bool {
     }
 }
 
-/// First occurrence of `needle` in `hay`. Positions found in valid UTF-8 for
-/// a valid UTF-8 needle are always character boundaries.
-#[inline]
-pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let Some((&first, _)) = needle.split_first() else {
-        return Some(0);
-    };
-    let mut from = 0;
-    while let Some(k) = find_byte(&hay[from..], first) {
-        let at = from + k;
-        if eq_at(hay, at, needle) {
-            return Some(at);
+/// A format literal, with its first eight bytes as a masked word so that
+/// checking it at a position is one load and one compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Lit {
+    pub text: String,
+    word: u64,
+    mask: u64,
+}
+
+impl Lit {
+    pub(crate) fn new(text: String) -> Lit {
+        let b = text.as_bytes();
+        let n = b.len().min(8);
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&b[..n]);
+        let mask = if n == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * n)) - 1
+        };
+        Lit {
+            word: u64::from_le_bytes(w),
+            mask,
+            text,
         }
-        from = at + 1;
     }
-    None
+
+    pub(crate) fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Does `hay` hold this literal at `at`?
+    #[inline]
+    pub(crate) fn is_at(&self, hay: &[u8], at: usize) -> bool {
+        let b = self.text.as_bytes();
+        match hay.get(at..at + 8) {
+            Some(chunk) => {
+                let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+                w & self.mask == self.word && (b.len() <= 8 || eq_at(hay, at + 8, &b[8..]))
+            }
+            None => eq_at(hay, at, b),
+        }
+    }
+
+    /// First occurrence at or after `from`. Positions found in valid UTF-8
+    /// for a valid UTF-8 literal are always character boundaries.
+    #[inline]
+    pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<usize> {
+        let Some(&first) = self.text.as_bytes().first() else {
+            return Some(from);
+        };
+        let mut from = from;
+        while let Some(k) = find_byte(hay.get(from..)?, first) {
+            let at = from + k;
+            if self.is_at(hay, at) {
+                return Some(at);
+            }
+            from = at + 1;
+        }
+        None
+    }
 }
 
 /// `s` without leading and trailing spaces.
@@ -100,14 +160,26 @@ mod tests {
             find_byte(b"\x01\x00\x01\x02\x03\x04\x05\x06\x07\n", b'\n'),
             Some(9)
         );
+        for start in 0..40 {
+            let h = &hay[start..];
+            for b in [b'a', b'm', b'z', b'\\'] {
+                assert_eq!(has_byte(h, b), h.contains(&b), "{b} {start}");
+            }
+        }
     }
 
     #[test]
     fn needles_and_trim() {
-        assert_eq!(find(b"a\" b\" rid=x", b"\" rid="), Some(4));
-        assert_eq!(find(b"abc", b"cd"), None);
-        assert_eq!(find("é x é y".as_bytes(), "é y".as_bytes()), Some(5));
-        assert_eq!(find(b"abc", b""), Some(0));
+        let find = |hay: &[u8], lit: &str| Lit::new(lit.to_string()).find(hay, 0);
+        assert_eq!(find(b"a\" b\" rid=x", "\" rid="), Some(4));
+        assert_eq!(find(b"abc", "cd"), None);
+        assert_eq!(find("é x é y".as_bytes(), "é y"), Some(5));
+        assert_eq!(find(b"abc", ""), Some(0));
+        let long = "\" upstream_addr=\"";
+        assert_eq!(find(format!("0.5{long}x").as_bytes(), long), Some(3));
+        assert_eq!(find(b"0.5\" upstream_addr=x", long), None);
+        assert_eq!(Lit::new(" rt=".into()).find(b"12 rt=0.1 rt=", 4), Some(9));
+        assert!(Lit::new("ab".into()).is_at(b"xab", 1) && !Lit::new("ab".into()).is_at(b"xab", 2));
         assert!(eq_at(b"abc", 1, b"bc") && !eq_at(b"abc", 2, b"cd"));
         assert_eq!(trim_spaces("  a b "), "a b");
         assert_eq!(trim_spaces("   "), "");

@@ -48,6 +48,7 @@
 //! told apart (see `plan.rs`); `include` is not followed in nginx.conf.
 
 mod bytes;
+mod columns;
 mod conf;
 mod format;
 mod parser;

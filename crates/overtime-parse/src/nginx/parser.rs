@@ -6,7 +6,8 @@
 //! typed value, and only then append `&str` slices straight into the Arrow
 //! builders, so a bad line never leaves a half-written row.
 
-use super::bytes::find_byte;
+use super::bytes::{find_byte, has_byte};
+use super::columns::presized;
 use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
 use super::values::{
@@ -57,7 +58,6 @@ pub struct GatewayParser {
     total_rejected: u64,
     // Scratch reused across lines.
     spans: Vec<(usize, usize)>,
-    vals: Vec<(bool, usize, usize)>,
     scratch: String,
     tmp: Vec<u8>,
     lists: Lists,
@@ -117,23 +117,36 @@ fn times(v: &str, name: &str, out: &mut Vec<Option<f64>>) -> Result<(), Reject> 
     Ok(())
 }
 
-/// Reads and validates every value of a cut line.
-fn read_row<'a>(
-    plan: &Plan,
+/// Marks a span whose value was unescaped into the scratch buffer.
+const IN_SCRATCH: usize = 1 << (usize::BITS - 1);
+
+/// The values of a cut line: spans into the line, or (flagged with
+/// [`IN_SCRATCH`]) into the unescape buffer.
+#[derive(Clone, Copy)]
+struct Values<'a> {
     line: &'a str,
     scratch: &'a str,
-    vals: &[(bool, usize, usize)],
-    lists: &mut Lists,
-) -> Result<Row<'a>, Reject> {
+    spans: &'a [(usize, usize)],
+}
+
+impl<'a> Values<'a> {
+    #[inline]
+    fn get(&self, occ: usize) -> &'a str {
+        let (a, b) = self.spans[occ];
+        if a & IN_SCRATCH != 0 {
+            self.scratch.get(a & !IN_SCRATCH..b).unwrap_or("")
+        } else {
+            self.line.get(a..b).unwrap_or("")
+        }
+    }
+}
+
+/// Reads and validates every value of a cut line.
+fn read_row<'a>(plan: &Plan, vals: Values<'a>, lists: &mut Lists) -> Result<Row<'a>, Reject> {
     let mut r = Row::default();
     for (occ, role) in plan.roles.iter().enumerate() {
         let Role::Col(col) = *role else { continue };
-        let (in_scratch, a, b) = vals[occ];
-        let v = if in_scratch {
-            &scratch[a..b]
-        } else {
-            &line[a..b]
-        };
+        let v = vals.get(occ);
         let name = plan.names[occ].as_str();
         match col {
             Col::RemoteAddr => r.remote_addr = opt(v),
@@ -216,7 +229,6 @@ impl GatewayParser {
             total_rows: 0,
             total_rejected: 0,
             spans: Vec::new(),
-            vals: Vec::new(),
             scratch: String::new(),
             tmp: Vec::new(),
             lists: Lists::default(),
@@ -332,7 +344,9 @@ impl GatewayParser {
     /// assert_eq!((p.rejected_rows(), p.total_rejected()), (0, 1));
     /// ```
     pub fn finish(&mut self) -> (RecordBatch, RecordBatch) {
-        (self.cols.finish(), self.rejected.finish())
+        let good = self.cols.finish();
+        self.cols = presized(&good);
+        (good, self.rejected.finish())
     }
 
     fn reject(&mut self, line_no: u64, reason: &'static str, detail: String, raw: &[u8]) {
@@ -356,32 +370,34 @@ impl GatewayParser {
         if let Err(d) = self.plan.split(line, &mut self.spans) {
             return self.reject(line_no, "format_mismatch", d, raw);
         }
-        self.scratch.clear();
-        self.vals.clear();
-        // Most lines have no backslash at all: one search instead of one per value.
-        let any_escape = self.escape != Escape::None && find_byte(line.as_bytes(), b'\\').is_some();
-        for (occ, &(a, b)) in self.spans.iter().enumerate() {
-            let v = &line[a..b];
-            let needs = any_escape
-                && self.plan.roles[occ] != Role::Skip
-                && find_byte(v.as_bytes(), b'\\').is_some();
-            if !needs {
-                self.vals.push((false, a, b));
-                continue;
+        // Most lines have no backslash at all: one branch-free pass instead
+        // of a search per value.
+        if self.escape != Escape::None && has_byte(line.as_bytes(), b'\\') {
+            self.scratch.clear();
+            for (occ, span) in self.spans.iter_mut().enumerate() {
+                let v = &line[span.0..span.1];
+                if self.plan.roles[occ] == Role::Skip || !has_byte(v.as_bytes(), b'\\') {
+                    continue;
+                }
+                let start = self.scratch.len();
+                match self.escape {
+                    Escape::Json => unescape_json(v, &mut self.scratch),
+                    _ => unescape_default(v, &mut self.tmp, &mut self.scratch),
+                }
+                *span = (start | IN_SCRATCH, self.scratch.len());
             }
-            let start = self.scratch.len();
-            match self.escape {
-                Escape::Json => unescape_json(v, &mut self.scratch),
-                _ => unescape_default(v, &mut self.tmp, &mut self.scratch),
-            }
-            self.vals.push((true, start, self.scratch.len()));
         }
+        let vals = Values {
+            line,
+            scratch: &self.scratch,
+            spans: &self.spans,
+        };
         let lists = &mut self.lists;
         lists.connect.clear();
         lists.header.clear();
         lists.response.clear();
         lists.status.clear();
-        match read_row(&self.plan, line, &self.scratch, &self.vals, lists) {
+        match read_row(&self.plan, vals, lists) {
             Ok(row) => {
                 append(
                     &mut self.cols,
@@ -391,7 +407,7 @@ impl GatewayParser {
                     line_no,
                     &row,
                     lists,
-                    (line, &self.scratch, &self.vals),
+                    vals,
                 );
                 self.total_rows += 1;
             }
@@ -410,7 +426,7 @@ fn append(
     line_no: u64,
     r: &Row<'_>,
     lists: &Lists,
-    (line, scratch, vals): (&str, &str, &[(bool, usize, usize)]),
+    vals: Values<'_>,
 ) {
     c.source.append_value(source);
     c.layer.append_value(layer);
@@ -470,12 +486,7 @@ fn append(
     c.llm_duration_ms.append_option(r.llm_duration_ms);
     for (occ, role) in plan.roles.iter().enumerate() {
         if let Role::Extra(k) = *role {
-            let (in_scratch, a, b) = vals[occ];
-            let v = if in_scratch {
-                &scratch[a..b]
-            } else {
-                &line[a..b]
-            };
+            let v = vals.get(occ);
             if !is_null(v) {
                 c.extra.keys().append_value(&plan.extra_names[k]);
                 c.extra.values().append_value(v);
@@ -490,3 +501,4 @@ fn append(
     // way MapBuilder::append fails.
     let _ = c.extra.append(true);
 }
+

@@ -11,7 +11,7 @@
 //! first takes the whole run and the others are empty (`-`): put a literal
 //! between such variables.
 
-use super::bytes::{eq_at, find};
+use super::bytes::{eq_at, Lit};
 use super::format::{Escape, LogFormat, Segment};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
@@ -148,7 +148,7 @@ pub(crate) struct Group {
     pub first: usize,
     pub len: usize,
     /// The literal after the run (`None`: the run ends the line).
-    pub after: Option<String>,
+    pub after: Option<Lit>,
     /// This is the last group of the format.
     pub last: bool,
 }
@@ -238,7 +238,7 @@ impl Plan {
         for seg in format.segments() {
             match seg {
                 Segment::Literal(l) => match groups.last_mut() {
-                    Some(g) if g.after.is_none() => g.after = Some(l.clone()),
+                    Some(g) if g.after.is_none() => g.after = Some(Lit::new(l.clone())),
                     _ => prefix = l.clone(),
                 },
                 Segment::Variable(_) => {
@@ -282,21 +282,21 @@ impl Plan {
             let end = match (&g.after, g.last) {
                 (None, _) => line.len(),
                 (Some(lit), true) => {
-                    if line.len() < pos + lit.len()
-                        || !eq_at(b, line.len() - lit.len(), lit.as_bytes())
-                    {
+                    if line.len() < pos + lit.len() || !lit.is_at(b, line.len() - lit.len()) {
                         return Err(format!(
-                            "line does not end with {lit:?} after ${}",
+                            "line does not end with {:?} after ${}",
+                            lit.text,
                             self.names[g.first + g.len - 1]
                         ));
                     }
                     line.len() - lit.len()
                 }
-                (Some(lit), false) => match self.find_literal(b, pos, lit.as_bytes()) {
+                (Some(lit), false) => match self.find_literal(b, pos, lit) {
                     Some(k) => k,
                     None => {
                         return Err(format!(
-                            "expected {lit:?} after ${} (byte {pos})",
+                            "expected {:?} after ${} (byte {pos})",
+                            lit.text,
                             self.names[g.first + g.len - 1]
                         ))
                     }
@@ -317,12 +317,12 @@ impl Plan {
     /// Where `lit` starts in `b` at or after `pos`, skipping JSON-escaped
     /// quotes (`\"`) in `escape=json`.
     #[inline]
-    fn find_literal(&self, b: &[u8], pos: usize, lit: &[u8]) -> Option<usize> {
+    fn find_literal(&self, b: &[u8], pos: usize, lit: &Lit) -> Option<usize> {
         let mut from = pos;
         loop {
-            let at = from + find(&b[from..], lit)?;
+            let at = lit.find(b, from)?;
             let escaped = self.json
-                && lit.first() == Some(&b'"')
+                && lit.text.starts_with('"')
                 && b[pos..at].iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 1;
             if !escaped {
                 return Some(at);
