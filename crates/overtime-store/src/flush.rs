@@ -1,0 +1,218 @@
+//! Flush (memtable → Parquet, then WAL truncation) and retention.
+//!
+//! A flush, step by step; a crash after any step loses nothing and
+//! duplicates nothing:
+//! 1. under the exclusive write gate: seal the WAL segment (fsync), start
+//!    the next one, freeze the memtable (still visible to reads);
+//! 2. write one Parquet file per table per time bucket, named with the
+//!    sealed segment's sequence (temp file, fsync, rename);
+//! 3. save the manifest: `flushed_through` = that sequence, with the
+//!    checkpoints as of the seal (atomic rename);
+//! 4. under the state lock: publish the files and drop the frozen
+//!    memtable in one step, so a query sees each row exactly once;
+//! 5. delete the WAL segments `<=` the sealed one.
+//!
+//! Crash before 3: open deletes the files (sequence past the manifest) and
+//! replays the WAL. Crash after 3: open keeps the files and deletes the
+//! segments the manifest covers.
+//!
+//! ```
+//! use overtime_model::{RecordSink, Table, RejectedColumns, RejectedRecord};
+//! use overtime_store::{Store, StoreConfig};
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(StoreConfig { data_dir: dir.path().into(), flush_interval_ms: 0, ..Default::default() }).unwrap();
+//! let mut c = RejectedColumns::new();
+//! c.append(&RejectedRecord::new("edge.log", 1, "format_mismatch", "bad", b"x"));
+//! store.write(Table::Rejected, c.finish(), None).unwrap();
+//! let report = store.flush().unwrap();
+//! assert_eq!(report.files.len(), 1);
+//! assert_eq!(store.memtable_bytes(), 0);
+//! assert_eq!(store.stats().tables["rejected"].parquet_rows, 1);
+//! ```
+
+use crate::manifest::Manifest;
+use crate::memtable::Memtable;
+use crate::segment::{self, SegmentFile};
+use crate::store::{Inner, Store};
+use crate::tables::idx;
+use crate::wal::sync_dir;
+use crate::StoreError;
+use overtime_model::Table;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What a flush wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FlushReport {
+    /// The Parquet files written.
+    pub files: Vec<PathBuf>,
+    /// Rows written per table.
+    pub rows: BTreeMap<String, u64>,
+    /// Bytes of the new files.
+    pub bytes: u64,
+    /// WAL segments deleted afterwards.
+    pub wal_segments_removed: u64,
+}
+
+/// What retention removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RetentionReport {
+    pub files_removed: Vec<PathBuf>,
+    pub rows_removed: u64,
+    pub bytes_removed: u64,
+}
+
+impl Store {
+    /// Moves the memtable to Parquet: one file per table per time bucket,
+    /// rows sorted by time, a bloom filter on `trace_id`, page and
+    /// row-group statistics; then deletes the WAL segments it covered.
+    pub fn flush(&self) -> Result<FlushReport, StoreError> {
+        self.inner.flush()
+    }
+
+    /// Deletes whole bucket files older than `retention_age_s` (relative
+    /// to `now_us`), then the oldest files until the Parquet total is
+    /// under `retention_bytes`.
+    pub fn enforce_retention(&self, now_us: i64) -> Result<RetentionReport, StoreError> {
+        self.inner.enforce_retention(now_us)
+    }
+}
+
+impl Inner {
+    pub(crate) fn flush(&self) -> Result<FlushReport, StoreError> {
+        let _one_flush = self.flush_lock.lock().expect("flush lock");
+        let (sealed, frozen, checkpoints) = {
+            let _g = self.gate.write().expect("gate lock");
+            if self.wal.bytes() == 0 {
+                return Ok(FlushReport::default());
+            }
+            let sealed = self.wal.rotate()?;
+            let mut st = self.state.write().expect("state lock");
+            let frozen = std::mem::take(&mut st.active);
+            st.frozen = Some(frozen.clone());
+            (sealed, frozen, st.checkpoints.clone())
+        };
+        let written = match self.write_files(&frozen, sealed, &checkpoints) {
+            Ok(w) => w,
+            Err(e) => {
+                let mut st = self.state.write().expect("state lock");
+                st.frozen = None;
+                st.active.prepend(frozen);
+                *self.last_flush_error.lock().expect("error lock") = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        let mut report = FlushReport::default();
+        {
+            let mut st = self.state.write().expect("state lock");
+            for f in written {
+                *report.rows.entry(f.table.to_string()).or_default() += f.rows;
+                report.bytes += f.bytes;
+                report.files.push(f.path.clone());
+                st.files[idx(f.table)].push(Arc::new(f));
+            }
+            st.frozen = None;
+        }
+        self.reserved.fetch_sub(frozen.bytes(), Ordering::SeqCst);
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        report.wal_segments_removed = self.wal.remove_through(sealed)?;
+        Ok(report)
+    }
+
+    /// Steps 2 and 3; on failure removes what it wrote.
+    fn write_files(
+        &self,
+        frozen: &Memtable,
+        sealed: u64,
+        checkpoints: &BTreeMap<String, String>,
+    ) -> Result<Vec<SegmentFile>, StoreError> {
+        let bucket_us = self.cfg.segment_seconds * 1_000_000;
+        let mut written: Vec<SegmentFile> = Vec::new();
+        let result = (|| {
+            for t in Table::ALL {
+                let dir = &self.parquet_dirs[idx(t)];
+                for (start, rows) in segment::sort_and_bucket(t, frozen.batches(t), bucket_us)? {
+                    written.push(segment::write_segment(
+                        dir,
+                        t,
+                        start,
+                        sealed,
+                        &rows,
+                        self.cfg.fsync,
+                    )?);
+                }
+                if self.cfg.fsync {
+                    sync_dir(dir)?;
+                }
+            }
+            Manifest {
+                flushed_through: sealed,
+                checkpoints: checkpoints.clone(),
+            }
+            .save(&self.root, self.cfg.fsync)
+        })();
+        match result {
+            Ok(()) => Ok(written),
+            Err(e) => {
+                for f in &written {
+                    let _ = fs::remove_file(&f.path);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn enforce_retention(&self, now_us: i64) -> Result<RetentionReport, StoreError> {
+        let _one = self.flush_lock.lock().expect("flush lock");
+        let bucket_us = self.cfg.segment_seconds * 1_000_000;
+        let mut doomed: Vec<Arc<SegmentFile>> = Vec::new();
+        {
+            let mut st = self.state.write().expect("state lock");
+            if let Some(age) = self.cfg.retention_age_s {
+                let cutoff = now_us.saturating_sub(age.saturating_mul(1_000_000));
+                for list in st.files.iter_mut() {
+                    list.retain(|f| {
+                        let expired = f.bucket_start_us.saturating_add(bucket_us) <= cutoff;
+                        if expired {
+                            doomed.push(f.clone());
+                        }
+                        !expired
+                    });
+                }
+            }
+            if let Some(max) = self.cfg.retention_bytes {
+                let mut total: u64 = st.files.iter().flatten().map(|f| f.bytes).sum();
+                let mut all: Vec<Arc<SegmentFile>> = st.files.iter().flatten().cloned().collect();
+                all.sort_by_key(|f| (f.bucket_start_us, f.flush_seq));
+                let mut oldest = all.into_iter();
+                while total > max {
+                    let Some(f) = oldest.next() else { break };
+                    total -= f.bytes;
+                    st.files[idx(f.table)].retain(|g| g.path != f.path);
+                    doomed.push(f);
+                }
+            }
+        }
+        let mut report = RetentionReport::default();
+        for f in &doomed {
+            match fs::remove_file(&f.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io("removing expired file", &f.path, e)),
+            }
+            report.files_removed.push(f.path.clone());
+            report.rows_removed += f.rows;
+            report.bytes_removed += f.bytes;
+        }
+        if self.cfg.fsync && !doomed.is_empty() {
+            for d in &self.parquet_dirs {
+                sync_dir(d)?;
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,52 @@
+//! # overtime-store
+//!
+//! overtime's durable store (ARCHITECTURE.md: "WAL before ack, one global
+//! byte budget with backpressure, hourly Parquet sorted by time with a
+//! trace_id bloom filter, DataFusion over memtable ∪ files").
+//!
+//! ```text
+//! write(table, batch, checkpoint)
+//!   ├─ over the memtable budget? → SinkError::Full { retry_after_ms }
+//!   ├─ WAL record [len][crc32][table, time, checkpoint, Arrow IPC] → fsync (group commit)
+//!   └─ memtable (per table, in arrival order)                       → Ok
+//! flush (timer, half budget, or on demand)
+//!   └─ one Parquet file per table per hour: sorted by time, bloom(trace_id),
+//!      page statistics → manifest(flushed_through, checkpoints) → WAL truncated
+//! read: trace(id) · scan(table, from, to) · register(ctx) for SQL
+//! ```
+//!
+//! Files under `data_dir`: `wal/<seq>.wal`, `MANIFEST.json`,
+//! `parquet/<table>/<bucket>-<seq>.parquet`. See `docs/store.md`.
+//!
+//! ```
+//! use overtime_model::{RecordSink, GatewayColumns, GatewayRecord, Table};
+//! use overtime_store::{Store, StoreConfig};
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(StoreConfig { data_dir: dir.path().into(), flush_interval_ms: 0, ..Default::default() }).unwrap();
+//! let mut cols = GatewayColumns::new();
+//! cols.append(&GatewayRecord { status: Some(504), time_us: 1_764_446_400_000_000, ..Default::default() });
+//! store.write(Table::GatewayRequests, cols.finish(), None).unwrap();
+//! assert!(store.wal_bytes() > 0);
+//! store.flush().unwrap();
+//! assert_eq!(store.wal_bytes(), 0);
+//! assert!(store.parquet_bytes() > 0);
+//! ```
+
+mod config;
+mod error;
+mod flush;
+pub mod manifest;
+pub mod memtable;
+mod provider;
+mod read;
+pub mod segment;
+mod store;
+pub mod tables;
+pub mod wal;
+
+pub use config::StoreConfig;
+pub use error::StoreError;
+pub use flush::{FlushReport, RetentionReport};
+pub use overtime_model::Table;
+pub use provider::{time_bounds, trace_literal, StoreTable};
+pub use store::{Store, StoreStats, TableStats, RETRY_AFTER_MS};

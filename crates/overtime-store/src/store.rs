@@ -1,0 +1,428 @@
+//! [`Store`]: open (recovery), the durable write path ([`RecordSink`]),
+//! checkpoints, sizes and statistics. Flush and retention are in
+//! `flush.rs`, reads in `read.rs`, SQL in `provider.rs`.
+//!
+//! Write path, in order: schema check → reserve budget bytes (or
+//! `Full`) → WAL append → fsync (group commit) → memtable → `Ok`.
+//! A flush takes the write gate exclusively for a moment to rotate the WAL
+//! and freeze the memtable, so every record in a sealed WAL segment is in
+//! the frozen memtable the flush writes out.
+
+use crate::manifest::Manifest;
+use crate::memtable::Memtable;
+use crate::segment::{self, SegmentFile};
+use crate::tables::{conform, idx};
+use crate::wal::{self, Wal};
+use crate::{StoreConfig, StoreError};
+use arrow::record_batch::RecordBatch;
+use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a refused writer should wait before trying again.
+pub const RETRY_AFTER_MS: u64 = 250;
+
+/// Rows, files and bytes of one table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableStats {
+    pub memtable_rows: u64,
+    pub parquet_rows: u64,
+    pub parquet_files: u64,
+    pub parquet_bytes: u64,
+}
+
+/// A point-in-time view of the store, for metrics and the API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreStats {
+    /// Keyed by table name.
+    pub tables: BTreeMap<String, TableStats>,
+    pub memtable_bytes: u64,
+    pub memtable_budget_bytes: u64,
+    pub wal_bytes: u64,
+    pub wal_segments: u64,
+    pub parquet_bytes: u64,
+    pub parquet_files: u64,
+    /// Writes refused with `Full` since open.
+    pub backpressure_events: u64,
+    /// Parquet files opened by scans, lookups and SQL since open.
+    pub files_scanned: u64,
+    pub flushes: u64,
+    pub last_flush_error: Option<String>,
+}
+
+pub(crate) struct State {
+    pub active: Memtable,
+    /// The memtable a running flush is writing out; still visible to reads.
+    pub frozen: Option<Memtable>,
+    pub files: [Vec<Arc<SegmentFile>>; 3],
+    pub checkpoints: BTreeMap<String, String>,
+}
+
+#[derive(Default)]
+pub(crate) struct Kick {
+    pub kicked: bool,
+    pub stop: bool,
+}
+
+pub(crate) struct Inner {
+    pub cfg: StoreConfig,
+    pub root: PathBuf,
+    pub parquet_dirs: [PathBuf; 3],
+    pub wal: Wal,
+    /// Writers share it across WAL append + memtable insert; a flush takes
+    /// it exclusively to rotate the WAL and freeze the memtable together.
+    pub gate: RwLock<()>,
+    pub state: RwLock<State>,
+    /// Budget bytes held by the memtable plus writes in flight.
+    pub reserved: AtomicU64,
+    pub flush_lock: Mutex<()>,
+    pub backpressure: AtomicU64,
+    pub files_scanned: AtomicU64,
+    pub flushes: AtomicU64,
+    pub last_flush_error: Mutex<Option<String>>,
+    pub kick: (Mutex<Kick>, Condvar),
+}
+
+/// The durable store: WAL, memtable, Parquet files. Cheap to share in an
+/// `Arc`; every method takes `&self`.
+///
+/// ```
+/// use overtime_model::{RecordSink, Checkpoint, Table, RejectedColumns, RejectedRecord};
+/// use overtime_store::{Store, StoreConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let cfg = StoreConfig { data_dir: dir.path().into(), flush_interval_ms: 0, ..Default::default() };
+/// let store = Store::open(cfg.clone()).unwrap();
+/// let mut c = RejectedColumns::new();
+/// c.append(&RejectedRecord::new("edge.log", 1, "format_mismatch", "bad", b"x"));
+/// let ck = Checkpoint { source: "file:edge.log".into(), position: "offset=2".into() };
+/// store.write(Table::Rejected, c.finish(), Some(ck)).unwrap();
+/// drop(store);
+/// let store = Store::open(cfg).unwrap(); // replays the WAL
+/// assert_eq!(store.stats().tables["rejected"].memtable_rows, 1);
+/// assert_eq!(store.checkpoint("file:edge.log").as_deref(), Some("offset=2"));
+/// ```
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+pub(crate) fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+fn mkdir(p: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(p).map_err(|e| StoreError::io("creating directory", p, e))
+}
+
+impl Store {
+    /// Opens (or creates) the store in `cfg.data_dir` and recovers: drops
+    /// Parquet files of unfinished flushes, replays every WAL segment not
+    /// yet flushed into the memtable (a torn last record is detected by
+    /// its CRC and cut off), and restores checkpoints.
+    pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
+        if cfg.memtable_bytes == 0 {
+            return Err(StoreError::Config("memtable_bytes must be > 0".into()));
+        }
+        if cfg.segment_seconds <= 0 {
+            return Err(StoreError::Config("segment_seconds must be > 0".into()));
+        }
+        mkdir(&cfg.data_dir)?;
+        let root = fs::canonicalize(&cfg.data_dir)
+            .map_err(|e| StoreError::io("resolving", &cfg.data_dir, e))?;
+        let wal_dir = root.join("wal");
+        mkdir(&wal_dir)?;
+        let parquet_dirs = Table::ALL.map(|t| root.join("parquet").join(t.as_str()));
+        for d in &parquet_dirs {
+            mkdir(d)?;
+        }
+        let manifest = Manifest::load(&root)?;
+
+        let mut files: [Vec<Arc<SegmentFile>>; 3] = Default::default();
+        for t in Table::ALL {
+            for p in segment::list_files(&parquet_dirs[idx(t)])? {
+                let unfinished = p.extension().is_some_and(|x| x == "tmp")
+                    || segment::parse_seq(&p).is_none_or(|s| s > manifest.flushed_through);
+                if unfinished {
+                    fs::remove_file(&p).map_err(|e| StoreError::io("removing", &p, e))?;
+                    continue;
+                }
+                files[idx(t)].push(Arc::new(segment::open_segment(t, &p)?));
+            }
+        }
+
+        let mut active = Memtable::default();
+        let mut checkpoints = manifest.checkpoints.clone();
+        let mut live = Vec::new();
+        for seq in wal::list_segments(&wal_dir)? {
+            let path = wal::segment_path(&wal_dir, seq);
+            if seq <= manifest.flushed_through {
+                fs::remove_file(&path).map_err(|e| StoreError::io("removing", &path, e))?;
+                continue;
+            }
+            let (records, good) = wal::read_segment(&path)?;
+            let len = fs::metadata(&path)
+                .map_err(|e| StoreError::io("stat", &path, e))?
+                .len();
+            if good < len {
+                wal::truncate_segment(&path, good)?;
+            }
+            for r in records {
+                if let Some(c) = r.checkpoint {
+                    checkpoints.insert(c.source, c.position);
+                }
+                if r.batch.num_rows() > 0 {
+                    active.push(r.table, r.batch, r.encoded_len as u64);
+                }
+            }
+            live.push((seq, good));
+        }
+        let wal = Wal::open(&wal_dir, live, cfg.fsync)?;
+        let reserved = AtomicU64::new(active.bytes());
+        let inner = Arc::new(Inner {
+            root,
+            parquet_dirs,
+            wal,
+            gate: RwLock::new(()),
+            state: RwLock::new(State {
+                active,
+                frozen: None,
+                files,
+                checkpoints,
+            }),
+            reserved,
+            flush_lock: Mutex::new(()),
+            backpressure: AtomicU64::new(0),
+            files_scanned: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            last_flush_error: Mutex::new(None),
+            kick: (Mutex::new(Kick::default()), Condvar::new()),
+            cfg,
+        });
+        let flusher = (inner.cfg.flush_interval_ms > 0).then(|| {
+            let i = inner.clone();
+            std::thread::Builder::new()
+                .name("overtime-store-flush".into())
+                .spawn(move || flusher_loop(&i))
+                .expect("spawning the flush thread")
+        });
+        Ok(Store { inner, flusher })
+    }
+
+    /// Budget bytes held by the memtable (including a flush in progress).
+    pub fn memtable_bytes(&self) -> u64 {
+        let st = self.inner.state.read().expect("state lock");
+        st.active.bytes() + st.frozen.as_ref().map_or(0, |m| m.bytes())
+    }
+
+    /// Bytes in the live WAL segments.
+    pub fn wal_bytes(&self) -> u64 {
+        self.inner.wal.bytes()
+    }
+
+    /// Bytes of all Parquet files.
+    pub fn parquet_bytes(&self) -> u64 {
+        let st = self.inner.state.read().expect("state lock");
+        st.files.iter().flatten().map(|f| f.bytes).sum()
+    }
+
+    /// The data directory (absolute).
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Rows per table in the memtable and in Parquet, files, bytes and
+    /// counters.
+    pub fn stats(&self) -> StoreStats {
+        let i = &self.inner;
+        let st = i.state.read().expect("state lock");
+        let mut tables = BTreeMap::new();
+        for t in Table::ALL {
+            let files = &st.files[idx(t)];
+            tables.insert(
+                t.to_string(),
+                TableStats {
+                    memtable_rows: st.active.rows(t) + st.frozen.as_ref().map_or(0, |m| m.rows(t)),
+                    parquet_rows: files.iter().map(|f| f.rows).sum(),
+                    parquet_files: files.len() as u64,
+                    parquet_bytes: files.iter().map(|f| f.bytes).sum(),
+                },
+            );
+        }
+        StoreStats {
+            memtable_bytes: st.active.bytes() + st.frozen.as_ref().map_or(0, |m| m.bytes()),
+            memtable_budget_bytes: i.cfg.memtable_bytes,
+            wal_bytes: i.wal.bytes(),
+            wal_segments: i.wal.segments() as u64,
+            parquet_bytes: tables.values().map(|t| t.parquet_bytes).sum(),
+            parquet_files: tables.values().map(|t| t.parquet_files).sum(),
+            backpressure_events: i.backpressure.load(Ordering::Relaxed),
+            files_scanned: i.files_scanned.load(Ordering::Relaxed),
+            flushes: i.flushes.load(Ordering::Relaxed),
+            last_flush_error: i.last_flush_error.lock().expect("error lock").clone(),
+            tables,
+        }
+    }
+
+    fn write_inner(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        let i = &self.inner;
+        let written = now_us();
+        let batch = conform(table, batch, written).map_err(|e| SinkError::Failed(e.to_string()))?;
+        let cost = batch.get_array_memory_size() as u64;
+        let budget = i.cfg.memtable_bytes;
+        if cost > budget {
+            return Err(SinkError::Failed(format!(
+                "a batch of {cost} bytes is larger than the whole memtable budget ({budget} bytes); split it"
+            )));
+        }
+        let before = i.reserved.fetch_add(cost, Ordering::SeqCst);
+        if before + cost > budget {
+            i.reserved.fetch_sub(cost, Ordering::SeqCst);
+            i.backpressure.fetch_add(1, Ordering::Relaxed);
+            i.kick_flusher();
+            return Err(SinkError::Full {
+                retry_after_ms: RETRY_AFTER_MS,
+            });
+        }
+        let result = self.append_durably(table, &batch, checkpoint.as_ref(), written);
+        match result {
+            Ok(()) => {
+                let mut st = i.state.write().expect("state lock");
+                st.active.push(table, batch, cost);
+                if let Some(c) = checkpoint {
+                    st.checkpoints.insert(c.source, c.position);
+                }
+            }
+            Err(e) => {
+                i.reserved.fetch_sub(cost, Ordering::SeqCst);
+                return Err(SinkError::Failed(e.to_string()));
+            }
+        }
+        if (before + cost) * 2 >= budget {
+            i.kick_flusher();
+        }
+        Ok(())
+    }
+
+    fn append_durably(
+        &self,
+        table: Table,
+        batch: &RecordBatch,
+        checkpoint: Option<&Checkpoint>,
+        written: i64,
+    ) -> Result<(), StoreError> {
+        let framed = wal::frame(&wal::encode_payload(table, written, checkpoint, batch)?);
+        let ticket = self.inner.wal.append(&framed)?;
+        self.inner.wal.commit(ticket)
+    }
+}
+
+impl RecordSink for Store {
+    /// Durable write: `Full` when the memtable budget is used up (retry
+    /// later), `Failed` on a schema mismatch or an I/O error; `Ok` only
+    /// after the WAL record (batch and checkpoint together) is fsynced.
+    fn write(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        if batch.num_rows() == 0 && checkpoint.is_none() {
+            return Ok(());
+        }
+        // Shared gate: a flush cannot rotate the WAL between our append and
+        // our memtable insert.
+        let _g = self.inner.gate.read().expect("gate lock");
+        self.write_inner(table, batch, checkpoint)
+    }
+
+    fn checkpoint(&self, source: &str) -> Option<String> {
+        let st = self.inner.state.read().expect("state lock");
+        st.checkpoints.get(source).cloned()
+    }
+}
+
+impl Inner {
+    pub(crate) fn kick_flusher(&self) {
+        if self.cfg.flush_interval_ms == 0 {
+            return;
+        }
+        let (m, cv) = &self.kick;
+        m.lock().expect("kick lock").kicked = true;
+        cv.notify_one();
+    }
+
+    /// The memtable rows (frozen, then active) and the files of `t`,
+    /// taken together so each row is seen exactly once.
+    pub(crate) fn snapshot(&self, t: Table) -> (Vec<RecordBatch>, Vec<Arc<SegmentFile>>) {
+        let st = self.state.read().expect("state lock");
+        let mut batches = Vec::new();
+        if let Some(f) = &st.frozen {
+            batches.extend_from_slice(f.batches(t));
+        }
+        batches.extend_from_slice(st.active.batches(t));
+        (batches, st.files[idx(t)].clone())
+    }
+
+    fn memtable_bytes(&self) -> u64 {
+        self.reserved.load(Ordering::SeqCst)
+    }
+}
+
+fn flusher_loop(inner: &Arc<Inner>) {
+    let interval = Duration::from_millis(inner.cfg.flush_interval_ms);
+    let mut last = Instant::now();
+    loop {
+        {
+            let (m, cv) = &inner.kick;
+            let mut k = m.lock().expect("kick lock");
+            loop {
+                if k.stop {
+                    return;
+                }
+                if k.kicked {
+                    k.kicked = false;
+                    break;
+                }
+                let left = interval.saturating_sub(last.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                k = cv.wait_timeout(k, left).expect("kick lock").0;
+            }
+        }
+        let due = last.elapsed() >= interval;
+        if !due && inner.memtable_bytes() * 2 < inner.cfg.memtable_bytes {
+            continue;
+        }
+        let r = inner
+            .flush()
+            .and_then(|_| inner.enforce_retention(now_us()));
+        *inner.last_flush_error.lock().expect("error lock") = r.err().map(|e| e.to_string());
+        last = Instant::now();
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(h) = self.flusher.take() {
+            let (m, cv) = &self.inner.kick;
+            m.lock().expect("kick lock").stop = true;
+            cv.notify_one();
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! What the store knows about each table: its stored schema, its time
+//! column and its trace id column.
+//!
+//! `rejected` has no time column in the model, so the store appends one
+//! side column, `ingested_at` (Timestamp µs UTC, when the store accepted
+//! the batch): rejected rows belong to the bucket they were written in.
+//! The schema registered for SQL is `rejected_schema()` + `ingested_at`.
+//!
+//! ```
+//! use overtime_model::Table;
+//! use overtime_store::tables::{stored_schema, time_column};
+//! assert_eq!(time_column(Table::Spans), "start_time");
+//! assert_eq!(stored_schema(Table::Rejected).fields().last().unwrap().name(), "ingested_at");
+//! ```
+
+use crate::StoreError;
+use arrow::array::{ArrayRef, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use overtime_model::{gateway_schema, rejected_schema, span_schema, Table};
+use std::sync::{Arc, OnceLock};
+
+/// The side column the store adds to `rejected`.
+pub const INGESTED_AT: &str = "ingested_at";
+
+/// Index of a table in per-table arrays (`Table::ALL` order).
+pub fn idx(t: Table) -> usize {
+    match t {
+        Table::GatewayRequests => 0,
+        Table::Spans => 1,
+        Table::Rejected => 2,
+    }
+}
+
+/// The column rows are bucketed, sorted and pruned by.
+pub fn time_column(t: Table) -> &'static str {
+    match t {
+        Table::GatewayRequests => "time",
+        Table::Spans => "start_time",
+        Table::Rejected => INGESTED_AT,
+    }
+}
+
+/// The column point lookups by trace id use (and that gets a bloom filter).
+pub fn trace_column(t: Table) -> Option<&'static str> {
+    match t {
+        Table::GatewayRequests | Table::Spans => Some("trace_id"),
+        Table::Rejected => None,
+    }
+}
+
+/// The schema the store keeps (and registers for SQL) for `t`.
+pub fn stored_schema(t: Table) -> SchemaRef {
+    static S: OnceLock<[SchemaRef; 3]> = OnceLock::new();
+    S.get_or_init(|| {
+        let mut rej: Vec<Field> = rejected_schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        rej.push(Field::new(
+            INGESTED_AT,
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ));
+        [gateway_schema(), span_schema(), Arc::new(Schema::new(rej))]
+    })[idx(t)]
+    .clone()
+}
+
+/// Checks `batch` against the model's schema of `t` (names and types) and
+/// returns it with the stored schema; for `rejected`, adds `ingested_at`
+/// = `now_us` to every row.
+pub fn conform(t: Table, batch: RecordBatch, now_us: i64) -> Result<RecordBatch, StoreError> {
+    let model = match t {
+        Table::GatewayRequests => gateway_schema(),
+        Table::Spans => span_schema(),
+        Table::Rejected => rejected_schema(),
+    };
+    let got = batch.schema();
+    let mismatch = |detail: String| StoreError::Schema {
+        table: t.to_string(),
+        detail,
+    };
+    if got.fields().len() != model.fields().len() {
+        return Err(mismatch(format!(
+            "{} columns, expected {}",
+            got.fields().len(),
+            model.fields().len()
+        )));
+    }
+    for (g, m) in got.fields().iter().zip(model.fields()) {
+        if g.name() != m.name() || !g.data_type().equals_datatype(m.data_type()) {
+            return Err(mismatch(format!(
+                "column `{}` {} where `{}` {} was expected",
+                g.name(),
+                g.data_type(),
+                m.name(),
+                m.data_type()
+            )));
+        }
+    }
+    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
+    if t == Table::Rejected {
+        let at =
+            TimestampMicrosecondArray::from(vec![now_us; batch.num_rows()]).with_timezone("UTC");
+        cols.push(Arc::new(at));
+    }
+    RecordBatch::try_new(stored_schema(t), cols)
+        .map_err(|e| StoreError::arrow(format!("conforming a `{t}` batch"), e))
+}
