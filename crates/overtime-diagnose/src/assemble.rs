@@ -23,6 +23,19 @@ pub struct Trace {
     pub spans: Vec<SpanRecord>,
 }
 
+impl Trace {
+    /// Puts records in a canonical order (gateway by layer and time, spans
+    /// by start and id) so the verdict never depends on arrival order.
+    pub fn normalize(&mut self) {
+        self.gateway.sort_by_key(|g| (g.layer, g.time_us));
+        self.spans.sort_by(|a, b| {
+            a.start_us
+                .cmp(&b.start_us)
+                .then_with(|| a.span_id.cmp(&b.span_id))
+        });
+    }
+}
+
 /// A healthy request seen only by the gateway.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LightRequest {
@@ -45,7 +58,7 @@ pub struct AssemblyStats {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key {
+pub(crate) enum Key {
     Trace(u128),
     Other(String),
 }
@@ -57,7 +70,7 @@ const MAX_DURATION_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
 
 /// Keeps the arithmetic of the diagnosis in range whatever the input said:
 /// times before 1970 or after 2200 and absurd durations are clamped.
-fn sane_span(s: &mut SpanRecord) {
+pub(crate) fn sane_span(s: &mut SpanRecord) {
     s.start_us = s.start_us.clamp(0, MAX_TIME_US);
     s.end_us = s.end_us.clamp(s.start_us, MAX_TIME_US);
     for e in &mut s.events {
@@ -65,12 +78,12 @@ fn sane_span(s: &mut SpanRecord) {
     }
 }
 
-fn sane_ms(v: Option<f64>) -> Option<f64> {
+pub(crate) fn sane_ms(v: Option<f64>) -> Option<f64> {
     v.filter(|x| x.is_finite())
         .map(|x| x.clamp(0.0, MAX_DURATION_MS))
 }
 
-fn sane_gateway(mut g: GatewayRecord) -> GatewayRecord {
+pub(crate) fn sane_gateway(mut g: GatewayRecord) -> GatewayRecord {
     g.time_us = g.time_us.clamp(0, MAX_TIME_US);
     g.time_precision_us = g.time_precision_us.clamp(0, 1_000_000);
     g.request_time_ms = sane_ms(g.request_time_ms);
@@ -87,13 +100,13 @@ fn sane_gateway(mut g: GatewayRecord) -> GatewayRecord {
     g
 }
 
-fn hex128(s: &str) -> Option<u128> {
+pub(crate) fn hex128(s: &str) -> Option<u128> {
     is_trace_id(s)
         .then(|| u128::from_str_radix(s, 16).ok())
         .flatten()
 }
 
-fn key_name(k: &Key) -> String {
+pub(crate) fn key_name(k: &Key) -> String {
     match k {
         Key::Trace(t) => format!("{t:032x}"),
         Key::Other(s) => s.clone(),
@@ -155,6 +168,16 @@ pub fn assemble_tables(
         .iter()
         .map(GatewayRows::new)
         .collect::<Result<_, _>>()?;
+    // A layer that logged the traceparent tells which trace a request id
+    // belongs to, for the layers that logged only the request id.
+    let mut gateway_rids: FxHashMap<&str, u128> = FxHashMap::default();
+    for r in &readers {
+        for i in 0..r.len() {
+            if let (Some(t), Some(rid)) = (r.trace_id(i).and_then(hex128), r.request_id(i)) {
+                gateway_rids.entry(rid).or_insert(t);
+            }
+        }
+    }
     let mut keys: Vec<Vec<Key>> = Vec::with_capacity(readers.len());
     let mut heavy: FxHashSet<Key> = FxHashSet::default();
     for r in &readers {
@@ -169,6 +192,9 @@ pub fn assemble_tables(
                 hex128(&out.traces[idx].id)
                     .map(Key::Trace)
                     .unwrap_or_else(|| Key::Other(out.traces[idx].id.clone()))
+            } else if let Some(&t) = r.request_id(i).and_then(|rid| gateway_rids.get(rid)) {
+                out.stats.joined_by_request_id += 1;
+                Key::Trace(t)
             } else if let Some(t) = r.request_id(i).and_then(hex128) {
                 out.stats.joined_by_request_id_as_trace += 1;
                 Key::Trace(t)
@@ -226,7 +252,7 @@ pub fn assemble_tables(
     }
     out.light = light.into_values().collect();
     for t in &mut out.traces {
-        t.gateway.sort_by_key(|g| (g.layer, g.time_us));
+        t.normalize();
     }
     Ok(out)
 }

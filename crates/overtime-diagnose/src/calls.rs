@@ -356,6 +356,31 @@ fn descendants(tree: &TraceTree, node: usize) -> Vec<usize> {
     out
 }
 
+/// Is `node` under an application (non-service) span that names a judge
+/// or carries `gen_ai.evaluation.result`? Stops at the first service span.
+fn inside_judge(trace: &Trace, tree: &TraceTree, node: usize) -> bool {
+    let mut anc = tree.nodes[node].parent;
+    while let Some(a) = anc {
+        let Some(si) = tree.nodes[a].span else {
+            return false;
+        };
+        let s = &trace.spans[si];
+        if matches!(s.stage, Stage::Service | Stage::Gateway) {
+            return false;
+        }
+        let name = s.name.to_ascii_lowercase();
+        let evaluates = s
+            .events
+            .iter()
+            .any(|e| e.name == "gen_ai.evaluation.result");
+        if s.stage == Stage::Judge || name.contains("judg") || evaluates {
+            return true;
+        }
+        anc = tree.nodes[a].parent;
+    }
+    false
+}
+
 fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
     let spans = &trace.spans;
     let first = &spans[tree.nodes[nodes[0]].span.unwrap()];
@@ -429,6 +454,11 @@ fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
         if c.timeout_ms.is_none() {
             c.timeout_ms = nested_timeout;
         }
+    }
+    // An LLM call made inside an application span that is a judge
+    // (`judge_answer`, or one carrying the evaluation result) is the judge.
+    if c.stage == Stage::Llm && inside_judge(trace, tree, nodes[0]) {
+        c.stage = Stage::Judge;
     }
     // A bare HTTP call that reached a model server (its phases, or a model
     // name below it) is an LLM call.

@@ -23,6 +23,7 @@ mod cause_stats;
 pub mod config;
 pub mod findings;
 pub mod fmt;
+pub mod live;
 pub mod markdown;
 pub mod outcome;
 pub mod report;

@@ -2,25 +2,36 @@
 //! budget, and the silences of a streamed response.
 
 use crate::assemble::Trace;
+use crate::timeouts::LayerTimeout;
 use crate::tree::TraceTree;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, SpanStatus};
+use std::collections::BTreeMap;
 
-/// The gateway record that speaks for the request: among layers that
-/// answered 504, the one that gave up first (shortest `$request_time`);
-/// otherwise the outermost layer.
-pub fn deciding_gateway(trace: &Trace) -> Option<usize> {
-    let timed_out = trace
-        .gateway
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| g.status == Some(504))
-        .min_by(|a, b| {
-            let ka = (a.1.request_time_ms.unwrap_or(f64::MAX), a.1.layer);
-            let kb = (b.1.request_time_ms.unwrap_or(f64::MAX), b.1.layer);
-            ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
+/// The gateway record that speaks for the request: the layer that gave up
+/// first. Among the layers that answered 504 (else among all layers), the
+/// shortest `$request_time`; layers that logged the same time (an outer one
+/// relays what the inner one decided) go to the one with the shortest read
+/// timeout, then to the innermost.
+pub fn deciding_gateway(trace: &Trace, timeouts: &BTreeMap<String, LayerTimeout>) -> Option<usize> {
+    let any_504 = trace.gateway.iter().any(|g| g.status == Some(504));
+    let candidates: Vec<usize> = (0..trace.gateway.len())
+        .filter(|&i| !any_504 || trace.gateway[i].status == Some(504))
+        .collect();
+    let rt = |i: usize| trace.gateway[i].request_time_ms.unwrap_or(f64::MAX);
+    let min = candidates.iter().map(|&i| rt(i)).fold(f64::MAX, f64::min);
+    let tol = (min * 0.01).max(50.0);
+    candidates
+        .into_iter()
+        .filter(|&i| rt(i) <= min + tol)
+        .min_by(|&a, &b| {
+            let t = |i: usize| {
+                timeouts
+                    .get(&trace.gateway[i].source)
+                    .map_or(f64::MAX, |t| t.ms)
+            };
+            t(a).total_cmp(&t(b))
+                .then(trace.gateway[b].layer.cmp(&trace.gateway[a].layer))
         })
-        .map(|(i, _)| i);
-    timed_out.or_else(|| (!trace.gateway.is_empty()).then_some(0))
 }
 
 /// The longest silence of a streamed response, up to the gateway's end.

@@ -248,8 +248,21 @@ fn report(
         .iter()
         .filter(|x| x.0.root_cause.kind == kind && x.0.root_cause.component == component)
         .count();
+    // "504s" when the gateway really answered 504; a stream it cut and
+    // logged as 200 is a gateway timeout all the same.
+    let all_real_504 = window_failing
+        .iter()
+        .filter(is_504)
+        .all(|x| x.1.gateway_status == Some(504));
     let (share, of) = if mine_504 > 0 {
-        (mine_504 as f64 / all_504 as f64, "504s")
+        (
+            mine_504 as f64 / all_504 as f64,
+            if all_real_504 {
+                "504s"
+            } else {
+                "gateway timeouts"
+            },
+        )
     } else {
         (mine as f64 / n_fail as f64, "failures")
     };

@@ -309,8 +309,13 @@ pub fn root_cause(f: &Facts) -> (RootCause, Vec<Contributing>) {
             }
         }
     }
-    // 3. serial_budget_exhaustion
-    if share < 0.4 {
+    // 3. serial_budget_exhaustion: several calls, none dominant.
+    let span_calls = f
+        .calls
+        .iter()
+        .filter(|c| c.kind == CallKind::Span && c.critical_us > 0)
+        .count();
+    if share < 0.4 && span_calls >= 2 {
         let n = f
             .calls
             .iter()

@@ -315,7 +315,9 @@ fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
         let lead = (f.cursor - start).max(0);
         let n = &mut tree.nodes[f.node];
         n.critical_us += f.own + lead;
-        if f.picked {
+        // Children that all began after the end (the work never started
+        // before the request was cut): the whole time was a wait.
+        if f.picked || !n.children.is_empty() {
             n.lead_us += lead;
         }
     }

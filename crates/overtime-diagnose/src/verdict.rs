@@ -68,7 +68,7 @@ pub fn diagnose_trace(
     timeouts: &BTreeMap<String, LayerTimeout>,
     cfg: &DiagnoseConfig,
 ) -> (TraceSummary, Option<Verdict>) {
-    let deciding = outcome::deciding_gateway(trace);
+    let deciding = outcome::deciding_gateway(trace, timeouts);
     let tree = tree::build(trace, deciding, cfg.clock_skew_ms);
     let gw = deciding.map(|i| &trace.gateway[i]);
     let layer_timeout = gw.and_then(|g| timeouts.get(&g.source));

@@ -123,3 +123,62 @@ fn asgi_http_send_spans_are_stream_chunks() {
     assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "agent-api");
 }
+
+#[test]
+fn a_job_that_never_got_a_worker_before_the_cut_is_pool_saturation() {
+    let mut b = Builder::new(6);
+    b.gateway(504, 3_000.0);
+    b.span("1", None, "export-api", Stage::Service, 1.0, 4_500.0);
+    let t = b.span("2", Some("1"), "export-api", Stage::Tool, 3_300.0, 4_400.0);
+    t.tool = Some("report_builder".into());
+    t.timeout_ms = Some(2_000.0);
+    let v = only(&run(vec![b], &cfg_with_timeout(3_000.0))).clone();
+    assert_eq!(v.root_cause.kind, K::PoolSaturation, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "export-api");
+}
+
+#[test]
+fn an_llm_call_inside_a_judge_span_is_the_judge() {
+    let mut b = Builder::new(7);
+    b.gateway(504, 30_000.0);
+    b.span("1", None, "agent-api", Stage::Service, 1.0, 35_000.0);
+    let j = b.span("2", Some("1"), "agent-api", Stage::Other, 500.0, 34_000.0);
+    j.name = "judge_answer".into();
+    let l = b.span("3", Some("2"), "agent-api", Stage::Llm, 510.0, 33_900.0);
+    l.model = Some("qwen2.5-72b-instruct".into());
+    l.llm_reason = Some("kv_cache_build=1s,decode_loop=30s".into());
+    let v = only(&run(vec![b], &cfg_with_timeout(30_000.0))).clone();
+    assert_eq!(v.root_cause.kind, K::JudgeSlow, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "qwen2.5-72b-instruct");
+}
+
+#[test]
+fn the_inner_layer_that_gave_up_first_is_named_when_both_log_the_same_time() {
+    let mut b = Builder::new(8);
+    b.gateway(504, 3_001.0).source = "edge".into();
+    let inner = b.gateway(504, 3_001.0);
+    inner.source = "internal".into();
+    inner.layer = 1;
+    b.span("1", None, "agent-api", Stage::Service, 2.0, 9_000.0);
+    let t = b.span("2", Some("1"), "agent-api", Stage::Tool, 10.0, 9_000.0);
+    t.tool = Some("web_browse".into());
+    let cfg = overtime_diagnose::DiagnoseConfig {
+        layers: vec![
+            overtime_diagnose::LayerConfig {
+                name: "edge".into(),
+                read_timeout_ms: Some(4_000.0),
+            },
+            overtime_diagnose::LayerConfig {
+                name: "internal".into(),
+                read_timeout_ms: Some(3_000.0),
+            },
+        ],
+        ..Default::default()
+    };
+    let v = only(&run(vec![b], &cfg)).clone();
+    let g = v.gateway.as_ref().unwrap();
+    assert_eq!(
+        (g.source.as_str(), g.timeout_ms),
+        ("internal", Some(3_000.0))
+    );
+}

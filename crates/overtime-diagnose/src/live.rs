@@ -1,0 +1,326 @@
+//! Live diagnosis for `overtime serve`: records arrive in any order, a
+//! trace is diagnosed once it has been quiet for a grace period, and its
+//! verdict is revised if late records arrive. The verdict itself comes from
+//! the same [`crate::verdict::diagnose_trace`] as `overtime diagnose`, so
+//! on the same data the service and the batch tool agree.
+//!
+//! Design rules:
+//! - Pure state: the caller supplies `now_us` (arrival clock) and drives
+//!   [`LiveDiagnoser::tick`]; nothing here sleeps or does I/O.
+//! - Bounded: a trace is kept for revision `keep_ms` after its verdict,
+//!   then forgotten; per-layer 504 samples and summaries are capped.
+//! - Each span counts once per trace, however often it arrives.
+
+use crate::assemble::{hex128, key_name, sane_gateway, sane_span, Key};
+use crate::config::DiagnoseConfig;
+use crate::report::{self, IncidentReport};
+use crate::timeouts;
+use crate::verdict::{diagnose_trace, TraceSummary};
+use crate::Trace;
+use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::VecDeque;
+
+/// Most 504 request times kept per layer for timeout inference.
+const MAX_SAMPLES: usize = 10_000;
+
+/// A verdict that is new or changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveVerdict {
+    pub verdict: Verdict,
+    /// 0 for the first verdict of a trace, then 1, 2… on revision.
+    pub revision: u32,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    trace: Trace,
+    spans_seen: FxHashSet<String>,
+    last_update_us: i64,
+}
+
+#[derive(Debug)]
+struct Done {
+    pending: Pending,
+    diagnosed_at_us: i64,
+    revision: u32,
+    verdict: Option<Verdict>,
+}
+
+/// The live state of the diagnosis.
+pub struct LiveDiagnoser {
+    cfg: DiagnoseConfig,
+    grace_us: i64,
+    keep_us: i64,
+    max_summaries: usize,
+    pending: FxHashMap<Key, Pending>,
+    done: FxHashMap<Key, Done>,
+    request_ids: FxHashMap<String, Key>,
+    samples: FxHashMap<String, VecDeque<f64>>,
+    summaries: VecDeque<TraceSummary>,
+    verdicts: FxHashMap<String, (u32, Verdict)>,
+}
+
+impl LiveDiagnoser {
+    /// `grace_ms`: quiet time before a verdict; `keep_ms`: how long a
+    /// diagnosed trace can still be revised; `max_summaries`: traces kept
+    /// for incident reports.
+    pub fn new(cfg: DiagnoseConfig, grace_ms: u64, keep_ms: u64, max_summaries: usize) -> Self {
+        LiveDiagnoser {
+            cfg,
+            grace_us: grace_ms as i64 * 1000,
+            keep_us: keep_ms as i64 * 1000,
+            max_summaries,
+            pending: FxHashMap::default(),
+            done: FxHashMap::default(),
+            request_ids: FxHashMap::default(),
+            samples: FxHashMap::default(),
+            summaries: VecDeque::new(),
+            verdicts: FxHashMap::default(),
+        }
+    }
+
+    /// Traces waiting for their grace period.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The pending entry for `key`, reopening a diagnosed trace if needed.
+    fn entry(&mut self, key: Key, now_us: i64) -> &mut Pending {
+        if !self.pending.contains_key(&key) {
+            let p = match self.done.get_mut(&key) {
+                Some(d) => std::mem::take(&mut d.pending),
+                None => Pending {
+                    trace: Trace {
+                        id: key_name(&key),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            };
+            self.pending.insert(key.clone(), p);
+        }
+        let p = self.pending.get_mut(&key).expect("inserted above");
+        p.last_update_us = now_us;
+        p
+    }
+
+    /// Adds gateway records (any layer, any order).
+    pub fn add_gateway(&mut self, records: Vec<GatewayRecord>, now_us: i64) {
+        for g in records {
+            let g = sane_gateway(g);
+            if let (Some(504), Some(rt)) = (g.status, g.request_time_ms) {
+                let s = self.samples.entry(g.source.clone()).or_default();
+                if s.len() == MAX_SAMPLES {
+                    s.pop_front();
+                }
+                s.push_back(rt);
+            }
+            self.attach_gateway(g, now_us);
+        }
+    }
+
+    /// Files a gateway record under its trace (SPEC §2.4 join order).
+    fn attach_gateway(&mut self, g: GatewayRecord, now_us: i64) {
+        let key = if let Some(t) = g.trace_id.as_deref().and_then(hex128) {
+            Key::Trace(t)
+        } else if let Some(k) = g.request_id.as_ref().and_then(|r| self.request_ids.get(r)) {
+            k.clone()
+        } else if let Some(t) = g.request_id.as_deref().and_then(hex128) {
+            Key::Trace(t)
+        } else {
+            match &g.request_id {
+                Some(r) => Key::Other(format!("request:{r}")),
+                None => Key::Other(format!("line:{}:{}", g.source, g.line)),
+            }
+        };
+        if let (Some(rid), Key::Trace(_)) = (g.request_id.clone(), &key) {
+            if g.trace_id.is_some() && !self.request_ids.contains_key(&rid) {
+                self.request_ids.insert(rid.clone(), key.clone());
+                self.adopt_request_id(&rid, &key, now_us);
+            }
+        }
+        let p = self.entry(key, now_us);
+        p.trace.gateway.push(g);
+    }
+
+    /// A span just taught us that request id `rid` belongs to trace `key`:
+    /// gateway lines filed under the request id alone (as a stand-in key or
+    /// as a 32-hex "trace id") move to the real trace, and any verdict given
+    /// to the stand-in is withdrawn.
+    fn adopt_request_id(&mut self, rid: &str, key: &Key, now_us: i64) {
+        let mut orphans = vec![Key::Other(format!("request:{rid}"))];
+        orphans.extend(hex128(rid).map(Key::Trace));
+        let mut moved = Vec::new();
+        for orphan in orphans.into_iter().filter(|o| o != key) {
+            if self
+                .pending
+                .get(&orphan)
+                .is_some_and(|p| p.trace.spans.is_empty())
+            {
+                moved.extend(
+                    self.pending
+                        .remove(&orphan)
+                        .map(|p| p.trace.gateway)
+                        .unwrap_or_default(),
+                );
+            }
+            if self
+                .done
+                .get(&orphan)
+                .is_some_and(|d| d.pending.trace.spans.is_empty())
+            {
+                let d = self.done.remove(&orphan).expect("checked above");
+                let id = key_name(&orphan);
+                self.verdicts.remove(&id);
+                if let Some(i) = self.summaries.iter().rposition(|x| x.trace_id == id) {
+                    self.summaries.remove(i);
+                }
+                moved.extend(d.pending.trace.gateway);
+            }
+        }
+        for g in moved {
+            self.attach_gateway(g, now_us);
+        }
+    }
+
+    /// Adds spans; duplicates of a span already seen are ignored.
+    pub fn add_spans(&mut self, spans: Vec<SpanRecord>, now_us: i64) {
+        for mut s in spans {
+            sane_span(&mut s);
+            let key = hex128(&s.trace_id)
+                .map(Key::Trace)
+                .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
+            if let Some(rid) = s.request_id.clone() {
+                if !self.request_ids.contains_key(&rid) {
+                    self.request_ids.insert(rid.clone(), key.clone());
+                    self.adopt_request_id(&rid, &key, now_us);
+                }
+            }
+            let p = self.entry(key, now_us);
+            if p.spans_seen.insert(s.span_id.clone()) {
+                p.trace.spans.push(s);
+            }
+        }
+    }
+
+    /// Diagnoses every trace quiet for the grace period; returns the
+    /// verdicts that are new or changed. Forgets traces past `keep_ms`.
+    pub fn tick(&mut self, now_us: i64) -> Vec<LiveVerdict> {
+        let due: Vec<Key> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now_us - p.last_update_us >= self.grace_us)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let timeouts = timeouts::layer_timeouts(
+            self.samples.iter().flat_map(|(src, v)| {
+                v.iter()
+                    .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
+            }),
+            &self.cfg,
+        );
+        let mut out = Vec::new();
+        for key in due {
+            let mut pending = self.pending.remove(&key).expect("due keys are pending");
+            pending.trace.normalize();
+            let needs_verdict = self.cfg.all_verdicts
+                || !pending.trace.spans.is_empty()
+                || pending
+                    .trace
+                    .gateway
+                    .iter()
+                    .any(|g| g.status.is_some_and(|s| s >= 500));
+            let (summary, verdict) = if needs_verdict {
+                diagnose_trace(&pending.trace, &timeouts, &self.cfg)
+            } else {
+                (light_summary(&pending.trace), None)
+            };
+            self.push_summary(summary);
+            let previous = self.done.remove(&key);
+            let mut revision = previous.as_ref().map_or(0, |d| d.revision);
+            if let Some(v) = &verdict {
+                let changed = previous.as_ref().and_then(|d| d.verdict.as_ref()) != Some(v);
+                if previous.as_ref().is_some_and(|d| d.verdict.is_some()) && changed {
+                    revision += 1;
+                }
+                if changed {
+                    out.push(LiveVerdict {
+                        verdict: v.clone(),
+                        revision,
+                    });
+                    self.verdicts
+                        .insert(v.trace_id.clone(), (revision, v.clone()));
+                }
+            }
+            self.done.insert(
+                key,
+                Done {
+                    pending,
+                    diagnosed_at_us: now_us,
+                    revision,
+                    verdict,
+                },
+            );
+        }
+        let keep = self.keep_us;
+        self.done.retain(|_, d| now_us - d.diagnosed_at_us < keep);
+        let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
+        self.request_ids.retain(|_, k| live.contains(k));
+        out
+    }
+
+    fn push_summary(&mut self, s: TraceSummary) {
+        // A revised trace replaces its earlier summary.
+        if !s.trace_id.is_empty() {
+            if let Some(i) = self
+                .summaries
+                .iter()
+                .rposition(|x| x.trace_id == s.trace_id)
+            {
+                self.summaries.remove(i);
+            }
+        }
+        if self.summaries.len() == self.max_summaries {
+            if let Some(old) = self.summaries.pop_front() {
+                if old.outcome != Outcome::Ok {
+                    self.verdicts.remove(&old.trace_id);
+                }
+            }
+        }
+        self.summaries.push_back(s);
+    }
+
+    /// The latest verdict of a trace, with its revision.
+    pub fn verdict(&self, trace_id: &str) -> Option<(u32, &Verdict)> {
+        self.verdicts.get(trace_id).map(|(r, v)| (*r, v))
+    }
+
+    /// Every current verdict.
+    pub fn verdicts(&self) -> impl Iterator<Item = (u32, &Verdict)> {
+        self.verdicts.values().map(|(r, v)| (*r, v))
+    }
+
+    /// Incidents over the traces kept.
+    pub fn incidents(&self) -> Vec<IncidentReport> {
+        let verdicts: Vec<Verdict> = self.verdicts.values().map(|(_, v)| v.clone()).collect();
+        let summaries: Vec<TraceSummary> = self.summaries.iter().cloned().collect();
+        report::incidents(&verdicts, &summaries, &self.cfg)
+    }
+}
+
+fn light_summary(t: &Trace) -> TraceSummary {
+    let g = t.gateway.first();
+    let end = g.map_or(0, |g| g.time_us);
+    let start = g.map_or(0, |g| g.start_us());
+    TraceSummary {
+        trace_id: t.id.clone(),
+        start_us: start,
+        end_us: end,
+        outcome: Outcome::Ok,
+        gateway_status: g.and_then(|g| g.status),
+        llm_calls: Vec::new(),
+        dominant: None,
+        stream_gap_ms: None,
+    }
+}

@@ -1,0 +1,142 @@
+//! The live diagnoser and `overtime diagnose` agree: the incident fixtures
+//! fed to the live engine in shuffled chunks, spans of some traces arriving
+//! after their gateway line was already diagnosed, end with exactly the
+//! verdicts of the batch diagnosis.
+
+use overtime_diagnose::live::LiveDiagnoser;
+use overtime_diagnose::{diagnose_tables, DiagnoseConfig, LayerConfig};
+use overtime_model::{gateway_records, GatewayRecord, SpanRecord, Verdict};
+use overtime_parse::nginx::{GatewayParser, LogFormat};
+use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/incidents")
+        .join(name)
+}
+
+fn load(
+    name: &str,
+    format: LogFormat,
+    spans_file: &str,
+    span_format: SpanFormat,
+) -> (Vec<GatewayRecord>, Vec<SpanRecord>) {
+    let dir = fixture(name);
+    let mut p = GatewayParser::new(format, "access", 0);
+    p.push_bytes(&std::fs::read(dir.join("access.log")).unwrap(), 1);
+    let (g, _) = p.finish();
+    let spans = parse_span_bytes(
+        span_format,
+        &std::fs::read(dir.join(spans_file)).unwrap(),
+        spans_file,
+    );
+    (gateway_records(&g).unwrap(), spans.spans)
+}
+
+fn by_trace(vs: impl IntoIterator<Item = Verdict>) -> BTreeMap<String, String> {
+    vs.into_iter()
+        .map(|v| (v.trace_id.clone(), serde_json::to_string(&v).unwrap()))
+        .collect()
+}
+
+fn check(
+    name: &str,
+    format: LogFormat,
+    spans_file: &str,
+    span_format: SpanFormat,
+    cfg: DiagnoseConfig,
+) {
+    let (gateway, spans) = load(name, format, spans_file, span_format);
+    let mut cols = overtime_model::GatewayColumns::new();
+    for g in &gateway {
+        cols.append(g);
+    }
+    let batch = diagnose_tables(&[cols.finish()], spans.clone(), &cfg).unwrap();
+
+    let mut live = LiveDiagnoser::new(cfg, 30_000, 600_000, 1_000_000);
+    // Deterministic shuffle; every third trace's spans arrive late.
+    let mut gw: Vec<_> = gateway.into_iter().enumerate().collect();
+    gw.sort_by_key(|(i, _)| (i * 7919) % 1009);
+    let (late, early): (Vec<_>, Vec<_>) = spans
+        .into_iter()
+        .partition(|s| s.trace_id.as_bytes()[31] % 3 == 0);
+    let mut now = 0i64;
+    for chunk in gw.chunks(37) {
+        live.add_gateway(chunk.iter().map(|(_, g)| g.clone()).collect(), now);
+        now += 1_000_000;
+    }
+    for chunk in early.chunks(101) {
+        live.add_spans(chunk.to_vec(), now);
+        now += 1_000_000;
+    }
+    live.tick(now + 60_000_000);
+    now += 120_000_000;
+    // Late spans, some twice (exporter retries): revisions follow.
+    live.add_spans(late.clone(), now);
+    live.add_spans(late[..late.len() / 2].to_vec(), now);
+    let revised = live.tick(now + 60_000_000);
+    assert!(!revised.is_empty(), "{name}: late spans revise verdicts");
+    assert!(revised.iter().all(|r| r.revision <= 1));
+    assert_eq!(live.pending_len(), 0);
+
+    let got = by_trace(live.verdicts().map(|(_, v)| v.clone()));
+    let want = by_trace(batch.verdicts);
+    assert_eq!(got.len(), want.len(), "{name}: verdict count");
+    for (id, v) in &want {
+        assert_eq!(got.get(id), Some(v), "{name}: trace {id} differs");
+    }
+    let live_incidents: Vec<String> = live
+        .incidents()
+        .iter()
+        .map(|i| i.headline.clone())
+        .collect();
+    let batch_incidents: Vec<String> = batch.incidents.iter().map(|i| i.headline.clone()).collect();
+    assert_eq!(
+        live_incidents, batch_incidents,
+        "{name}: incident headlines"
+    );
+}
+
+#[test]
+fn live_equals_batch_on_incident_a() {
+    check(
+        "a_prefill",
+        LogFormat::builtin("overtime").unwrap(),
+        "spans.jsonl",
+        SpanFormat::Jsonl,
+        DiagnoseConfig::default(),
+    );
+}
+
+#[test]
+fn live_equals_batch_on_incident_b() {
+    let conf = std::fs::read_to_string(fixture("b_tool_no_timeout").join("nginx.conf")).unwrap();
+    let cfg = DiagnoseConfig {
+        layers: vec![LayerConfig {
+            name: "access".into(),
+            read_timeout_ms: Some(60_000.0),
+        }],
+        ..Default::default()
+    };
+    check(
+        "b_tool_no_timeout",
+        LogFormat::from_nginx_conf(&conf, "agent_json").unwrap(),
+        "traces.otlp.jsonl",
+        SpanFormat::OtlpJson,
+        cfg,
+    );
+}
+
+#[test]
+fn live_equals_batch_on_incident_c() {
+    let body = std::fs::read_to_string(fixture("c_dns_retry").join("log_format.txt")).unwrap();
+    check(
+        "c_dns_retry",
+        LogFormat::compile(&body).unwrap(),
+        "spans.jsonl",
+        SpanFormat::Jsonl,
+        DiagnoseConfig::default(),
+    );
+}
