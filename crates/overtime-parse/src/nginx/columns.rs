@@ -29,20 +29,33 @@ fn list_len(b: &RecordBatch, name: &str) -> (usize, usize) {
     (child.len(), bytes)
 }
 
-/// Gateway builders with room for a batch like `prev` (plus an eighth).
+/// Most rows the next builders are sized for: a caller that finishes huge
+/// batches (or only once) must not get huge idle builders.
+const MAX_ROWS: usize = 65_536;
+
+/// Room for `x` items (or bytes) seen in a batch of `n` rows: scaled to at
+/// most [`MAX_ROWS`] rows, plus an eighth.
+fn room(x: usize, n: usize) -> usize {
+    let (num, den) = (n.clamp(1, MAX_ROWS), n.max(1));
+    let x = x / den * num + x % den * num / den;
+    x + x / 8 + 16
+}
+
+/// Gateway builders with room for a batch like `prev` (plus an eighth),
+/// scaled down to [`MAX_ROWS`] rows.
 pub(crate) fn presized(prev: &RecordBatch) -> GatewayColumns {
     let n = prev.num_rows();
     if n == 0 {
         return GatewayColumns::new();
     }
-    let room = |x: usize| x + x / 8 + 16;
-    let rows = room(n);
-    let s = |name: &str| StringBuilder::with_capacity(rows, room(str_bytes(prev, name)));
+    let fit = |x: usize| room(x, n);
+    let rows = fit(n);
+    let s = |name: &str| StringBuilder::with_capacity(rows, fit(str_bytes(prev, name)));
     let f = || Float64Builder::with_capacity(rows);
     let ts = || TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC");
     let fl = |name: &str| {
         ListBuilder::with_capacity(
-            Float64Builder::with_capacity(room(list_len(prev, name).0)),
+            Float64Builder::with_capacity(fit(list_len(prev, name).0)),
             rows,
         )
     };
@@ -81,12 +94,12 @@ pub(crate) fn presized(prev: &RecordBatch) -> GatewayColumns {
         upstream_header_ms_sum: f(),
         upstream_response_ms_sum: f(),
         upstream_status: ListBuilder::with_capacity(
-            UInt16Builder::with_capacity(room(list_len(prev, "upstream_status").0)),
+            UInt16Builder::with_capacity(fit(list_len(prev, "upstream_status").0)),
             rows,
         ),
         upstream_status_raw: s("upstream_status_raw"),
         upstream_addr: ListBuilder::with_capacity(
-            StringBuilder::with_capacity(room(addr_items), room(addr_bytes)),
+            StringBuilder::with_capacity(fit(addr_items), fit(addr_bytes)),
             rows,
         ),
         upstream_tries: UInt32Builder::with_capacity(rows),
@@ -98,8 +111,8 @@ pub(crate) fn presized(prev: &RecordBatch) -> GatewayColumns {
         llm_duration_ms: f(),
         extra: MapBuilder::with_capacity(
             None,
-            StringBuilder::with_capacity(room(extra_items), room(extra_keys)),
-            StringBuilder::with_capacity(room(extra_items), room(extra_vals)),
+            StringBuilder::with_capacity(fit(extra_items), fit(extra_keys)),
+            StringBuilder::with_capacity(fit(extra_items), fit(extra_vals)),
             rows,
         ),
     }
@@ -123,5 +136,12 @@ mod tests {
         next.append(&GatewayRecord::default());
         assert_eq!(next.finish().schema(), gateway_schema());
         assert_eq!(presized(&GatewayColumns::new().finish()).len(), 0);
+        // A huge batch does not make huge idle builders.
+        assert_eq!(room(8192 * 50, 8192), 8192 * 50 + 8192 * 50 / 8 + 16);
+        assert_eq!(
+            room(MAX_ROWS * 10 * 50, MAX_ROWS * 10),
+            MAX_ROWS * 50 + MAX_ROWS * 50 / 8 + 16
+        );
+        assert_eq!(room(0, 0), 16);
     }
 }
