@@ -192,6 +192,9 @@ pub fn outcome(
                 }
             }
             _ if cut_stream(trace, tree, g, read_timeout_ms) => Outcome::GatewayTimeout,
+            // SPEC §4: a span timeout is a failure even when the request
+            // recovered (a fallback answered in time).
+            _ if any_timeout => Outcome::ServiceTimeout,
             _ => Outcome::Ok,
         };
     }

@@ -182,3 +182,27 @@ fn the_inner_layer_that_gave_up_first_is_named_when_both_log_the_same_time() {
         ("internal", Some(3_000.0))
     );
 }
+
+#[test]
+fn a_span_timeout_is_a_failure_even_when_a_fallback_answered() {
+    let mut b = Builder::new(9);
+    b.gateway(200, 5_600.0);
+    b.span("1", None, "orchestrator", Stage::Service, 1.0, 5_590.0);
+    let t = b.span("2", Some("1"), "tool-service", Stage::Tool, 10.0, 5_010.0);
+    t.tool = Some("weather_api".into());
+    t.timeout_ms = Some(5_000.0);
+    t.status = SpanStatus::Timeout;
+    let f = b.span(
+        "3",
+        Some("1"),
+        "orchestrator",
+        Stage::Memory,
+        5_010.0,
+        5_200.0,
+    );
+    f.fallback = Some("cache".into());
+    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    assert_eq!(v.outcome, Outcome::ServiceTimeout);
+    assert_eq!(v.root_cause.kind, K::ToolSlow);
+    assert_eq!(v.root_cause.component, "weather_api");
+}
