@@ -503,4 +503,3 @@ fn append(
     // way MapBuilder::append fails.
     let _ = c.extra.append(true);
 }
-
