@@ -278,3 +278,46 @@ impl TableProvider for StoreTable {
         UnionExec::try_new(plans)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::{col, lit};
+
+    fn ts(v: i64) -> Expr {
+        lit(ScalarValue::TimestampMicrosecond(
+            Some(v),
+            Some("UTC".into()),
+        ))
+    }
+
+    #[test]
+    fn time_bounds_read_ranges_both_ways_round() {
+        let f = [col("time").gt_eq(ts(10)), ts(20).gt(col("time"))];
+        assert_eq!(time_bounds(&f, "time"), (Some(10), Some(21)));
+        let f = [col("time")
+            .between(ts(5), ts(7))
+            .and(col("status").eq(lit(504)))];
+        assert_eq!(time_bounds(&f, "time"), (Some(5), Some(8)));
+        let f = [col("time").eq(ts(3))];
+        assert_eq!(time_bounds(&f, "time"), (Some(3), Some(4)));
+        // nanosecond literals round outwards, other columns are ignored
+        let ns = lit(ScalarValue::TimestampNanosecond(Some(10_999), None));
+        assert_eq!(time_bounds(&[col("time").lt(ns)], "time"), (None, Some(11)));
+        assert_eq!(
+            time_bounds(&[col("start_time").gt(ts(1))], "time"),
+            (None, None)
+        );
+        // an OR is not a range
+        let f = [col("time").gt(ts(1)).or(col("time").lt(ts(0)))];
+        assert_eq!(time_bounds(&f, "time"), (None, None));
+    }
+
+    #[test]
+    fn trace_literal_finds_equalities_only() {
+        let f = [lit("abc").eq(col("trace_id"))];
+        assert_eq!(trace_literal(&f, "trace_id"), Some("abc"));
+        let f = [col("trace_id").not_eq(lit("abc"))];
+        assert_eq!(trace_literal(&f, "trace_id"), None);
+    }
+}

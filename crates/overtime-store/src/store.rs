@@ -281,7 +281,12 @@ impl Store {
         let i = &self.inner;
         let written = now_us();
         let batch = conform(table, batch, written).map_err(|e| SinkError::Failed(e.to_string()))?;
-        let cost = batch.get_array_memory_size() as u64;
+        // A checkpoint-only write (no rows) costs nothing and adds no batch.
+        let cost = if batch.num_rows() == 0 {
+            0
+        } else {
+            batch.get_array_memory_size() as u64
+        };
         let budget = i.cfg.memtable_bytes;
         if cost > budget {
             return Err(SinkError::Failed(format!(
@@ -301,7 +306,9 @@ impl Store {
         match result {
             Ok(()) => {
                 let mut st = i.state.write().expect("state lock");
-                st.active.push(table, batch, cost);
+                if batch.num_rows() > 0 {
+                    st.active.push(table, batch, cost);
+                }
                 if let Some(c) = checkpoint {
                     st.checkpoints.insert(c.source, c.position);
                 }
