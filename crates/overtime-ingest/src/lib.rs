@@ -4,6 +4,9 @@
 //! - [`file_tail`]: nginx access logs and span logs tailed from disk,
 //!   following rotation (rename and copytruncate) and resuming from the
 //!   checkpoint the sink stores with the data;
+//! - [`otlp`]: OTLP/HTTP (`POST /v1/traces`) and OTLP/gRPC
+//!   (`TraceService/Export`) receivers with partial success and 429 /
+//!   `RESOURCE_EXHAUSTED` backpressure.
 //!
 //! Design rules:
 //! - Sources convert to Arrow once, with the pure parsers of
@@ -13,3 +16,4 @@
 //!   the same data, never drop it. See `docs/ingest.md`.
 
 pub mod file_tail;
+pub mod otlp;

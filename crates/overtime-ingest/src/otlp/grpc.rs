@@ -1,0 +1,145 @@
+//! OTLP/gRPC: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+//!
+//! Design rules:
+//! - `OK` only once the spans are durable, with `partial_success` when
+//!   some were rejected.
+//! - A full sink is `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo`
+//!   detail (OTLP exporters retry it after that delay; without RetryInfo
+//!   they would drop the data); a failed sink is `UNAVAILABLE` (retried
+//!   with backoff).
+//! - gzip-compressed requests are accepted; messages above
+//!   [`OtlpConfig::max_body_bytes`] are refused by tonic.
+
+use super::deliver::{deliver, Delivery};
+use super::{OtlpConfig, OtlpServeError, OtlpStats};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use overtime_model::RecordSink;
+use overtime_parse::spans::{spans_from_otlp_request, ParsedSpans};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The `source` written in rows and rejections received over gRPC.
+pub const GRPC_SOURCE: &str = "otlp-grpc";
+
+struct GrpcReceiver {
+    sink: Arc<dyn RecordSink>,
+    stats: Arc<OtlpStats>,
+    cfg: OtlpConfig,
+    messages: AtomicU64,
+}
+
+#[tonic::async_trait]
+impl TraceService for GrpcReceiver {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        OtlpStats::add(&self.stats.grpc_requests, 1);
+        let position = self.messages.fetch_add(1, Relaxed) + 1;
+        let mut parsed = ParsedSpans::default();
+        spans_from_otlp_request(request.get_ref(), GRPC_SOURCE, position, &mut parsed);
+        let delivery = deliver(
+            self.sink.clone(),
+            self.stats.clone(),
+            self.cfg.clone(),
+            parsed,
+        )
+        .await;
+        match delivery {
+            Delivery::Stored {
+                rejected,
+                error_message,
+            } => Ok(Response::new(ExportTraceServiceResponse {
+                partial_success: (rejected > 0).then_some(ExportTracePartialSuccess {
+                    rejected_spans: rejected as i64,
+                    error_message,
+                }),
+            })),
+            Delivery::Full { retry_after_ms } => {
+                OtlpStats::add(&self.stats.throttled, 1);
+                let delay = Duration::from_millis(retry_after_ms.max(1));
+                Err(Status::with_error_details(
+                    Code::ResourceExhausted,
+                    format!("store is full, retry in {retry_after_ms} ms"),
+                    ErrorDetails::with_retry_info(Some(delay)),
+                ))
+            }
+            Delivery::Failed(m) => {
+                OtlpStats::add(&self.stats.sink_failures, 1);
+                Err(Status::unavailable(format!("store write failed: {m}")))
+            }
+        }
+    }
+}
+
+/// The `TraceService` server, to add to a tonic router next to other
+/// services.
+///
+/// ```
+/// use overtime_ingest::otlp::{otlp_grpc_service, OtlpConfig};
+/// # struct Nowhere;
+/// # impl overtime_model::RecordSink for Nowhere {
+/// #     fn write(&self, _: overtime_model::Table, _: arrow::record_batch::RecordBatch,
+/// #              _: Option<overtime_model::Checkpoint>) -> Result<(), overtime_model::SinkError> { Ok(()) }
+/// #     fn checkpoint(&self, _: &str) -> Option<String> { None }
+/// # }
+/// let svc = otlp_grpc_service(std::sync::Arc::new(Nowhere), Default::default(), OtlpConfig::default());
+/// let _router = tonic::transport::Server::builder().add_service(svc);
+/// ```
+pub fn otlp_grpc_service(
+    sink: Arc<dyn RecordSink>,
+    stats: Arc<OtlpStats>,
+    cfg: OtlpConfig,
+) -> TraceServiceServer<impl TraceService> {
+    let limit = cfg.max_body_bytes;
+    TraceServiceServer::new(GrpcReceiver {
+        sink,
+        stats,
+        cfg,
+        messages: AtomicU64::new(0),
+    })
+    .accept_compressed(CompressionEncoding::Gzip)
+    .max_decoding_message_size(limit)
+}
+
+/// Serves OTLP/gRPC on `addr` (4317 by convention) until `shutdown`.
+pub async fn serve_otlp_grpc(
+    addr: SocketAddr,
+    sink: Arc<dyn RecordSink>,
+    stats: Arc<OtlpStats>,
+    shutdown: CancellationToken,
+) -> Result<(), OtlpServeError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| OtlpServeError::Bind { addr, source })?;
+    serve_otlp_grpc_on(listener, sink, stats, OtlpConfig::default(), shutdown).await
+}
+
+/// Serves OTLP/gRPC on a bound listener until `shutdown`.
+pub async fn serve_otlp_grpc_on(
+    listener: tokio::net::TcpListener,
+    sink: Arc<dyn RecordSink>,
+    stats: Arc<OtlpStats>,
+    cfg: OtlpConfig,
+    shutdown: CancellationToken,
+) -> Result<(), OtlpServeError> {
+    tonic::transport::Server::builder()
+        .add_service(otlp_grpc_service(sink, stats, cfg))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown.cancelled_owned(),
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! OTLP trace receivers: OTLP/HTTP (`POST /v1/traces`, protobuf or JSON,
+//! gzip allowed) and OTLP/gRPC (`TraceService/Export`), delivering spans
+//! and rejections into the sink with partial success.
+//!
+//! Design rules:
+//! - The answer is the acknowledgement: 200 / `OK` only after the sink
+//!   made the spans durable. A full sink is answered before anything is
+//!   written (HTTP 429 with `Retry-After`, gRPC `RESOURCE_EXHAUSTED` with
+//!   `RetryInfo`), so the exporter's retry brings the same spans again and
+//!   nothing is stored twice.
+//! - Decoding and mapping are the parsers' (`spans_from_otlp_request`,
+//!   `parse_otlp_json_line`); a bad span is rejected alone and reported in
+//!   `partial_success`, a body that does not decode is a 400 /
+//!   `INVALID_ARGUMENT` and counted.
+//! - Sink writes block (a WAL fsync), so they run on tokio's blocking pool.
+//!
+//! ```no_run
+//! use overtime_ingest::otlp::{otlp_http_router, serve_otlp_grpc, OtlpStats};
+//! # async fn run(sink: std::sync::Arc<dyn overtime_model::RecordSink>) {
+//! let stats = std::sync::Arc::new(OtlpStats::default());
+//! let stop = tokio_util::sync::CancellationToken::new();
+//! let router = otlp_http_router(sink.clone(), stats.clone());
+//! let http = tokio::net::TcpListener::bind("0.0.0.0:4318").await.unwrap();
+//! tokio::spawn(async move { axum::serve(http, router).await });
+//! serve_otlp_grpc("0.0.0.0:4317".parse().unwrap(), sink, stats, stop).await.unwrap();
+//! # }
+//! ```
+
+mod deliver;
+mod grpc;
+mod http;
+
+pub use grpc::{otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on};
+pub use http::{otlp_http_router, otlp_http_router_with, serve_otlp_http, serve_otlp_http_on};
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Receiver settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// Largest request body, compressed and after decompression (HTTP
+    /// 413 / gRPC `RESOURCE_EXHAUSTED` above it). Default 16 MiB.
+    pub max_body_bytes: usize,
+    /// When the spans of a request are stored but the store is full for
+    /// its rejections, how long to keep retrying those before answering
+    /// anyway (the rejections are then counted in
+    /// [`OtlpStats::rejections_not_stored`]). Default 5000 ms.
+    pub max_rejected_wait_ms: u64,
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        OtlpConfig {
+            max_body_bytes: 16 * 1024 * 1024,
+            max_rejected_wait_ms: 5000,
+        }
+    }
+}
+
+/// Counters of the OTLP receivers (both transports), monotonic.
+#[derive(Debug, Default)]
+pub struct OtlpStats {
+    /// Export requests received (HTTP, gRPC), whatever their outcome.
+    pub http_requests: AtomicU64,
+    pub grpc_requests: AtomicU64,
+    /// Spans stored.
+    pub spans: AtomicU64,
+    /// Spans rejected (reported in partial success, stored in `rejected`).
+    pub rejected_spans: AtomicU64,
+    /// Bodies that did not decode (HTTP 400, gRPC `INVALID_ARGUMENT`).
+    pub bad_requests: AtomicU64,
+    /// HTTP requests with an unsupported content type or encoding (415).
+    pub unsupported: AtomicU64,
+    /// Requests over the size limit (413).
+    pub too_large: AtomicU64,
+    /// Requests refused because the sink was full (429 /
+    /// `RESOURCE_EXHAUSTED`).
+    pub throttled: AtomicU64,
+    /// Requests refused because the sink failed (503 / `UNAVAILABLE`).
+    pub sink_failures: AtomicU64,
+    /// Rejections given up on after the spans were stored (see
+    /// [`OtlpConfig::max_rejected_wait_ms`]).
+    pub rejections_not_stored: AtomicU64,
+    rejected_by_reason: Mutex<BTreeMap<String, u64>>,
+}
+
+impl OtlpStats {
+    /// Rejected spans and bodies by reason code (`bad_id`, `bad_proto`…).
+    ///
+    /// ```
+    /// let s = overtime_ingest::otlp::OtlpStats::default();
+    /// assert!(s.rejected_by_reason().is_empty());
+    /// ```
+    pub fn rejected_by_reason(&self) -> BTreeMap<String, u64> {
+        self.rejected_by_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn count_reason(&self, reason: &str, n: u64) {
+        let mut m = self
+            .rejected_by_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *m.entry(reason.to_string()).or_default() += n;
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+}
+
+/// Why a receiver could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum OtlpServeError {
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("OTLP/HTTP server: {0}")]
+    Http(#[source] std::io::Error),
+    #[error("OTLP/gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+}
