@@ -270,3 +270,31 @@ fn trace_lookup_reads_memtable_and_parquet() {
     l.sort();
     assert_eq!(l, (10..25).collect::<Vec<u64>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_racing_a_flush_still_counts_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = std::sync::Arc::new(Store::open(cfg(dir.path())).unwrap());
+    let ctx = SessionContext::new();
+    s.register(&ctx).unwrap();
+    let mut written = 0;
+    for round in 0..5u64 {
+        s.write(
+            Table::Spans,
+            spans(round * 2_000, 2_000, |i| T0 + i as i64 * 1_000),
+            None,
+        )
+        .unwrap();
+        written += 2_000;
+        let flusher = {
+            let s = s.clone();
+            std::thread::spawn(move || s.flush().unwrap())
+        };
+        while !flusher.is_finished() {
+            assert_eq!(count(&ctx, "SELECT count(*) FROM spans").await, written);
+        }
+        flusher.join().unwrap();
+        assert_eq!(count(&ctx, "SELECT count(*) FROM spans").await, written);
+    }
+    assert_eq!(s.stats().tables["spans"].memtable_rows, 0);
+}
