@@ -1,0 +1,283 @@
+//! The read side of SPEC §8: traces (verdicts), incidents, SQL, health.
+
+use crate::error::ApiError;
+use crate::sql;
+use crate::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use overtime_diagnose::markdown;
+use overtime_model::{Outcome, Verdict};
+use serde::Deserialize;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub async fn healthz() -> impl IntoResponse {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+pub async fn readyz(State(s): State<Arc<AppState>>) -> Response {
+    if s.ready.load(Ordering::Relaxed) {
+        Json(serde_json::json!({"status": "ready"})).into_response()
+    } else {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting",
+            "recovering the WAL; not ready yet",
+        )
+        .into_response()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TraceQuery {
+    pub outcome: Option<String>,
+    pub kind: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// `2026-11-29T10:00:00Z` or epoch milliseconds.
+fn time_param(v: &Option<String>, name: &str) -> Result<Option<String>, ApiError> {
+    let Some(v) = v.as_deref().filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if let Ok(ms) = v.parse::<i64>() {
+        return Ok(Some(overtime_diagnose::verdict::rfc3339(ms * 1000)));
+    }
+    chrono::DateTime::parse_from_rfc3339(v)
+        .map(|t| Some(overtime_diagnose::verdict::rfc3339(t.timestamp_micros())))
+        .map_err(|_| {
+            ApiError::bad_request(
+                "bad_time",
+                format!("{name}={v:?}: use RFC 3339 or epoch milliseconds"),
+            )
+        })
+}
+
+pub async fn list_traces(
+    State(s): State<Arc<AppState>>,
+    Query(q): Query<TraceQuery>,
+) -> Result<Response, ApiError> {
+    let outcome = match q.outcome.as_deref().filter(|o| !o.is_empty()) {
+        Some(o) => Some(Outcome::parse(o).ok_or_else(|| {
+            ApiError::bad_request(
+                "bad_outcome",
+                format!("outcome={o:?}: one of gateway_timeout, service_timeout, error, ok"),
+            )
+        })?),
+        None => None,
+    };
+    let (from, to) = (time_param(&q.from, "from")?, time_param(&q.to, "to")?);
+    let limit = q.limit.unwrap_or(100).min(10_000);
+    let live = s.live.lock().expect("live state lock");
+    let mut rows: Vec<(u32, &Verdict)> = live
+        .verdicts()
+        .filter(|(_, v)| outcome.is_none_or(|o| v.outcome == o))
+        .filter(|(_, v)| {
+            q.kind
+                .as_deref()
+                .is_none_or(|k| v.root_cause.kind.as_str() == k)
+        })
+        .filter(|(_, v)| from.as_deref().is_none_or(|f| v.started_at.as_str() >= f))
+        .filter(|(_, v)| to.as_deref().is_none_or(|t| v.started_at.as_str() < t))
+        .collect();
+    rows.sort_by(|a, b| {
+        b.1.started_at
+            .cmp(&a.1.started_at)
+            .then(a.1.trace_id.cmp(&b.1.trace_id))
+    });
+    let total = rows.len();
+    let items: Vec<serde_json::Value> = rows
+        .into_iter()
+        .take(limit)
+        .map(|(rev, v)| {
+            serde_json::json!({
+                "trace_id": v.trace_id, "request_id": v.request_id, "started_at": v.started_at,
+                "outcome": v.outcome, "kind": v.root_cause.kind, "component": v.root_cause.component,
+                "share": v.root_cause.share, "summary": v.root_cause.summary,
+                "gateway_status": v.gateway.as_ref().and_then(|g| g.status),
+                "elapsed_ms": v.budget.consumed_ms, "revision": rev,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({"traces": items, "total": total})).into_response())
+}
+
+pub async fn get_trace(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = id.to_ascii_lowercase();
+    if let Some((rev, v)) = s
+        .live
+        .lock()
+        .expect("live state lock")
+        .verdict(&id)
+        .map(|(r, v)| (r, v.clone()))
+    {
+        let mut doc = serde_json::to_value(&v).unwrap_or_default();
+        doc["revision"] = rev.into();
+        return Ok(Json(doc).into_response());
+    }
+    // Not in the live window: diagnose it from the store.
+    let store = s.store.clone();
+    let cfg = s.diagnose.clone();
+    let lookup = id.clone();
+    let found = tokio::task::spawn_blocking(move || -> Result<Option<Verdict>, String> {
+        let (g, sp) = store.trace(&lookup).map_err(|e| e.to_string())?;
+        if g.iter().all(|b| b.num_rows() == 0) && sp.iter().all(|b| b.num_rows() == 0) {
+            return Ok(None);
+        }
+        let cfg = overtime_diagnose::DiagnoseConfig {
+            all_verdicts: true,
+            ..cfg
+        };
+        let d = overtime_diagnose::diagnose_batches(&g, &sp, &cfg).map_err(|e| e.to_string())?;
+        Ok(d.verdicts.into_iter().find(|v| v.trace_id == lookup))
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e))?;
+    match found {
+        Some(v) => Ok(Json(v).into_response()),
+        None => Err(ApiError::not_found(format!(
+            "no trace {id} (no records for it in the store)"
+        ))),
+    }
+}
+
+pub async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
+    let incidents = s.live.lock().expect("live state lock").incidents();
+    let items: Vec<serde_json::Value> = incidents
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "id": r.id, "fingerprint": r.fingerprint, "kind": r.kind, "component": r.component,
+                "status": r.status, "window": r.window, "headline": r.headline, "trace_count": r.trace_count,
+            })
+        })
+        .collect();
+    Json(serde_json::json!({"incidents": items})).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FormatQuery {
+    pub format: Option<String>,
+}
+
+pub async fn get_incident(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<FormatQuery>,
+) -> Result<Response, ApiError> {
+    let incidents = s.live.lock().expect("live state lock").incidents();
+    let r = incidents
+        .into_iter()
+        .find(|r| r.id == id)
+        .ok_or_else(|| ApiError::not_found(format!("no incident {id}")))?;
+    match q.format.as_deref() {
+        Some("markdown") | Some("md") => Ok((
+            [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
+            markdown::incident(&r),
+        )
+            .into_response()),
+        None | Some("json") => Ok(Json(r).into_response()),
+        Some(f) => Err(ApiError::bad_request(
+            "bad_format",
+            format!("format={f:?}: json or markdown"),
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SqlBody {
+    sql: String,
+    #[serde(default)]
+    format: Option<String>,
+}
+
+/// `POST /api/sql`: `{"sql": "...", "format": "json"|"arrow"}`, or the SQL
+/// as a text body.
+pub async fn post_sql(State(s): State<Arc<AppState>>, body: Bytes) -> Result<Response, ApiError> {
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::bad_request("bad_body", "the body is not UTF-8"))?;
+    let req = match serde_json::from_str::<SqlBody>(text) {
+        Ok(b) => b,
+        Err(_) if !text.trim_start().starts_with('{') => SqlBody {
+            sql: text.to_string(),
+            format: None,
+        },
+        Err(e) => {
+            return Err(ApiError::bad_request(
+                "bad_body",
+                format!("expected {{\"sql\": \"...\"}}: {e}"),
+            ))
+        }
+    };
+    let (verdicts, incidents) = {
+        let live = s.live.lock().expect("live state lock");
+        (
+            live.verdicts()
+                .map(|(r, v)| (r, v.clone()))
+                .collect::<Vec<_>>(),
+            live.incidents(),
+        )
+    };
+    let to_api = |e: sql::SqlError| {
+        let status = match e {
+            sql::SqlError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.reason(), e.to_string())
+    };
+    let ctx = sql::session(&s.store, &verdicts, &incidents, &s.sql).map_err(to_api)?;
+    let result = sql::run(&ctx, &req.sql, &s.sql).await.map_err(to_api)?;
+    match req.format.as_deref() {
+        Some("arrow") => {
+            let mut buf = Vec::new();
+            let schema = result.batches.first().map(|b| b.schema());
+            if let Some(schema) = schema {
+                let mut w =
+                    arrow::ipc::writer::StreamWriter::try_new(&mut buf, &schema).map_err(|e| {
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                    })?;
+                for b in &result.batches {
+                    w.write(b).map_err(|e| {
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                    })?;
+                }
+                w.finish().map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                })?;
+            }
+            Ok((
+                [(header::CONTENT_TYPE, "application/vnd.apache.arrow.stream")],
+                buf,
+            )
+                .into_response())
+        }
+        None | Some("json") => {
+            let rows = sql::to_json_rows(&result.batches).map_err(to_api)?;
+            let columns: Vec<String> = result
+                .batches
+                .first()
+                .map(|b| {
+                    b.schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok(Json(serde_json::json!({"columns": columns, "rows": rows, "row_count": result.rows, "truncated": result.truncated})).into_response())
+        }
+        Some(f) => Err(ApiError::bad_request(
+            "bad_format",
+            format!("format={f:?}: json or arrow"),
+        )),
+    }
+}

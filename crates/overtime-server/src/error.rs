@@ -1,0 +1,36 @@
+//! API errors: a status and a JSON body `{"error": "...", "reason": "..."}`
+//! where `reason` is a short stable code a client can match on.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", what)
+    }
+    pub fn bad_request(reason: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, reason, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.message, "reason": self.reason });
+        (self.status, Json(body)).into_response()
+    }
+}

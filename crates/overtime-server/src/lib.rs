@@ -1,0 +1,51 @@
+//! # overtime-server
+//!
+//! The HTTP API of `overtime serve` (SPEC §8) over the live diagnosis and
+//! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
+//! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`; optional
+//! bearer token on everything but health; JSON errors with a reason.
+//! [`pipeline`] feeds the live diagnosis from what the sources deliver.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod pipeline;
+pub mod sql;
+pub mod tables;
+
+use axum::routing::{get, post};
+use axum::Router;
+use overtime_config::SqlConfig;
+use overtime_diagnose::live::LiveDiagnoser;
+use overtime_diagnose::DiagnoseConfig;
+use overtime_store::Store;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub live: Mutex<LiveDiagnoser>,
+    pub store: Arc<Store>,
+    pub diagnose: DiagnoseConfig,
+    pub sql: SqlConfig,
+    /// The bearer token, when one is required.
+    pub token: Option<String>,
+    pub ready: AtomicBool,
+}
+
+/// The API router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(api::healthz))
+        .route("/readyz", get(api::readyz))
+        .route("/api/traces", get(api::list_traces))
+        .route("/api/traces/{id}", get(api::get_trace))
+        .route("/api/incidents", get(api::list_incidents))
+        .route("/api/incidents/{id}", get(api::get_incident))
+        .route("/api/sql", post(api::post_sql))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .with_state(state)
+}
