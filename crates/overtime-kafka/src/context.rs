@@ -1,0 +1,205 @@
+//! The consumer's librdkafka context: where a newly assigned partition
+//! starts, what a revoke commits, and the client's statistics and errors.
+//!
+//! Design rules:
+//! - A partition starts at the later of the group's committed offset and
+//!   the sink's checkpoint for it. The sink's checkpoint is written in the
+//!   same durable record as the data, the commit only after: a crash in
+//!   between leaves the checkpoint ahead, and starting from it reads
+//!   nothing twice. The committed offset can be ahead too (another
+//!   collector with its own store held the partition since): starting from
+//!   the later one never re-reads what the group already stored.
+//! - Revoke commits the stored offsets synchronously before giving the
+//!   partitions up; a batch still in flight was never stored, so the next
+//!   owner reads it again: nothing is lost.
+//! - The callbacks run on the consumer thread inside `poll`; they only
+//!   queue [`Event`]s for the run loop, which owns the batches.
+
+use crate::source_name;
+use crate::stats::KafkaStats;
+use overtime_model::RecordSink;
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::error::KafkaError;
+use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long an assign waits for the group's committed offsets.
+const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a rebalance did, for the run loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// Partition assigned; `start` is the first offset to read when known.
+    /// `seeked` when it came from the sink's checkpoint (ahead of the
+    /// committed offset), which the run loop then commits.
+    Assigned {
+        topic: String,
+        partition: i32,
+        start: Option<i64>,
+        seeked: bool,
+    },
+    Revoked {
+        topic: String,
+        partition: i32,
+    },
+}
+
+/// The consumer's context.
+pub(crate) struct SourceContext {
+    group: String,
+    sink: Arc<dyn RecordSink>,
+    stats: Arc<KafkaStats>,
+    events: Mutex<Vec<Event>>,
+}
+
+impl SourceContext {
+    pub(crate) fn new(group: &str, sink: Arc<dyn RecordSink>, stats: Arc<KafkaStats>) -> Self {
+        SourceContext {
+            group: group.to_string(),
+            sink,
+            stats,
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The events queued since the last call.
+    pub(crate) fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn push(&self, e: Event) {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(e);
+    }
+
+    /// Sets each partition's start offset in `tpl` to the later of the
+    /// committed offset and the sink's checkpoint, and queues the events.
+    fn choose_starts(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
+        let committed = match consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                // Without it the checkpoint alone decides (it is never
+                // behind our own commits).
+                self.stats.consumer_errors.fetch_add(1, Relaxed);
+                self.stats.error(format!("reading committed offsets: {e}"));
+                None
+            }
+        };
+        let parts: Vec<(String, i32)> = tpl
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_string(), e.partition()))
+            .collect();
+        for (topic, partition) in parts {
+            let committed_at = committed
+                .as_ref()
+                .and_then(|c| c.find_partition(&topic, partition))
+                .and_then(|e| match e.offset() {
+                    Offset::Offset(o) if o >= 0 => Some(o),
+                    _ => None,
+                });
+            let checkpoint = self
+                .sink
+                .checkpoint(&source_name(&self.group, &topic, partition))
+                .and_then(|p| p.trim().parse::<i64>().ok())
+                .filter(|&o| o >= 0);
+            let start = committed_at.max(checkpoint);
+            let seeked = checkpoint.is_some() && checkpoint > committed_at;
+            if let Some(s) = start {
+                if let Err(e) = tpl.set_partition_offset(&topic, partition, Offset::Offset(s)) {
+                    self.stats.error(format!("{topic}/{partition}: {e}"));
+                }
+            }
+            if seeked {
+                self.stats.checkpoint_seeks.fetch_add(1, Relaxed);
+            }
+            self.push(Event::Assigned {
+                topic,
+                partition,
+                start,
+                seeked,
+            });
+        }
+    }
+
+    fn revoked(&self, tpl: &TopicPartitionList) {
+        for e in tpl.elements() {
+            self.push(Event::Revoked {
+                topic: e.topic().to_string(),
+                partition: e.partition(),
+            });
+        }
+    }
+}
+
+impl ClientContext for SourceContext {
+    fn stats(&self, statistics: Statistics) {
+        for (topic, t) in &statistics.topics {
+            for (&partition, p) in &t.partitions {
+                if partition < 0 || !p.desired {
+                    continue;
+                }
+                // hi_offset − stored offset: what is not yet durable.
+                let lag = (p.consumer_lag_stored >= 0).then_some(p.consumer_lag_stored as u64);
+                self.stats.set_lag(&format!("{topic}/{partition}"), lag);
+            }
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.stats.consumer_errors.fetch_add(1, Relaxed);
+        self.stats.error(format!("librdkafka: {error}: {reason}"));
+    }
+}
+
+impl ConsumerContext for SourceContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        self.stats.rebalances.fetch_add(1, Relaxed);
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        let result = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.choose_starts(consumer, tpl);
+                if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                // Only durable batches were stored: commit them now, while
+                // the partitions are still ours. Nothing stored is fine.
+                let _ = consumer.commit_consumer_state(CommitMode::Sync);
+                self.revoked(tpl);
+                if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                }
+            }
+            other => {
+                self.stats.error(format!("rebalance error: {other:?}"));
+                self.revoked(tpl);
+                consumer.unassign()
+            }
+        };
+        if let Err(e) = result {
+            self.stats.consumer_errors.fetch_add(1, Relaxed);
+            self.stats.error(format!("rebalance: {e}"));
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Messages of one partition → the Arrow batches the sink stores: one
+//! record per message, every bad message a rejected row. Pure: no I/O, no
+//! Kafka client.
+//!
+//! Design rules:
+//! - One record per message (SPEC §2.2): an nginx line, a JSONL span (an
+//!   OTLP JSON request is read too), or one protobuf
+//!   `ExportTraceServiceRequest`. A trailing `\n` / `\r\n` is tolerated.
+//! - Nothing is dropped silently: an empty or null payload is rejected as
+//!   `empty_message`; the parsers' rejections keep their reason, and their
+//!   position becomes `topic/partition@offset` (with `, span N` kept for a
+//!   bad span inside an OTLP request), `line` the offset.
+
+use crate::config::TopicFormat;
+use arrow::record_batch::RecordBatch;
+use overtime_model::{rejected_records, RejectedColumns, RejectedRecord, Table};
+use overtime_parse::nginx::GatewayParser;
+use overtime_parse::spans::{parse_otlp_proto, parse_span_line, ParsedSpans, SpanFormat};
+use std::collections::BTreeMap;
+
+/// One message as taken from the consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg {
+    pub offset: i64,
+    /// `None` for a null (tombstone) payload.
+    pub payload: Option<Vec<u8>>,
+}
+
+/// What one batch of messages became.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// The table the records go to (`gateway_requests` or `spans`).
+    pub table: Table,
+    pub records: RecordBatch,
+    pub rejected: RecordBatch,
+    pub rejected_by_reason: BTreeMap<String, u64>,
+}
+
+enum Kind {
+    Nginx(Box<GatewayParser>),
+    Jsonl,
+    OtlpProto,
+}
+
+/// Decodes the messages of one topic.
+pub struct Decoder {
+    topic: String,
+    /// `source` of span rows: `kafka:<topic>`.
+    span_source: String,
+    /// `source` of rejections: the layer for nginx, else `span_source`.
+    reject_source: String,
+    kind: Kind,
+}
+
+/// `topic/partition@offset`, where a rejected message was.
+pub fn message_position(topic: &str, partition: i32, offset: i64) -> String {
+    format!("{topic}/{partition}@{offset}")
+}
+
+fn strip_newline(b: &[u8]) -> &[u8] {
+    let b = b.strip_suffix(b"\n").unwrap_or(b);
+    b.strip_suffix(b"\r").unwrap_or(b)
+}
+
+impl Decoder {
+    /// A decoder for `topic`'s messages of `format`.
+    pub fn new(topic: &str, format: &TopicFormat) -> Self {
+        let kind = match format {
+            TopicFormat::NginxLine {
+                format,
+                layer,
+                layer_index,
+            } => Kind::Nginx(Box::new(GatewayParser::new(
+                format.clone(),
+                layer,
+                *layer_index,
+            ))),
+            TopicFormat::JsonlSpan => Kind::Jsonl,
+            TopicFormat::OtlpProto => Kind::OtlpProto,
+        };
+        let span_source = format!("kafka:{topic}");
+        let reject_source = match format {
+            TopicFormat::NginxLine { layer, .. } => layer.clone(),
+            _ => span_source.clone(),
+        };
+        Decoder {
+            topic: topic.to_string(),
+            span_source,
+            reject_source,
+            kind,
+        }
+    }
+
+    /// Decodes `msgs` (all of `partition`, in offset order).
+    ///
+    /// ```
+    /// use overtime_kafka::decode::{Decoder, Msg};
+    /// use overtime_kafka::TopicFormat;
+    /// let mut d = Decoder::new("spans", &TopicFormat::JsonlSpan);
+    /// let out = d.decode(3, &[Msg { offset: 17, payload: Some(b"{not json".to_vec()) }]);
+    /// let bad = overtime_model::rejected_records(&out.rejected).unwrap();
+    /// assert_eq!(bad[0].position, "spans/3@17");
+    /// assert_eq!(out.rejected_by_reason["bad_json"], 1);
+    /// ```
+    pub fn decode(&mut self, partition: i32, msgs: &[Msg]) -> Decoded {
+        let mut empty = Vec::new();
+        let otlp = matches!(self.kind, Kind::OtlpProto);
+        let (table, records, mut rejected) = match &mut self.kind {
+            Kind::Nginx(parser) => {
+                for m in msgs {
+                    match m.payload.as_deref().map(strip_newline) {
+                        Some(line) if !line.iter().all(u8::is_ascii_whitespace) => {
+                            parser.push_line(line, m.offset as u64)
+                        }
+                        raw => empty.push((m.offset, raw.unwrap_or_default().to_vec())),
+                    }
+                }
+                let (good, bad) = parser.finish();
+                // Rejections are few: reading them back to fix their
+                // position costs nothing that matters.
+                let bad = rejected_records(&bad).unwrap_or_default();
+                (Table::GatewayRequests, good, bad)
+            }
+            Kind::Jsonl | Kind::OtlpProto => {
+                let mut out = ParsedSpans::default();
+                for m in msgs {
+                    match m.payload.as_deref() {
+                        Some(p) if otlp && !p.is_empty() => {
+                            parse_otlp_proto(p, &self.span_source, m.offset as u64, &mut out)
+                        }
+                        Some(p) if !otlp && !p.iter().all(u8::is_ascii_whitespace) => {
+                            let line = strip_newline(p);
+                            let (src, off) = (&self.span_source, m.offset as u64);
+                            parse_span_line(SpanFormat::Jsonl, line, src, off, &mut out)
+                        }
+                        raw => empty.push((m.offset, raw.unwrap_or_default().to_vec())),
+                    }
+                }
+                let bad = std::mem::take(&mut out.rejected);
+                let (good, _) = out.to_batches();
+                (Table::Spans, good, bad)
+            }
+        };
+        for (offset, raw) in empty {
+            rejected.push(RejectedRecord::new(
+                &self.reject_source,
+                offset as u64,
+                "empty_message",
+                "the message has no payload",
+                &raw,
+            ));
+        }
+        rejected.sort_by_key(|r| r.line);
+        let mut cols = RejectedColumns::new();
+        let mut by_reason = BTreeMap::new();
+        for mut r in rejected {
+            let suffix = r.position.split_once(',').map(|(_, s)| s).unwrap_or("");
+            let sep = if suffix.is_empty() { "" } else { "," };
+            r.position = format!(
+                "{}{sep}{suffix}",
+                message_position(&self.topic, partition, r.line as i64)
+            );
+            *by_reason.entry(r.reason.clone()).or_insert(0) += 1;
+            cols.append(&r);
+        }
+        Decoded {
+            table,
+            records,
+            rejected: cols.finish(),
+            rejected_by_reason: by_reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overtime_model::{gateway_records, span_records};
+    use overtime_parse::nginx::LogFormat;
+
+    fn msg(offset: i64, p: &[u8]) -> Msg {
+        Msg {
+            offset,
+            payload: Some(p.to_vec()),
+        }
+    }
+
+    #[test]
+    fn nginx_lines_one_per_message() {
+        let format = TopicFormat::NginxLine {
+            format: LogFormat::compile("'$status rt=$request_time rid=$request_id'").unwrap(),
+            layer: "edge".into(),
+            layer_index: 0,
+        };
+        let mut d = Decoder::new("edge-access", &format);
+        let out = d.decode(
+            2,
+            &[
+                msg(10, b"504 rt=60.001 rid=4bf92f3577b34da6a3ce929d0e0e4736\n"),
+                msg(11, b"garbage"),
+                Msg {
+                    offset: 12,
+                    payload: None,
+                },
+                msg(13, b"200 rt=0.1 rid=abc\r\n"),
+            ],
+        );
+        assert_eq!(out.table, Table::GatewayRequests);
+        let rows = gateway_records(&out.records).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].source, "edge");
+        assert_eq!(
+            rows[0].request_id.as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        let bad = rejected_records(&out.rejected).unwrap();
+        let got: Vec<_> = bad
+            .iter()
+            .map(|r| (r.position.as_str(), r.reason.as_str(), r.line))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("edge-access/2@11", "format_mismatch", 11),
+                ("edge-access/2@12", "empty_message", 12)
+            ]
+        );
+        // The parser is reused: a second batch starts clean.
+        let again = d.decode(2, &[msg(14, b"200 rt=0.2 rid=x")]);
+        assert_eq!(
+            (again.records.num_rows(), again.rejected.num_rows()),
+            (1, 0)
+        );
+    }
+
+    #[test]
+    fn jsonl_and_otlp_spans() {
+        let span = br#"{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","service":"agent","name":"root","start_time":1714561200000,"duration_ms":5}"#;
+        let mut d = Decoder::new("spans", &TopicFormat::JsonlSpan);
+        let out = d.decode(
+            0,
+            &[msg(0, span), msg(1, b"  "), msg(2, b"{\"trace_id\":1}")],
+        );
+        assert_eq!(out.table, Table::Spans);
+        let spans = span_records(&out.records).unwrap();
+        assert_eq!(spans[0].source, "kafka:spans");
+        let bad = rejected_records(&out.rejected).unwrap();
+        assert_eq!(bad.len(), 2);
+        assert_eq!(
+            (bad[0].position.as_str(), bad[0].reason.as_str()),
+            ("spans/0@1", "empty_message")
+        );
+        assert_eq!(bad[1].position, "spans/0@2");
+
+        let mut d = Decoder::new("otlp", &TopicFormat::OtlpProto);
+        let out = d.decode(1, &[msg(5, b"\xff\xff\xff"), msg(6, b"")]);
+        let bad = rejected_records(&out.rejected).unwrap();
+        assert_eq!(
+            (bad[0].position.as_str(), bad[0].reason.as_str()),
+            ("otlp/1@5", "bad_proto")
+        );
+        assert_eq!(out.rejected_by_reason["empty_message"], 1);
+    }
+}

@@ -1,0 +1,113 @@
+//! # overtime-kafka
+//!
+//! The Kafka source (SPEC §2.2, ARCHITECTURE "Durability before
+//! acknowledgement"): one consumer in a consumer group reads the configured
+//! topics, each in its format (nginx line, JSONL span, OTLP protobuf — one
+//! record per message), and delivers them to a [`RecordSink`].
+//!
+//! Design rules:
+//! - At-least-once made exactly-once by the sink's checkpoint: a
+//!   partition's batch is written with `Checkpoint { source:
+//!   "kafka:<group>/<topic>/<partition>", position: <next offset> }`, and
+//!   only once `write` is `Ok` (durable) is that offset stored and
+//!   committed, in order per partition. On assign a partition starts at
+//!   the later of the committed offset and the checkpoint, so a crash
+//!   between the durable write and the commit reads nothing twice.
+//! - `enable.auto.commit=false`, `enable.auto.offset.store=false`, and
+//!   librdkafka's prefetch capped by `queued.max.messages.kbytes`.
+//! - Backpressure pauses partitions (`SinkError::Full`) and retries the
+//!   same batch; nothing is skipped, nothing is committed on failure.
+//! - Bad messages become `rejected` rows at `topic/partition@offset`.
+//! - One OS thread ([`spawn_kafka_source`]): the sink's write blocks until
+//!   durable, and librdkafka's consumer is a blocking poll. Shutdown is a
+//!   [`CancellationToken`], checked at least every 50 ms.
+//!
+//! Producers must key messages by trace id so that a trace's records meet
+//! on one partition: see `docs/kafka.md`.
+
+pub mod config;
+mod context;
+pub mod decode;
+mod run;
+mod stats;
+
+pub use config::{
+    ConfigError, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat, TopicSettings,
+    DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_PREFETCH_KBYTES,
+};
+pub use stats::KafkaStats;
+
+use overtime_model::RecordSink;
+use rdkafka::error::KafkaError;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Why the source could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaSourceError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("kafka client: {0}")]
+    Client(KafkaError),
+    #[error("the kafka source thread panicked")]
+    Panicked,
+}
+
+/// The checkpoint source name of a partition:
+/// `kafka:<group>/<topic>/<partition>`.
+///
+/// ```
+/// assert_eq!(overtime_kafka::source_name("overtime", "spans", 3), "kafka:overtime/spans/3");
+/// ```
+pub fn source_name(group: &str, topic: &str, partition: i32) -> String {
+    format!("kafka:{group}/{topic}/{partition}")
+}
+
+/// A running Kafka source.
+pub struct KafkaSource {
+    stats: Arc<KafkaStats>,
+    thread: JoinHandle<Result<(), KafkaSourceError>>,
+}
+
+impl KafkaSource {
+    /// The source's counters.
+    pub fn stats(&self) -> &Arc<KafkaStats> {
+        &self.stats
+    }
+
+    /// Has the thread ended?
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Waits for the thread to end (cancel the token first). It commits
+    /// what is durable and leaves the group before returning.
+    pub fn join(self) -> Result<(), KafkaSourceError> {
+        self.thread
+            .join()
+            .unwrap_or(Err(KafkaSourceError::Panicked))
+    }
+}
+
+/// Validates `cfg`, creates the consumer, subscribes to the topics and
+/// runs it on its own thread until `shutdown` is cancelled. The brokers
+/// need not be up yet: librdkafka connects and reconnects by itself.
+///
+/// Panics only if the OS cannot start a thread.
+pub fn spawn_kafka_source(
+    cfg: KafkaSourceConfig,
+    sink: Arc<dyn RecordSink>,
+    shutdown: CancellationToken,
+) -> Result<KafkaSource, KafkaSourceError> {
+    cfg.validate()?;
+    let stats = Arc::new(KafkaStats::default());
+    let ctx = context::SourceContext::new(&cfg.group_id, sink.clone(), stats.clone());
+    let consumer = run::subscribe(&cfg, ctx)?;
+    let runner = run::Runner::new(cfg.clone(), consumer, sink, stats.clone(), shutdown);
+    let thread = std::thread::Builder::new()
+        .name(format!("kafka {}", cfg.group_id))
+        .spawn(move || runner.run())
+        .expect("spawning a thread");
+    Ok(KafkaSource { stats, thread })
+}
