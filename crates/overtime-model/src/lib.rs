@@ -20,6 +20,7 @@ mod gateway_rows;
 mod rejected;
 mod sink;
 mod span;
+mod span_columns;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
@@ -27,7 +28,8 @@ pub use gateway::{gateway_records, gateway_schema, sum_known, GatewayColumns, Ga
 pub use gateway_rows::{str_at, GatewayRows};
 pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
 pub use sink::{Checkpoint, RecordSink, SinkError, Table};
-pub use span::{span_records, span_schema, LlmPhases, SpanColumns, SpanEvent, SpanRecord};
+pub use span::{LlmPhases, SpanEvent, SpanRecord};
+pub use span_columns::{span_records, span_schema, SpanColumns};
 pub use verdict::{
     BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,
 };
