@@ -20,6 +20,14 @@ pub enum Command {
     Diagnose(Box<DiagnoseArgs>),
     /// Print the recommended nginx `log_format overtime` directive.
     NginxFormat,
+    /// Run the collector: sources, store, live diagnosis and the API.
+    Serve {
+        /// The TOML config (default: the embedded default, see `overtime config`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+    },
+    /// Print the embedded default configuration, every option documented.
+    Config,
 }
 
 #[derive(Debug, Args)]

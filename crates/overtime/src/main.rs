@@ -5,6 +5,7 @@ mod cli;
 mod conf_timeouts;
 mod diagnose_cmd;
 mod inputs;
+mod serve_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -43,6 +44,11 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
+        cli::Command::Serve { config } => serve_cmd::run(config),
+        cli::Command::Config => {
+            print!("{}", overtime_config::DEFAULT_TOML);
+            Ok(())
+        }
         cli::Command::NginxFormat => {
             println!("{}", overtime_parse::nginx::OVERTIME_LOG_FORMAT);
             println!("# then, in the server or location that proxies the agent API:");
