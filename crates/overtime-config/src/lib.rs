@@ -17,6 +17,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+mod slo;
+pub use slo::{ChainWeights, SloConfig};
+
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
 
@@ -41,6 +44,8 @@ pub struct Config {
     pub otlp: OtlpConfig,
     pub diagnose: DiagnoseSection,
     pub sql: SqlConfig,
+    /// SLIs, SLOs, breakers and alert thresholds (SPEC §6).
+    pub slo: SloConfig,
     /// Files to tail.
     #[serde(rename = "file")]
     pub files: Vec<FileSource>,
@@ -74,6 +79,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        self.slo.validate().map_err(ConfigError::Invalid)?;
         if self.store.memtable_bytes < 1024 * 1024 {
             return Err(ConfigError::Invalid(
                 "store.memtable_bytes must be at least 1 MiB".into(),
@@ -307,6 +313,7 @@ mod tests {
         assert_eq!(c.otlp, OtlpConfig::default());
         assert_eq!(c.diagnose, DiagnoseSection::default());
         assert_eq!(c.sql, SqlConfig::default());
+        assert_eq!(c.slo, SloConfig::default());
         assert!(c.files.is_empty() && c.kafka.is_empty());
     }
 

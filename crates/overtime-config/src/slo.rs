@@ -1,0 +1,242 @@
+//! `[slo]`: the SLIs, SLOs, breaker conditions and alert thresholds of
+//! SPEC §6, computed live by `overtime-slo` and exposed on `/metrics`.
+//!
+//! Every duration is in seconds of *data time* (the end times of the
+//! requests, not the wall clock) and is multiplied by `window_scale`:
+//! tests replay an hour of traffic with `window_scale = 0.01` in 36 s.
+//!
+//! ```
+//! let cfg = overtime_config::Config::from_toml_str("[slo]\nwindow_scale = 0.01\n").unwrap();
+//! assert_eq!(cfg.slo.window_scale, 0.01);
+//! assert_eq!(cfg.slo.semantic_success_score, 0.8); // defaulted
+//! assert_eq!(cfg.slo.scaled_us(3600.0), 36_000_000);
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Chain-health weights per stage (SPEC §6: llm 0.4, tool 0.3, memory 0.2,
+/// network 0.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChainWeights {
+    pub llm: f64,
+    pub tool: f64,
+    pub memory: f64,
+    pub network: f64,
+}
+
+impl Default for ChainWeights {
+    fn default() -> Self {
+        ChainWeights {
+            llm: 0.4,
+            tool: 0.3,
+            memory: 0.2,
+            network: 0.1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SloConfig {
+    /// Multiplies every window, hold (`*_for_s`) and evaluation interval.
+    pub window_scale: f64,
+    /// Alerts are evaluated every this many seconds of data time.
+    pub eval_interval_s: f64,
+    /// Distinct values kept per metric label (route, model, tool…); the
+    /// rest are reported as `other`.
+    pub max_label_values: usize,
+    /// A judged request succeeded semantically at this score or above.
+    pub semantic_success_score: f64,
+    /// SLO-1: this share of judged requests succeed semantically.
+    pub semantic_success_objective: f64,
+    /// Page when semantic success (5 min window) stays below this…
+    pub semantic_success_alert_below: f64,
+    /// …for this long.
+    pub semantic_success_for_s: f64,
+    /// At most 1 − this share of requests time out (0.995: 0.5 %).
+    pub timeout_objective: f64,
+    /// Burn-rate thresholds: page over 1 h and 5 min, page over 6 h and
+    /// 30 min, ticket over 3 d and 6 h.
+    pub burn_rate_fast: f64,
+    pub burn_rate_slow: f64,
+    pub burn_rate_ticket: f64,
+    /// SLO-3: `ttft_target_ratio` of LLM calls have TTFT ≤ `ttft_target_ms`
+    /// and the P99 TTFT is ≤ `ttft_p99_ms` (5 min window).
+    pub ttft_target_ms: f64,
+    pub ttft_target_ratio: f64,
+    pub ttft_p99_ms: f64,
+    pub ttft_for_s: f64,
+    pub chain_health_weights: ChainWeights,
+    /// Page when the last complete minute's chain health is below this.
+    pub chain_health_alert_below: f64,
+    /// L1: this many consecutive timed-out calls on one model.
+    pub breaker_consecutive_timeouts: u32,
+    /// L2: a model's P99 over `breaker_p99_window_s` above this factor × its
+    /// baseline P99 (the P99 over `breaker_baseline_window_s` before that
+    /// window), for `breaker_p99_for_s`.
+    pub breaker_p99_factor: f64,
+    pub breaker_p99_window_s: f64,
+    pub breaker_baseline_window_s: f64,
+    /// Fewer calls than this in the baseline window: no baseline, no L2.
+    pub breaker_baseline_min_calls: u64,
+    pub breaker_p99_for_s: f64,
+    /// L3: error ratio over `breaker_error_window_s` above this, for
+    /// `breaker_error_for_s`.
+    pub breaker_error_ratio: f64,
+    pub breaker_error_window_s: f64,
+    pub breaker_error_for_s: f64,
+}
+
+impl Default for SloConfig {
+    fn default() -> Self {
+        SloConfig {
+            window_scale: 1.0,
+            eval_interval_s: 5.0,
+            max_label_values: 50,
+            semantic_success_score: 0.8,
+            semantic_success_objective: 0.95,
+            semantic_success_alert_below: 0.75,
+            semantic_success_for_s: 120.0,
+            timeout_objective: 0.995,
+            burn_rate_fast: 14.4,
+            burn_rate_slow: 6.0,
+            burn_rate_ticket: 1.0,
+            ttft_target_ms: 800.0,
+            ttft_target_ratio: 0.9,
+            ttft_p99_ms: 2500.0,
+            ttft_for_s: 0.0,
+            chain_health_weights: ChainWeights::default(),
+            chain_health_alert_below: 0.8,
+            breaker_consecutive_timeouts: 3,
+            breaker_p99_factor: 2.0,
+            breaker_p99_window_s: 120.0,
+            breaker_baseline_window_s: 3600.0,
+            breaker_baseline_min_calls: 20,
+            breaker_p99_for_s: 120.0,
+            breaker_error_ratio: 0.15,
+            breaker_error_window_s: 60.0,
+            breaker_error_for_s: 60.0,
+        }
+    }
+}
+
+impl SloConfig {
+    /// `seconds` of nominal time, scaled, in µs (at least 1 µs).
+    pub fn scaled_us(&self, seconds: f64) -> i64 {
+        ((seconds * self.window_scale * 1e6).round() as i64).max(1)
+    }
+
+    /// Checks ranges; the message names the option.
+    pub fn validate(&self) -> Result<(), String> {
+        let finite_pos = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("slo.{name} must be a positive number, not {v}"))
+            }
+        };
+        let unit = |name: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("slo.{name} must be within 0..1, not {v}"))
+            }
+        };
+        let non_neg = |name: &str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!("slo.{name} must be ≥ 0, not {v}"))
+            }
+        };
+        finite_pos("window_scale", self.window_scale)?;
+        finite_pos("eval_interval_s", self.eval_interval_s)?;
+        if self.max_label_values == 0 {
+            return Err("slo.max_label_values must be at least 1".into());
+        }
+        unit("semantic_success_score", self.semantic_success_score)?;
+        unit("semantic_success_objective", self.semantic_success_objective)?;
+        unit(
+            "semantic_success_alert_below",
+            self.semantic_success_alert_below,
+        )?;
+        unit("timeout_objective", self.timeout_objective)?;
+        if self.timeout_objective >= 1.0 {
+            return Err("slo.timeout_objective must be below 1 (it leaves no error budget)".into());
+        }
+        unit("ttft_target_ratio", self.ttft_target_ratio)?;
+        unit("chain_health_alert_below", self.chain_health_alert_below)?;
+        unit("breaker_error_ratio", self.breaker_error_ratio)?;
+        for (n, v) in [
+            ("burn_rate_fast", self.burn_rate_fast),
+            ("burn_rate_slow", self.burn_rate_slow),
+            ("burn_rate_ticket", self.burn_rate_ticket),
+            ("ttft_target_ms", self.ttft_target_ms),
+            ("ttft_p99_ms", self.ttft_p99_ms),
+            ("breaker_p99_factor", self.breaker_p99_factor),
+            ("breaker_p99_window_s", self.breaker_p99_window_s),
+            ("breaker_baseline_window_s", self.breaker_baseline_window_s),
+            ("breaker_error_window_s", self.breaker_error_window_s),
+        ] {
+            finite_pos(n, v)?;
+        }
+        for (n, v) in [
+            ("semantic_success_for_s", self.semantic_success_for_s),
+            ("ttft_for_s", self.ttft_for_s),
+            ("breaker_p99_for_s", self.breaker_p99_for_s),
+            ("breaker_error_for_s", self.breaker_error_for_s),
+        ] {
+            non_neg(n, v)?;
+        }
+        let w = &self.chain_health_weights;
+        for (n, v) in [
+            ("llm", w.llm),
+            ("tool", w.tool),
+            ("memory", w.memory),
+            ("network", w.network),
+        ] {
+            unit(&format!("chain_health_weights.{n}"), v)?;
+        }
+        if self.breaker_consecutive_timeouts == 0 {
+            return Err("slo.breaker_consecutive_timeouts must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_named() {
+        let c = SloConfig {
+            window_scale: 0.0,
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().contains("slo.window_scale"));
+        let c = SloConfig {
+            timeout_objective: 1.0,
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().contains("timeout_objective"));
+        let mut c = SloConfig::default();
+        c.chain_health_weights.tool = 1.5;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("chain_health_weights.tool"));
+        assert!(SloConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn scaling() {
+        let c = SloConfig {
+            window_scale: 0.001,
+            ..Default::default()
+        };
+        assert_eq!(c.scaled_us(300.0), 300_000);
+        assert_eq!(c.scaled_us(0.0), 1);
+    }
+}
