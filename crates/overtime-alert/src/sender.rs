@@ -1,0 +1,267 @@
+//! `AlertSender`: the book plus one delivery worker per target.
+
+use crate::alert::Alert;
+use crate::book::{AlertBook, Outgoing};
+use crate::config::{AlertConfig, ConfigError};
+use crate::deliver::{run, Delivery, Retry, Target, TargetStats};
+use crate::payload::{alertmanager_body, webhook_bodies};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Why an `AlertSender` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    /// The configuration cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// `spawn` was called outside a tokio runtime.
+    #[error("alert sender: no tokio runtime to run the delivery tasks on")]
+    NoRuntime,
+    /// The HTTP client could not be built (TLS setup).
+    #[error("alert sender: building the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// Delivery counters of every target and the alerts firing now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AlertStats {
+    /// One entry per Alertmanager URL, then the webhook.
+    pub targets: Vec<TargetStats>,
+    /// Alerts firing now by `alertname` (`overtime_alerts_firing`).
+    pub firing: BTreeMap<String, usize>,
+}
+
+impl AlertStats {
+    /// Alerts delivered, all targets.
+    pub fn sent(&self) -> u64 {
+        self.targets.iter().map(|t| t.sent).sum()
+    }
+    /// Alerts given up on, all targets.
+    pub fn failed(&self) -> u64 {
+        self.targets.iter().map(|t| t.failed).sum()
+    }
+    /// Alerts dropped from full queues, all targets.
+    pub fn dropped(&self) -> u64 {
+        self.targets.iter().map(|t| t.dropped).sum()
+    }
+
+    /// Appends these stats in Prometheus text format:
+    /// `overtime_alerts_firing{alertname}` (docs/metrics.md) and
+    /// `overtime_alert_notifications_total{target, result}` with `result` ∈
+    /// sent, failed, dropped (alerts, per target).
+    ///
+    /// ```
+    /// let mut stats = overtime_alert::AlertStats::default();
+    /// stats.firing.insert("OvertimeChainHealthLow".into(), 1);
+    /// let mut text = String::new();
+    /// stats.render_prometheus(&mut text);
+    /// assert!(text.contains("overtime_alerts_firing{alertname=\"OvertimeChainHealthLow\"} 1\n"));
+    /// ```
+    pub fn render_prometheus(&self, out: &mut String) {
+        out.push_str("# HELP overtime_alerts_firing Alerts the collector itself is sending.\n");
+        out.push_str("# TYPE overtime_alerts_firing gauge\n");
+        for (name, n) in &self.firing {
+            let _ = writeln!(out, "overtime_alerts_firing{{alertname=\"{name}\"}} {n}");
+        }
+        out.push_str(
+            "# HELP overtime_alert_notifications_total Alerts handed to a target, by result.\n",
+        );
+        out.push_str("# TYPE overtime_alert_notifications_total counter\n");
+        for t in &self.targets {
+            for (result, n) in [
+                ("sent", t.sent),
+                ("failed", t.failed),
+                ("dropped", t.dropped),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "overtime_alert_notifications_total{{target=\"{}\",result=\"{result}\"}} {n}",
+                    t.target.replace('\\', "\\\\").replace('"', "\\\"")
+                );
+            }
+        }
+    }
+}
+
+/// The collector's alert delivery.
+///
+/// Every evaluation the caller hands over the complete set of alerts
+/// active now ([`AlertSender::update`]); the sender diffs it against what
+/// it sent: new alerts fire, still-active ones are re-sent every
+/// `resend_interval` (`endsAt` = now + 4 × that), missing ones are
+/// resolved (`endsAt` = now) and re-sent resolved a few times. Per-incident
+/// pages go through [`AlertSender::fire_once`]. Each Alertmanager URL and
+/// the webhook has its own bounded queue and worker, so a dead receiver
+/// delays no other.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), overtime_alert::AlertError> {
+/// use overtime_alert::{Alert, AlertConfig, AlertSender};
+/// let sender = AlertSender::spawn(AlertConfig {
+///     alertmanager_urls: vec!["http://alertmanager:9093".into()],
+///     ..Default::default()
+/// })?;
+/// sender.update(vec![Alert::new("OvertimeChainHealthLow", "page")], chrono::Utc::now());
+/// let stats = sender.shutdown(std::time::Duration::from_secs(5)).await;
+/// # Ok(()) }
+/// ```
+pub struct AlertSender {
+    external_url: String,
+    book: Mutex<AlertBook>,
+    alertmanagers: Vec<Arc<Target>>,
+    webhook: Option<Arc<Target>>,
+    workers: Vec<JoinHandle<()>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl AlertSender {
+    /// Validates `cfg` and starts one delivery task per target on the
+    /// current tokio runtime.
+    pub fn spawn(cfg: AlertConfig) -> Result<AlertSender, AlertError> {
+        cfg.validate()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| AlertError::NoRuntime)?;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(cfg.timeout_ms))
+            .connect_timeout(Duration::from_millis(cfg.timeout_ms.min(5_000)))
+            .build()?;
+        let retry = Retry {
+            max_attempts: cfg.max_attempts,
+            initial: Duration::from_millis(cfg.backoff_initial_ms),
+            max: Duration::from_millis(cfg.backoff_max_ms),
+        };
+        let url = |base: &str, suffix: &str| {
+            let full = format!("{}{suffix}", base.trim_end_matches('/'));
+            reqwest::Url::parse(&full).map_err(|e| ConfigError {
+                field: "alertmanager_urls",
+                message: format!("{full:?}: {e}"),
+            })
+        };
+        let mut alertmanagers = Vec::new();
+        for base in &cfg.alertmanager_urls {
+            let u = url(base, "/api/v2/alerts")?;
+            alertmanagers.push(Arc::new(Target::new("alertmanager", u, cfg.queue_capacity)));
+        }
+        let webhook = match &cfg.webhook_url {
+            Some(u) => Some(Arc::new(Target::new(
+                "webhook",
+                url(u, "")?,
+                cfg.queue_capacity,
+            ))),
+            None => None,
+        };
+        let closed = Arc::new(AtomicBool::new(false));
+        let workers = alertmanagers
+            .iter()
+            .chain(webhook.iter())
+            .map(|t| runtime.spawn(run(t.clone(), client.clone(), retry, closed.clone())))
+            .collect();
+        Ok(AlertSender {
+            external_url: cfg.external_url.clone(),
+            book: Mutex::new(AlertBook::new(&cfg)),
+            alertmanagers,
+            webhook,
+            workers,
+            closed,
+        })
+    }
+
+    /// Hands over every alert active at `now` (the full set, each
+    /// evaluation; call it at least once per resend interval). Never blocks
+    /// on the network: deliveries are queued.
+    pub fn update(&self, active: Vec<Alert>, now: DateTime<Utc>) {
+        let out = self.book().update(active, now);
+        self.dispatch(out);
+    }
+
+    /// Fires a one-shot alert (one per new 504 incident; see
+    /// [`Alert::incident`]). Deduplicated by labels while it lives.
+    pub fn fire_once(&self, alert: Alert, now: DateTime<Utc>) {
+        let out = self.book().fire_once(alert, now);
+        self.dispatch(out);
+    }
+
+    /// Resolves a one-shot alert early (its incident closed).
+    pub fn resolve_once(&self, labels: &BTreeMap<String, String>, now: DateTime<Utc>) {
+        let out = self.book().resolve_once(labels, now);
+        self.dispatch(out);
+    }
+
+    /// The delivery counters and the alerts firing now.
+    pub fn stats(&self) -> AlertStats {
+        AlertStats {
+            targets: self
+                .alertmanagers
+                .iter()
+                .chain(self.webhook.iter())
+                .map(|t| t.stats())
+                .collect(),
+            firing: self.book().firing(),
+        }
+    }
+
+    /// Stops taking work, lets the workers finish the queues for at most
+    /// `grace`, then stops them; returns the final counters.
+    pub async fn shutdown(mut self, grace: Duration) -> AlertStats {
+        self.close();
+        let workers = std::mem::take(&mut self.workers);
+        let aborts: Vec<_> = workers.iter().map(|w| w.abort_handle()).collect();
+        let all = async {
+            for w in workers {
+                let _ = w.await;
+            }
+        };
+        if tokio::time::timeout(grace, all).await.is_err() {
+            for a in aborts {
+                a.abort();
+            }
+        }
+        self.stats()
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for t in self.alertmanagers.iter().chain(self.webhook.iter()) {
+            t.wake();
+        }
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, AlertBook> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dispatch(&self, out: Outgoing) {
+        if !out.alertmanager.is_empty() && !self.alertmanagers.is_empty() {
+            let body = alertmanager_body(&out.alertmanager)
+                .to_string()
+                .into_bytes();
+            for t in &self.alertmanagers {
+                t.push(Delivery {
+                    body: body.clone(),
+                    alerts: out.alertmanager.len() as u64,
+                });
+            }
+        }
+        if let Some(t) = &self.webhook {
+            for body in webhook_bodies(&out.webhook, &self.external_url) {
+                let alerts = body["alerts"].as_array().map_or(0, Vec::len) as u64;
+                t.push(Delivery {
+                    body: body.to_string().into_bytes(),
+                    alerts,
+                });
+            }
+        }
+    }
+}
+
+impl Drop for AlertSender {
+    /// Dropped without `shutdown`: the workers finish their queues and stop.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
