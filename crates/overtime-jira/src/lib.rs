@@ -1,0 +1,47 @@
+//! # overtime-jira
+//!
+//! Deduplicated Jira tickets for overtime's incidents (SPEC §7): a new
+//! incident fingerprint opens one issue (the report as its description —
+//! wiki markup on REST v2, Atlassian Document Format on v3 — and the
+//! fingerprint as a label); a recurrence while the issue is open adds a
+//! comment; a recurrence shortly after it was resolved reopens it; healthy
+//! traffic and `unknown` causes open nothing.
+//!
+//! Delivery goes through a durable outbox ([`outbox`]): an event is on disk
+//! before [`Notifier::incident_opened`] returns, a background task delivers
+//! in order, honours 429 `Retry-After`, backs off with jitter on 5xx and
+//! connection errors, never retries other 4xx, and a restart — even one
+//! between Jira creating the issue and the outbox hearing about it — never
+//! opens a second ticket ([`deliver`]).
+//!
+//! ```no_run
+//! # async fn serve() -> Result<(), overtime_jira::JiraError> {
+//! use overtime_jira::{IncidentEvent, JiraConfig, Notifier};
+//! let cfg = JiraConfig { enabled: true, base_url: "https://acme.atlassian.net".into(),
+//!     project_key: "OPS".into(), email: "sre-bot@acme.example".into(), ..Default::default() };
+//! let token = cfg.token_from_env();
+//! let outbox = cfg.outbox_path(std::path::Path::new("/var/lib/overtime"));
+//! let notifier = Notifier::start(cfg, token, outbox)?;
+//! # let ev: IncidentEvent = unimplemented!();
+//! notifier.incident_opened(ev)?; // durable on return
+//! println!("{:?}", notifier.stats());
+//! notifier.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod adf;
+pub mod client;
+pub mod config;
+pub mod deliver;
+pub mod event;
+pub mod label;
+pub mod markup;
+pub mod notifier;
+pub mod outbox;
+pub mod payload;
+pub mod wiki;
+
+pub use config::{ConfigError, Deployment, JiraConfig, RetryPolicy};
+pub use event::IncidentEvent;
+pub use label::{fingerprint_label, incident_label, OVERTIME_LABEL};
+pub use notifier::{Accepted, JiraError, JiraStats, Notifier};
