@@ -56,6 +56,8 @@ pub(crate) struct Target {
     failed: AtomicU64,
     dropped: AtomicU64,
     retries: AtomicU64,
+    /// Alerts of the delivery being attempted now (0 when idle).
+    in_flight: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -83,6 +85,7 @@ impl Target {
             failed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
             last_error: Mutex::new(None),
         }
     }
@@ -118,6 +121,19 @@ impl Target {
         }
     }
 
+    /// After the worker was stopped: the delivery it was attempting counts
+    /// as failed, what was still queued as dropped. Nothing vanishes
+    /// uncounted.
+    pub fn account_abandoned(&self) {
+        let in_flight = self.in_flight.swap(0, Ordering::Relaxed);
+        if in_flight > 0 {
+            self.failed.fetch_add(in_flight, Ordering::Relaxed);
+            self.record_error(format!("{}: stopped while delivering", self.name));
+        }
+        let left: u64 = lock(&self.queue).drain(..).map(|d| d.alerts).sum();
+        self.dropped.fetch_add(left, Ordering::Relaxed);
+    }
+
     fn pop(&self) -> Option<Delivery> {
         lock(&self.queue).pop_front()
     }
@@ -151,6 +167,7 @@ pub(crate) async fn run(
             target.wake.notified().await;
             continue;
         };
+        target.in_flight.store(d.alerts, Ordering::Relaxed);
         let mut delay = retry.initial;
         for attempt in 1..=retry.max_attempts {
             match post(&client, &target.url, &d.body).await {
@@ -179,6 +196,7 @@ pub(crate) async fn run(
                 }
             }
         }
+        target.in_flight.store(0, Ordering::Relaxed);
     }
 }
 

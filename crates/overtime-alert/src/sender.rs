@@ -206,20 +206,26 @@ impl AlertSender {
     }
 
     /// Stops taking work, lets the workers finish the queues for at most
-    /// `grace`, then stops them; returns the final counters.
+    /// `grace`, then stops them; returns the final counters (a delivery cut
+    /// short counts as failed, what was still queued as dropped).
     pub async fn shutdown(mut self, grace: Duration) -> AlertStats {
         self.close();
-        let workers = std::mem::take(&mut self.workers);
-        let aborts: Vec<_> = workers.iter().map(|w| w.abort_handle()).collect();
+        let mut workers = std::mem::take(&mut self.workers);
         let all = async {
-            for w in workers {
+            for w in workers.iter_mut() {
                 let _ = w.await;
             }
         };
         if tokio::time::timeout(grace, all).await.is_err() {
-            for a in aborts {
-                a.abort();
+            for w in &workers {
+                w.abort();
             }
+            for w in workers.into_iter().filter(|w| !w.is_finished()) {
+                let _ = w.await; // cancelled: it no longer touches the counters
+            }
+        }
+        for t in self.alertmanagers.iter().chain(self.webhook.iter()) {
+            t.account_abandoned();
         }
         self.stats()
     }
