@@ -35,6 +35,10 @@ pub async fn readyz(State(s): State<Arc<AppState>>) -> Response {
 pub struct TraceQuery {
     pub outcome: Option<String>,
     pub kind: Option<String>,
+    /// A trace id or its prefix (case-insensitive).
+    pub trace_id: Option<String>,
+    /// A gateway `$request_id` or its prefix.
+    pub request_id: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
     pub limit: Option<usize>,
@@ -73,6 +77,16 @@ pub async fn list_traces(
     };
     let (from, to) = (time_param(&q.from, "from")?, time_param(&q.to, "to")?);
     let limit = q.limit.unwrap_or(100).min(10_000);
+    let trace_prefix = q
+        .trace_id
+        .as_deref()
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty());
+    let request_prefix = q
+        .request_id
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty());
     let live = s.live.lock().expect("live state lock");
     let mut rows: Vec<(u32, &Verdict)> = live
         .verdicts()
@@ -80,7 +94,17 @@ pub async fn list_traces(
         .filter(|(_, v)| {
             q.kind
                 .as_deref()
+                .filter(|k| !k.is_empty())
                 .is_none_or(|k| v.root_cause.kind.as_str() == k)
+        })
+        .filter(|(_, v)| {
+            trace_prefix
+                .as_deref()
+                .is_none_or(|t| v.trace_id.starts_with(t))
+        })
+        .filter(|(_, v)| {
+            request_prefix
+                .is_none_or(|r| v.request_id.as_deref().is_some_and(|id| id.starts_with(r)))
         })
         .filter(|(_, v)| from.as_deref().is_none_or(|f| v.started_at.as_str() >= f))
         .filter(|(_, v)| to.as_deref().is_none_or(|t| v.started_at.as_str() < t))

@@ -1,5 +1,7 @@
 //! Optional bearer token on every route but `/healthz` and `/readyz`.
-//! The token is compared in constant time and never logged.
+//! The token is compared in constant time and never logged. Browsers may
+//! carry it in the `overtime_token` cookie (set by `POST /ui/login`); `/`
+//! without a valid token shows the sign-in page.
 
 use crate::error::ApiError;
 use crate::AppState;
@@ -9,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -32,7 +34,20 @@ pub async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(String::from)
+        // Browsers: the cookie set by POST /ui/login (see ui_routes).
+        .or_else(|| crate::ui_routes::cookie_token(req.headers()));
+    if path == "/"
+        && !given
+            .as_deref()
+            .is_some_and(|g| constant_time_eq(g.trim().as_bytes(), token.as_bytes()))
+    {
+        let why = given
+            .is_some()
+            .then_some("the saved token is no longer valid; sign in again");
+        return overtime_ui::login_response(StatusCode::UNAUTHORIZED, why);
+    }
     match given {
         Some(g) if constant_time_eq(g.trim().as_bytes(), token.as_bytes()) => next.run(req).await,
         Some(_) => ApiError::new(

@@ -4,6 +4,8 @@
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`; optional
 //! bearer token on everything but health; JSON errors with a reason.
+//! The UI (`overtime-ui`) at `/`, its sign-in and its events endpoint come
+//! from [`ui_routes`].
 //! [`pipeline`] feeds the live diagnosis from what the sources deliver.
 
 pub mod api;
@@ -12,6 +14,7 @@ pub mod error;
 pub mod pipeline;
 pub mod sql;
 pub mod tables;
+pub mod ui_routes;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -43,9 +46,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/incidents", get(api::list_incidents))
         .route("/api/incidents/{id}", get(api::get_incident))
         .route("/api/sql", post(api::post_sql))
+        .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
         ))
+        .merge(ui_routes::open())
         .with_state(state)
 }

@@ -1,0 +1,118 @@
+//! What one completed request contributes to the SLIs: the live diagnosis
+//! builds one [`RequestObservation`] per trace, at its first verdict, and
+//! never again for that trace.
+
+use overtime_model::{Outcome, SpanStatus, Stage};
+use serde::{Deserialize, Serialize};
+
+/// The status one gateway layer answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayStatus {
+    /// The layer's name (`edge`, `internal`…).
+    pub layer: String,
+    pub status: Option<u16>,
+}
+
+/// One call (one attempt: a retry is a call of its own) of a calling stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallObservation {
+    pub stage: Stage,
+    /// The model (LLM and judge calls).
+    pub model: Option<String>,
+    /// The tool (tool and memory calls) or the peer (network calls).
+    pub tool: Option<String>,
+    pub status: SpanStatus,
+    pub duration_ms: f64,
+    /// Time to first token (LLM calls), ms.
+    pub ttft_ms: Option<f64>,
+    pub input_tokens: Option<i64>,
+    /// Budget left when the call started, ms.
+    pub budget_left_ms: Option<f64>,
+    /// When the call ended (data time, µs since the epoch).
+    pub end_us: i64,
+}
+
+impl CallObservation {
+    /// The call ended in its own timeout.
+    pub fn timed_out(&self) -> bool {
+        self.status == SpanStatus::Timeout
+    }
+
+    /// An LLM call: stage `llm` or `judge` (a judge is an LLM call too).
+    pub fn is_llm(&self) -> bool {
+        matches!(self.stage, Stage::Llm | Stage::Judge)
+    }
+}
+
+/// One completed request.
+///
+/// ```
+/// use overtime_slo::{input_bucket, RequestObservation};
+/// use overtime_model::Outcome;
+/// let o = RequestObservation::new("/v1/agent/chat", Outcome::GatewayTimeout, 60_000_000);
+/// assert!(o.timed_out() && !o.is_ok());
+/// assert_eq!(input_bucket(Some(412)), "200-500");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestObservation {
+    pub trace_id: String,
+    /// The gateway's request path without its query string, else the root
+    /// span's name.
+    pub route: String,
+    pub outcome: Outcome,
+    pub start_us: i64,
+    /// When the request ended (data time): every window is keyed by it.
+    pub end_us: i64,
+    /// Every gateway layer that logged the request, outermost first.
+    pub gateway: Vec<GatewayStatus>,
+    /// The LLM-as-judge score of the answer, if judged.
+    pub judge_score: Option<f64>,
+    /// The fallback used (the `fallback` of any span), if the request fell back.
+    pub fallback: Option<String>,
+    /// Whether the fallback answer was accepted (any span's `fallback_accepted`).
+    pub fallback_accepted: Option<bool>,
+    /// The calls, by end time.
+    pub calls: Vec<CallObservation>,
+}
+
+impl RequestObservation {
+    /// A request with no gateway record, judge score, fallback or call.
+    pub fn new(route: &str, outcome: Outcome, end_us: i64) -> Self {
+        RequestObservation {
+            trace_id: String::new(),
+            route: route.to_string(),
+            outcome,
+            start_us: end_us,
+            end_us,
+            gateway: Vec::new(),
+            judge_score: None,
+            fallback: None,
+            fallback_accepted: None,
+            calls: Vec::new(),
+        }
+    }
+
+    /// Outcome `gateway_timeout` or `service_timeout`.
+    pub fn timed_out(&self) -> bool {
+        matches!(
+            self.outcome,
+            Outcome::GatewayTimeout | Outcome::ServiceTimeout
+        )
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+}
+
+/// The input-token bucket of SPEC §5 (`<50`, `50-200`, `200-500`, `>500`),
+/// or `unknown`.
+pub fn input_bucket(tokens: Option<i64>) -> &'static str {
+    match tokens {
+        None => "unknown",
+        Some(t) if t < 50 => "<50",
+        Some(t) if t < 200 => "50-200",
+        Some(t) if t <= 500 => "200-500",
+        Some(_) => ">500",
+    }
+}

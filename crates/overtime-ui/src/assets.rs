@@ -1,0 +1,100 @@
+//! The embedded files, their content types and their content hashes.
+
+use axum::body::Bytes;
+use std::sync::OnceLock;
+
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
+pub(crate) const LOGIN_HTML: &str = include_str!("../assets/login.html");
+
+/// One embedded file.
+#[derive(Debug, Clone)]
+pub struct Asset {
+    /// The file name under `/assets/` (`index.html` is served at `/`).
+    pub name: &'static str,
+    pub content_type: &'static str,
+    pub body: Bytes,
+    hash: u64,
+}
+
+impl Asset {
+    fn new(name: &'static str, content_type: &'static str, body: Bytes) -> Self {
+        let hash = fnv1a(&body);
+        Asset {
+            name,
+            content_type,
+            body,
+            hash,
+        }
+    }
+
+    /// A short hash of the content: the `?v=` the page links this file with.
+    ///
+    /// ```
+    /// let js = overtime_ui::asset("app.js").unwrap();
+    /// assert_eq!(js.version().len(), 16);
+    /// ```
+    pub fn version(&self) -> String {
+        format!("{:016x}", self.hash)
+    }
+
+    /// The strong `ETag` of the content (quoted).
+    pub fn etag(&self) -> String {
+        format!("\"{}\"", self.version())
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms, enough to tell
+/// two versions of a file apart (this is not a security boundary).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+struct Set {
+    index: Asset,
+    files: [Asset; 2],
+}
+
+fn set() -> &'static Set {
+    static SET: OnceLock<Set> = OnceLock::new();
+    SET.get_or_init(|| {
+        let js = Asset::new(
+            "app.js",
+            "text/javascript; charset=utf-8",
+            Bytes::from_static(APP_JS.as_bytes()),
+        );
+        let css = Asset::new(
+            "app.css",
+            "text/css; charset=utf-8",
+            Bytes::from_static(APP_CSS.as_bytes()),
+        );
+        let page = INDEX_HTML
+            .replace("__APP_JS__", &format!("/assets/app.js?v={}", js.version()))
+            .replace(
+                "__APP_CSS__",
+                &format!("/assets/app.css?v={}", css.version()),
+            );
+        Set {
+            index: Asset::new("index.html", "text/html; charset=utf-8", Bytes::from(page)),
+            files: [js, css],
+        }
+    })
+}
+
+/// The page served at `/`, its asset links pinned to their versions.
+pub(crate) fn index() -> &'static Asset {
+    &set().index
+}
+
+/// The embedded file `name` under `/assets/`, if there is one.
+///
+/// ```
+/// assert_eq!(overtime_ui::asset("app.css").unwrap().content_type, "text/css; charset=utf-8");
+/// assert!(overtime_ui::asset("../Cargo.toml").is_none());
+/// ```
+pub fn asset(name: &str) -> Option<&'static Asset> {
+    set().files.iter().find(|a| a.name == name)
+}
