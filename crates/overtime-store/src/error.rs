@@ -37,6 +37,9 @@ pub enum StoreError {
     Schema { table: String, detail: String },
     #[error("invalid store config: {0}")]
     Config(String),
+    /// Another process (an `overtime serve`) has the data dir open.
+    #[error("the data dir {path} is in use by another overtime process (pid {pid}); query it through that server (`overtime query --server`), or stop it first")]
+    InUse { path: PathBuf, pid: String },
 }
 
 impl StoreError {

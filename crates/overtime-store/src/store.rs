@@ -72,6 +72,9 @@ pub(crate) struct Kick {
 
 pub(crate) struct Inner {
     pub cfg: StoreConfig,
+    /// The data dir's `LOCK` file, held exclusively while the store is
+    /// open: two writers on one WAL would corrupt it.
+    pub _lock: fs::File,
     pub root: PathBuf,
     pub parquet_dirs: [PathBuf; 3],
     pub wal: Wal,
@@ -119,6 +122,37 @@ pub(crate) fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
+/// Takes the data dir's exclusive lock (released by the OS when the
+/// process dies, so a kill -9 never leaves it stuck) and writes our pid in
+/// it for the error the next opener sees.
+fn lock_data_dir(root: &Path) -> Result<fs::File, StoreError> {
+    use std::io::{Read, Seek, Write};
+    let path = root.join("LOCK");
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| StoreError::io("opening", &path, e))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(StoreError::InUse {
+                path: root.to_path_buf(),
+                pid: pid.trim().to_string(),
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(StoreError::io("locking", &path, e)),
+    }
+    let _ = f.set_len(0);
+    let _ = f.seek(std::io::SeekFrom::Start(0));
+    let _ = write!(f, "{}", std::process::id());
+    Ok(f)
+}
+
 fn mkdir(p: &Path) -> Result<(), StoreError> {
     fs::create_dir_all(p).map_err(|e| StoreError::io("creating directory", p, e))
 }
@@ -138,6 +172,7 @@ impl Store {
         mkdir(&cfg.data_dir)?;
         let root = fs::canonicalize(&cfg.data_dir)
             .map_err(|e| StoreError::io("resolving", &cfg.data_dir, e))?;
+        let lock = lock_data_dir(&root)?;
         let wal_dir = root.join("wal");
         mkdir(&wal_dir)?;
         let parquet_dirs = Table::ALL.map(|t| root.join("parquet").join(t.as_str()));
@@ -188,6 +223,7 @@ impl Store {
         let wal = Wal::open(&wal_dir, live, cfg.fsync)?;
         let reserved = AtomicU64::new(active.bytes());
         let inner = Arc::new(Inner {
+            _lock: lock,
             root,
             parquet_dirs,
             wal,

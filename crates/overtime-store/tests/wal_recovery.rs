@@ -152,3 +152,25 @@ fn schema_mismatch_is_refused_not_stored() {
     assert_eq!(s.wal_bytes(), 0);
     assert_eq!(s.memtable_bytes(), 0);
 }
+
+/// Two writers on one WAL would corrupt it: a second open of a data dir in
+/// use fails with a clear error naming the holder, and succeeds once the
+/// first store is closed.
+#[test]
+fn a_data_dir_in_use_is_refused_then_free_after_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = overtime_store::StoreConfig {
+        data_dir: dir.path().to_path_buf(),
+        flush_interval_ms: 0,
+        ..Default::default()
+    };
+    let first = overtime_store::Store::open(cfg.clone()).unwrap();
+    let err = overtime_store::Store::open(cfg.clone())
+        .err()
+        .expect("second open refused");
+    let text = err.to_string();
+    assert!(text.contains("in use"), "{text}");
+    assert!(text.contains(&std::process::id().to_string()), "{text}");
+    drop(first);
+    overtime_store::Store::open(cfg).expect("free again after close");
+}

@@ -28,6 +28,47 @@ pub enum Command {
     },
     /// Print the embedded default configuration, every option documented.
     Config,
+    /// Run read-only SQL over gateway_requests, spans, verdicts, incidents
+    /// and rejected — against a data dir or a running server.
+    Query(QueryArgs),
+}
+
+/// How `overtime query` prints rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum QueryOutput {
+    /// An aligned table for a terminal.
+    Table,
+    /// One JSON object per row.
+    Json,
+    /// CSV with a header line.
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The SQL; `-` reads it from stdin.
+    #[arg(value_name = "SQL", allow_hyphen_values = true)]
+    pub sql: Option<String>,
+    /// Read the SQL from a file (e.g. one of queries/*.sql).
+    #[arg(long, short = 'f', value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Ask a running collector (e.g. http://127.0.0.1:8080) instead of
+    /// opening a data dir.
+    #[arg(long, value_name = "URL", conflicts_with = "data_dir")]
+    pub server: Option<String>,
+    /// The data dir to open (default: the config's store.data_dir).
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The TOML config (limits, data dir, token variable, gateway layers).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Environment variable holding the server's bearer token (default:
+    /// the config's server.token_env).
+    #[arg(long = "token-env", value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// Output format.
+    #[arg(long = "output", short = 'o', value_enum, default_value_t = QueryOutput::Table)]
+    pub output: QueryOutput,
 }
 
 #[derive(Debug, Args)]

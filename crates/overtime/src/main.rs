@@ -5,7 +5,8 @@ mod cli;
 mod conf_timeouts;
 mod diagnose_cmd;
 mod inputs;
-mod serve_cmd;
+mod query_cmd;
+mod serve;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -44,7 +45,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
-        cli::Command::Serve { config } => serve_cmd::run(config),
+        cli::Command::Serve { config } => serve::run(config),
+        cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Config => {
             print!("{}", overtime_config::DEFAULT_TOML);
             Ok(())

@@ -2,50 +2,14 @@
 //! gateway log and span log; the service's verdicts, read back over its
 //! API, are exactly those of `overtime diagnose` on the same files.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{fixture as incident_file, free_port, get, Serve, BIN};
 
-const BIN: &str = env!("CARGO_BIN_EXE_overtime");
-
-fn fixture(f: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/incidents/c_dns_retry")
-        .join(f)
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let status = buf.split(' ').nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n")?.1.to_string();
-    // Chunked bodies: keep it simple, the API answers with Content-Length.
-    Some((status, body))
+fn fixture(f: &str) -> std::path::PathBuf {
+    incident_file("c_dns_retry", f)
 }
 
 #[test]
@@ -61,14 +25,7 @@ fn serve_gives_the_verdicts_of_diagnose() {
     );
     let cfg_path = dir.path().join("overtime.toml");
     std::fs::write(&cfg_path, config).unwrap();
-    let child = Command::new(BIN)
-        .args(["serve", "--config", cfg_path.to_str().unwrap()])
-        .env_remove("OVERTIME_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("overtime serve starts");
-    let _guard = Killed(child);
+    let serve = Serve::start(&cfg_path, port);
 
     // Wait until every failing trace has its verdict (bounded).
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -123,4 +80,41 @@ fn serve_gives_the_verdicts_of_diagnose() {
         batch["incidents"][0]["headline"]
     );
     assert_eq!(get(port, "/healthz").unwrap().0, 200);
+
+    // The data dir belongs to the running collector: a local query is
+    // refused with the way out named, and goes through once it stopped.
+    let data = dir.path().join("data");
+    let query = |sql: &str| {
+        Command::new(BIN)
+            .args([
+                "query",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "-o",
+                "json",
+                sql,
+            ])
+            .output()
+            .unwrap()
+    };
+    let busy = query("SELECT count(*) AS n FROM spans");
+    assert_eq!(busy.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&busy.stderr);
+    assert!(err.contains("in use") && err.contains("--server"), "{err}");
+    serve.kill9();
+    let out = query("SELECT count(*) AS n FROM verdicts WHERE outcome = 'gateway_timeout'");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want_504 = want
+        .iter()
+        .filter(|v| v["outcome"] == "gateway_timeout")
+        .count();
+    assert_eq!(
+        row["n"], want_504,
+        "verdicts diagnosed from the stored records"
+    );
 }

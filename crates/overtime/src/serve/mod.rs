@@ -1,0 +1,288 @@
+//! `overtime serve`: the config read once and passed down; the store
+//! opened (the WAL replayed into the live diagnosis); the sources started
+//! (file tails, Kafka consumers, OTLP/HTTP, OTLP/gRPC) into the diagnosing
+//! sink; the periodic jobs run (verdicts, retention); the API served until
+//! SIGINT or SIGTERM, then everything stopped in order.
+//!
+//! Every listener is bound before the service says it is ready, so a port
+//! in use is a startup error, not a log line an SRE never sees.
+
+mod sources;
+
+use anyhow::{Context, Result};
+use overtime_config::{Config, Secrets};
+use overtime_diagnose::live::LiveDiagnoser;
+use overtime_diagnose::DiagnoseConfig;
+use overtime_ingest::file_tail::{spawn_file_tail, FileSourceConfig, FileTail};
+use overtime_ingest::otlp::{serve_otlp_grpc_on, serve_otlp_http_on, OtlpConfig, OtlpStats};
+use overtime_kafka::{spawn_kafka_source, KafkaSource};
+use overtime_model::RecordSink;
+use overtime_server::pipeline::{self, DiagnosingSink};
+use overtime_server::{router, AppState};
+use overtime_store::{Store, StoreConfig};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use sources::{file_kind, kafka_source};
+
+/// Runs the collector with the config at `config` (the embedded default
+/// without one) until a signal stops it.
+pub fn run(config: Option<PathBuf>) -> Result<()> {
+    let cfg = match &config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(serve(cfg))
+}
+
+/// The store configuration from the `[store]` section.
+pub fn store_config(cfg: &Config) -> StoreConfig {
+    StoreConfig {
+        data_dir: cfg.store.data_dir.clone(),
+        memtable_bytes: cfg.store.memtable_bytes,
+        segment_seconds: cfg.store.segment_seconds,
+        flush_interval_ms: cfg.store.flush_interval_ms,
+        retention_age_s: cfg.store.retention_age_hours.map(|h| h * 3600),
+        retention_bytes: cfg.store.retention_bytes,
+        fsync: cfg.store.fsync,
+    }
+}
+
+/// The sources as resolved from the config, before anything starts.
+struct Plan {
+    files: Vec<FileSourceConfig>,
+    kafka: Vec<overtime_kafka::KafkaSourceConfig>,
+    diagnose: DiagnoseConfig,
+}
+
+/// The diagnosis configuration the collector runs with (gateway layers
+/// from the file and Kafka sources, in config order).
+pub fn diagnose_config(cfg: &Config) -> Result<DiagnoseConfig> {
+    Ok(plan(cfg)?.diagnose)
+}
+
+fn plan(cfg: &Config) -> Result<Plan> {
+    let mut layers = Vec::new();
+    let mut files = Vec::new();
+    for f in &cfg.files {
+        let kind = file_kind(f, &mut layers)?;
+        files.push(FileSourceConfig::new(f.path.clone(), kind));
+    }
+    let mut kafka = Vec::new();
+    for k in &cfg.kafka {
+        kafka.push(kafka_source(k, &mut layers)?);
+    }
+    let d = &cfg.diagnose;
+    let diagnose = DiagnoseConfig {
+        threshold_tokens: d.threshold_tokens,
+        clock_skew_ms: d.clock_skew_ms,
+        incident_quiet_ms: d.incident_quiet_ms,
+        layers,
+        default_budget_ms: d.default_budget_ms,
+        ..Default::default()
+    };
+    Ok(Plan {
+        files,
+        kafka,
+        diagnose,
+    })
+}
+
+/// What runs, kept to stop it in order.
+struct Running {
+    tails: Vec<FileTail>,
+    consumers: Vec<KafkaSource>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn bind(what: &str, addr: &str) -> Result<Option<TcpListener>> {
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    let l = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {what} on {addr}"))?;
+    Ok(Some(l))
+}
+
+async fn serve(cfg: Config) -> Result<()> {
+    let secrets = Secrets::from_env(&cfg);
+    let plan = plan(&cfg)?;
+    let store = Store::open(store_config(&cfg))
+        .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
+    let d = &cfg.diagnose;
+    let state = Arc::new(AppState {
+        live: Mutex::new(LiveDiagnoser::new(
+            plan.diagnose.clone(),
+            d.grace_ms,
+            d.keep_ms,
+            d.max_traces,
+        )),
+        store: Arc::new(store),
+        diagnose: plan.diagnose.clone(),
+        sql: cfg.sql.clone(),
+        token: secrets.api_token.clone(),
+        ready: AtomicBool::new(false),
+    });
+    let since = pipeline::now_us() - d.keep_ms as i64 * 1000;
+    pipeline::replay_recent(&state, since)
+        .map_err(|e| anyhow::anyhow!("replaying the WAL: {e}"))?;
+
+    let api = TcpListener::bind(&cfg.server.listen)
+        .await
+        .with_context(|| format!("binding the API on {}", cfg.server.listen))?;
+    let otlp_http = bind("OTLP/HTTP", &cfg.otlp.http_listen).await?;
+    let otlp_grpc = bind("OTLP/gRPC", &cfg.otlp.grpc_listen).await?;
+
+    let sink: Arc<dyn RecordSink> = Arc::new(DiagnosingSink {
+        state: state.clone(),
+    });
+    let shutdown = CancellationToken::new();
+    let mut running = Running {
+        tails: Vec::new(),
+        consumers: Vec::new(),
+        tasks: Vec::new(),
+    };
+    for f in plan.files {
+        running
+            .tails
+            .push(spawn_file_tail(f, sink.clone(), shutdown.clone()));
+    }
+    for k in plan.kafka {
+        let c = spawn_kafka_source(k, sink.clone(), shutdown.clone())
+            .context("starting a Kafka consumer")?;
+        running.consumers.push(c);
+    }
+    let otlp_stats = Arc::new(OtlpStats::default());
+    let otlp_cfg = OtlpConfig {
+        max_body_bytes: cfg.otlp.max_body_bytes,
+        ..Default::default()
+    };
+    if let Some(l) = otlp_http {
+        let work = serve_otlp_http_on(
+            l,
+            sink.clone(),
+            otlp_stats.clone(),
+            otlp_cfg.clone(),
+            shutdown.clone(),
+        );
+        running
+            .tasks
+            .push(tokio::spawn(report_failure("OTLP/HTTP", work)));
+    }
+    if let Some(l) = otlp_grpc {
+        let work = serve_otlp_grpc_on(
+            l,
+            sink.clone(),
+            otlp_stats.clone(),
+            otlp_cfg,
+            shutdown.clone(),
+        );
+        running
+            .tasks
+            .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
+    }
+    running
+        .tasks
+        .push(tokio::spawn(periodic(state.clone(), shutdown.clone())));
+    state.ready.store(true, Ordering::Relaxed);
+    eprintln!(
+        "overtime: serving on http://{} (OTLP/HTTP {}, OTLP/gRPC {}), data in {}",
+        api.local_addr()?,
+        or_off(&cfg.otlp.http_listen),
+        or_off(&cfg.otlp.grpc_listen),
+        cfg.store.data_dir.display()
+    );
+    let stop = shutdown.clone();
+    axum::serve(api, router(state.clone()))
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = stop_signal() => {}
+                _ = stop.cancelled() => {}
+            }
+            stop.cancel();
+        })
+        .await
+        .context("serving the API")?;
+    shutdown.cancel();
+    stop_all(running).await;
+    Ok(())
+}
+
+fn or_off(addr: &str) -> &str {
+    if addr.is_empty() {
+        "off"
+    } else {
+        addr
+    }
+}
+
+async fn report_failure<E: std::fmt::Display>(
+    what: &'static str,
+    work: impl std::future::Future<Output = Result<(), E>>,
+) {
+    if let Err(e) = work.await {
+        eprintln!("overtime: {what} receiver stopped: {e}");
+    }
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM (systemd, Kubernetes, docker stop).
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// Verdicts every half second; retention every hour.
+async fn periodic(state: Arc<AppState>, shutdown: CancellationToken) {
+    let mut every = tokio::time::interval(Duration::from_millis(500));
+    let mut last_retention = Instant::now();
+    while !shutdown.is_cancelled() {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = shutdown.cancelled() => break,
+        }
+        let s = state.clone();
+        let _ = tokio::task::spawn_blocking(move || pipeline::tick(&s)).await;
+        if last_retention.elapsed() >= Duration::from_secs(3600) {
+            let s = state.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || s.store.enforce_retention(pipeline::now_us()))
+                    .await;
+            last_retention = Instant::now();
+        }
+    }
+}
+
+async fn stop_all(running: Running) {
+    for t in running.tasks {
+        let _ = t.await;
+    }
+    for t in running.tails {
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || t.join()).await {
+            eprintln!("overtime: a file tail stopped with an error: {e}");
+        }
+    }
+    for c in running.consumers {
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || c.join()).await {
+            eprintln!("overtime: a Kafka consumer stopped with an error: {e}");
+        }
+    }
+}
