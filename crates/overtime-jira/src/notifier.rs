@@ -221,6 +221,7 @@ impl Notifier {
             return JiraStats::default();
         };
         let c = &inner.counters;
+        let outbox = lock(&inner.outbox); // counters and queue move together under it
         JiraStats {
             created: c.created.load(Relaxed),
             commented: c.commented.load(Relaxed),
@@ -229,7 +230,7 @@ impl Notifier {
             failed: c.failed.load(Relaxed),
             retries: c.retries.load(Relaxed),
             rate_limited: c.rate_limited.load(Relaxed),
-            queued: lock(&inner.outbox).len() as u64,
+            queued: outbox.len() as u64,
             skipped_unknown: c.skipped_unknown.load(Relaxed),
             skipped_duplicate: c.skipped_duplicate.load(Relaxed),
             bad_outbox_files: c.bad_outbox_files.load(Relaxed),
@@ -290,15 +291,22 @@ async fn run(inner: Arc<Inner>, client: JiraClient, mut stop: watch::Receiver<bo
                     action: done.action.as_str().into(),
                     at: chrono::Utc::now(),
                 };
-                match lock(&inner.outbox).complete(entry.seq, record) {
+                // Counters move under the outbox lock, as the queue does, so
+                // that `stats` never sees an event gone and not yet counted.
+                let mut outbox = lock(&inner.outbox);
+                let completed = outbox.complete(entry.seq, record);
+                if completed.is_ok() {
+                    let counter = match done.action {
+                        Action::Created => &c.created,
+                        Action::Commented => &c.commented,
+                        Action::Reopened => &c.reopened,
+                        Action::Found => &c.found_existing,
+                    };
+                    counter.fetch_add(1, Relaxed);
+                }
+                drop(outbox);
+                match completed {
                     Ok(()) => {
-                        let counter = match done.action {
-                            Action::Created => &c.created,
-                            Action::Commented => &c.commented,
-                            Action::Reopened => &c.reopened,
-                            Action::Found => &c.found_existing,
-                        };
-                        counter.fetch_add(1, Relaxed);
                         *lock(&c.last_error) = None;
                         eprintln!(
                             "overtime-jira: incident {id}: {} {}",
@@ -370,13 +378,14 @@ async fn run(inner: Arc<Inner>, client: JiraClient, mut stop: watch::Receiver<bo
 
 fn fail(inner: &Inner, entry: Entry, why: &str) {
     let c = &inner.counters;
-    c.failed.fetch_add(1, Relaxed);
     *lock(&c.last_error) = Some(why.to_string());
     eprintln!(
         "overtime-jira: incident {}: not filed: {why} (event kept in the outbox's failed/ folder)",
         entry.event.incident_id
     );
-    if let Err(e) = lock(&inner.outbox).dead_letter(entry, why) {
+    let mut outbox = lock(&inner.outbox);
+    c.failed.fetch_add(1, Relaxed);
+    if let Err(e) = outbox.dead_letter(entry, why) {
         eprintln!("overtime-jira: {e}");
     }
 }
