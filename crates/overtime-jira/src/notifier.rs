@@ -389,3 +389,29 @@ fn fail(inner: &Inner, entry: Entry, why: &str) {
         eprintln!("overtime-jira: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_notifier_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Notifier>();
+        shareable::<JiraStats>();
+    }
+
+    #[tokio::test]
+    async fn a_disabled_notifier_files_nothing_and_says_so() {
+        let n = Notifier::start(JiraConfig::default(), None, "/nonexistent".into()).unwrap();
+        let ev: IncidentEvent = serde_json::from_value(serde_json::json!({
+            "incident_id": "a", "fingerprint": "k:c", "kind": "k", "component": "c",
+            "headline": "h", "report_markdown": "", "report_url": null, "failures": 1,
+            "at": "2026-03-01T10:00:00Z"
+        }))
+        .unwrap();
+        assert_eq!(n.incident_opened(ev).unwrap(), Accepted::Disabled);
+        assert_eq!(n.stats(), JiraStats::default());
+        n.shutdown().await;
+    }
+}
