@@ -25,6 +25,7 @@ pub mod findings;
 pub mod fmt;
 pub mod live;
 pub mod markdown;
+pub mod observe;
 pub mod outcome;
 pub mod report;
 pub mod rules;

@@ -10,6 +10,8 @@
 //! - Bounded: a trace is kept for revision `keep_ms` after its verdict,
 //!   then forgotten; per-layer 504 samples and summaries are capped.
 //! - Each span counts once per trace, however often it arrives.
+//! - Each trace is observed for the SLIs once, at its first diagnosis
+//!   ([`LiveDiagnoser::drain_observations`]); a revision is not a new request.
 
 use crate::assemble::{hex128, key_name, sane_gateway, sane_span, Key};
 use crate::config::DiagnoseConfig;
@@ -18,11 +20,15 @@ use crate::timeouts;
 use crate::verdict::{diagnose_trace, TraceSummary};
 use crate::Trace;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
+use overtime_slo::RequestObservation;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::VecDeque;
 
 /// Most 504 request times kept per layer for timeout inference.
 const MAX_SAMPLES: usize = 10_000;
+/// Most observations waiting to be drained; beyond it the oldest are
+/// dropped (and counted).
+pub const MAX_OBSERVATIONS: usize = 100_000;
 
 /// A verdict that is new or changed.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +65,8 @@ pub struct LiveDiagnoser {
     samples: FxHashMap<String, VecDeque<f64>>,
     summaries: VecDeque<TraceSummary>,
     verdicts: FxHashMap<String, (u32, Verdict)>,
+    observations: VecDeque<RequestObservation>,
+    observations_dropped: u64,
 }
 
 impl LiveDiagnoser {
@@ -77,7 +85,20 @@ impl LiveDiagnoser {
             samples: FxHashMap::default(),
             summaries: VecDeque::new(),
             verdicts: FxHashMap::default(),
+            observations: VecDeque::new(),
+            observations_dropped: 0,
         }
+    }
+
+    /// Takes the observations of the traces diagnosed since the last call
+    /// (one per trace, at its first diagnosis), in diagnosis order.
+    pub fn drain_observations(&mut self) -> Vec<RequestObservation> {
+        self.observations.drain(..).collect()
+    }
+
+    /// Observations dropped because nobody drained them in time.
+    pub fn observations_dropped(&self) -> u64 {
+        self.observations_dropped
     }
 
     /// Traces waiting for their grace period.
@@ -236,6 +257,14 @@ impl LiveDiagnoser {
             } else {
                 (light_summary(&pending.trace), None)
             };
+            if !self.done.contains_key(&key) {
+                if self.observations.len() == MAX_OBSERVATIONS {
+                    self.observations.pop_front();
+                    self.observations_dropped += 1;
+                }
+                self.observations
+                    .push_back(crate::observe::observe(&pending.trace, &summary));
+            }
             self.push_summary(summary);
             let previous = self.done.remove(&key);
             let mut revision = previous.as_ref().map_or(0, |d| d.revision);

@@ -1,0 +1,322 @@
+//! One completed trace → one [`RequestObservation`]: what the request
+//! contributes to the live SLIs (SPEC §6). The live diagnosis makes one per
+//! trace, at its first diagnosis; revisions do not observe it again.
+//!
+//! Calls are spans of a calling stage (llm, judge, tool, memory, network,
+//! queue), each attempt on its own, counted at the hop an SRE would name:
+//! a span under a call of the same stage family (an LLM gateway's span
+//! over the model server's, a judge's inner LLM call) is the same call seen
+//! twice, and a network span that leads to further calls is a transport,
+//! not a call.
+
+use crate::assemble::Trace;
+use crate::calls::component_of;
+use crate::verdict::TraceSummary;
+use overtime_model::{SpanRecord, Stage};
+use overtime_slo::{CallObservation, GatewayStatus, RequestObservation};
+use rustc_hash::FxHashMap;
+
+fn is_call_stage(s: Stage) -> bool {
+    matches!(
+        s,
+        Stage::Llm | Stage::Judge | Stage::Tool | Stage::Memory | Stage::Network | Stage::Queue
+    )
+}
+
+/// Stages that are one call when nested (an LLM call inside a judge).
+fn family(s: Stage) -> Stage {
+    match s {
+        Stage::Judge => Stage::Llm,
+        s => s,
+    }
+}
+
+/// The route: the outermost gateway's request path without its query
+/// string, else the root span's name.
+///
+/// ```
+/// use overtime_diagnose::{observe::route, Trace};
+/// use overtime_model::GatewayRecord;
+/// let t = Trace { gateway: vec![GatewayRecord { uri: Some("/v1/agent/chat?user=7".into()), ..Default::default() }], ..Default::default() };
+/// assert_eq!(route(&t), "/v1/agent/chat");
+/// ```
+pub fn route(trace: &Trace) -> String {
+    if let Some(uri) = trace.gateway.iter().find_map(|g| g.uri.as_deref()) {
+        let path = uri.split(['?', '#']).next().unwrap_or(uri);
+        if !path.is_empty() {
+            return path.to_string();
+        }
+    }
+    let ids: FxHashMap<&str, usize> = trace
+        .spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
+    trace
+        .spans
+        .iter()
+        .filter(|s| {
+            s.parent_span_id
+                .as_deref()
+                .is_none_or(|p| !ids.contains_key(p))
+        })
+        .min_by_key(|s| (s.start_us, s.span_id.as_str()))
+        .map_or_else(|| "unknown".to_string(), |s| s.name.clone())
+}
+
+/// Which spans are calls (see the module doc).
+fn call_spans(spans: &[SpanRecord]) -> Vec<usize> {
+    let ids: FxHashMap<&str, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
+    let parent = |i: usize| {
+        spans[i]
+            .parent_span_id
+            .as_deref()
+            .and_then(|p| ids.get(p).copied())
+            .filter(|p| *p != i)
+    };
+    // Walks up at most `spans.len()` steps: a cycle cannot hang it.
+    let ancestors = |i: usize| {
+        let mut cur = parent(i);
+        let mut left = spans.len();
+        std::iter::from_fn(move || {
+            let c = cur.filter(|_| left > 0)?;
+            left -= 1;
+            cur = parent(c);
+            Some(c)
+        })
+    };
+    let mut call_below = vec![false; spans.len()];
+    for (i, s) in spans.iter().enumerate() {
+        if is_call_stage(s.stage) {
+            for a in ancestors(i) {
+                if call_below[a] {
+                    break;
+                }
+                call_below[a] = true;
+            }
+        }
+    }
+    (0..spans.len())
+        .filter(|&i| {
+            let s = spans[i].stage;
+            if !is_call_stage(s) || (s == Stage::Network && call_below[i]) {
+                return false;
+            }
+            let nearest = ancestors(i).find(|&a| is_call_stage(spans[a].stage));
+            nearest.is_none_or(|a| family(spans[a].stage) != family(s))
+        })
+        .collect()
+}
+
+fn call(s: &SpanRecord) -> CallObservation {
+    let llm = matches!(s.stage, Stage::Llm | Stage::Judge);
+    let tool = matches!(s.stage, Stage::Tool | Stage::Memory | Stage::Network);
+    CallObservation {
+        stage: s.stage,
+        model: llm.then(|| component_of(s)),
+        tool: tool.then(|| component_of(s)),
+        status: s.status,
+        duration_ms: s.duration_ms(),
+        ttft_ms: s.ttft_ms,
+        input_tokens: s.input_tokens,
+        budget_left_ms: s.remaining_budget_ms,
+        end_us: s.end_us,
+    }
+}
+
+/// What `trace` (normalized, with its `summary`) contributes to the SLIs.
+pub fn observe(trace: &Trace, summary: &TraceSummary) -> RequestObservation {
+    let spans = &trace.spans;
+    let mut calls: Vec<CallObservation> = call_spans(spans)
+        .into_iter()
+        .map(|i| call(&spans[i]))
+        .collect();
+    calls.sort_by_key(|c| c.end_us);
+    let last_seen = trace
+        .gateway
+        .iter()
+        .map(|g| g.time_us)
+        .chain(spans.iter().map(|s| s.end_us))
+        .max()
+        .unwrap_or(0);
+    let end_us = if summary.end_us > 0 {
+        summary.end_us
+    } else {
+        last_seen
+    };
+    let judge_score = spans
+        .iter()
+        .filter(|s| s.judge_score.is_some_and(f64::is_finite))
+        .max_by_key(|s| s.end_us)
+        .and_then(|s| s.judge_score);
+    let accepted = spans.iter().filter_map(|s| s.fallback_accepted);
+    RequestObservation {
+        trace_id: trace.id.clone(),
+        route: route(trace),
+        outcome: summary.outcome,
+        start_us: summary.start_us.min(end_us),
+        end_us,
+        gateway: trace
+            .gateway
+            .iter()
+            .map(|g| GatewayStatus {
+                layer: g.source.clone(),
+                status: g.status,
+            })
+            .collect(),
+        judge_score,
+        fallback: spans.iter().find_map(|s| s.fallback.clone()),
+        fallback_accepted: accepted.reduce(|a, b| a || b),
+        calls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overtime_model::{GatewayRecord, Outcome, SpanStatus};
+
+    fn span(id: &str, parent: Option<&str>, stage: Stage, s_ms: i64, e_ms: i64) -> SpanRecord {
+        let mut s = SpanRecord::new(&"a".repeat(32), id, "agent", id, s_ms * 1000, e_ms * 1000);
+        s.parent_span_id = parent.map(String::from);
+        s.stage = stage;
+        s
+    }
+
+    fn summary(outcome: Outcome, end_us: i64) -> TraceSummary {
+        TraceSummary {
+            trace_id: String::new(),
+            start_us: 0,
+            end_us,
+            outcome,
+            gateway_status: None,
+            llm_calls: vec![],
+            dominant: None,
+            stream_gap_ms: None,
+        }
+    }
+
+    #[test]
+    fn calls_are_counted_once_at_the_hop_an_sre_names() {
+        let mut llm_gw = span("llm-gw", Some("root"), Stage::Llm, 10, 40_010);
+        llm_gw.model = Some("deepseek-v4-pro".into());
+        llm_gw.status = SpanStatus::Timeout;
+        llm_gw.remaining_budget_ms = Some(29_990.0);
+        let mut server = span("server", Some("llm-gw"), Stage::Llm, 20, 40_000);
+        server.model = Some("deepseek-v4-pro".into());
+        let mut judge = span("judge", Some("root"), Stage::Judge, 40_020, 43_000);
+        judge.model = Some("judge-model".into());
+        let judge_llm = span("judge-llm", Some("judge"), Stage::Llm, 40_030, 42_900);
+        let http = span("http", Some("root"), Stage::Network, 5, 9);
+        let mut tool = span("tool", Some("http"), Stage::Tool, 6, 8);
+        tool.tool = Some("weather_api".into());
+        let mut dns = span("dns", None, Stage::Network, 1, 2);
+        dns.peer = Some("api.weather.example.cn".into());
+        let mut root = span("root", None, Stage::Service, 0, 43_100);
+        root.judge_score = Some(0.4);
+        root.fallback_accepted = Some(false);
+        let mut cache = span("cache", Some("root"), Stage::Memory, 41_000, 41_200);
+        cache.fallback = Some("cache".into());
+        let trace = Trace {
+            id: "a".repeat(32),
+            gateway: vec![GatewayRecord {
+                source: "edge".into(),
+                status: Some(504),
+                uri: Some("/api/agent/execute?x=1".into()),
+                time_us: 60_000_000,
+                ..Default::default()
+            }],
+            spans: vec![
+                root, llm_gw, server, judge, judge_llm, http, tool, dns, cache,
+            ],
+        };
+        let o = observe(&trace, &summary(Outcome::GatewayTimeout, 60_000_000));
+        let names: Vec<(Stage, String)> = o
+            .calls
+            .iter()
+            .map(|c| (c.stage, c.model.clone().or(c.tool.clone()).unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (Stage::Network, "api.weather.example.cn".to_string()),
+                (Stage::Tool, "weather_api".to_string()),
+                (Stage::Llm, "deepseek-v4-pro".to_string()),
+                (Stage::Memory, "cache".to_string()),
+                (Stage::Judge, "judge-model".to_string()),
+            ]
+        );
+        let llm = &o.calls[2];
+        assert!(llm.timed_out());
+        assert_eq!(llm.budget_left_ms, Some(29_990.0));
+        assert_eq!(o.route, "/api/agent/execute");
+        assert_eq!(o.outcome, Outcome::GatewayTimeout);
+        assert_eq!(o.gateway[0].status, Some(504));
+        assert_eq!(o.judge_score, Some(0.4));
+        assert_eq!(
+            (o.fallback.as_deref(), o.fallback_accepted),
+            (Some("cache"), Some(false))
+        );
+        assert_eq!(o.end_us, 60_000_000);
+    }
+
+    #[test]
+    fn route_falls_back_to_the_root_span_and_cycles_do_not_hang() {
+        let a = span("a", Some("b"), Stage::Llm, 0, 10);
+        let b = span("b", Some("a"), Stage::Llm, 0, 10);
+        let root = span("POST /v1/agent/chat", None, Stage::Service, 0, 20);
+        let trace = Trace {
+            id: "t".into(),
+            gateway: vec![],
+            spans: vec![a, b, root],
+        };
+        assert_eq!(route(&trace), "POST /v1/agent/chat");
+        let o = observe(&trace, &summary(Outcome::Ok, 0));
+        assert_eq!(o.end_us, 20_000, "no summary end: the last record");
+        assert!(o.calls.len() <= 2);
+        let empty = Trace::default();
+        assert_eq!(route(&empty), "unknown");
+    }
+
+    #[test]
+    fn the_live_diagnosis_observes_each_trace_once() {
+        use crate::live::LiveDiagnoser;
+        let id = "0af7651916cd43dd8448eb211c80319c";
+        let mut live = LiveDiagnoser::new(Default::default(), 0, 600_000, 1000);
+        let g = GatewayRecord {
+            source: "edge".into(),
+            status: Some(504),
+            request_time_ms: Some(60_000.0),
+            trace_id: Some(id.into()),
+            uri: Some("/v1/agent/chat".into()),
+            time_us: 60_000_000,
+            ..Default::default()
+        };
+        let mut root = span("root", None, Stage::Service, 0, 60_000);
+        root.trace_id = id.into();
+        live.add_gateway(vec![g], 1);
+        live.add_spans(vec![root], 1);
+        assert_eq!(live.tick(2).len(), 1);
+        let first = live.drain_observations();
+        assert_eq!(first.len(), 1);
+        assert_eq!(
+            (first[0].route.as_str(), first[0].outcome),
+            ("/v1/agent/chat", Outcome::GatewayTimeout)
+        );
+        // A late LLM span revises the verdict but is not a second request.
+        let mut llm = span("llm", Some("root"), Stage::Llm, 10, 59_990);
+        llm.trace_id = id.into();
+        llm.model = Some("deepseek-v4-pro".into());
+        live.add_spans(vec![llm], 3);
+        let revised = live.tick(4);
+        assert_eq!(revised.len(), 1);
+        assert_eq!(revised[0].revision, 1);
+        assert!(live.drain_observations().is_empty());
+        assert_eq!(live.observations_dropped(), 0);
+    }
+}
