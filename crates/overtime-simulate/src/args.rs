@@ -1,0 +1,309 @@
+//! `overtime simulate`'s flags, and their validation into settings.
+
+use crate::clock::{parse_duration, TimeScale};
+use crate::error::SimulateError;
+use crate::gateway::nginx::find_nginx;
+use crate::load::Mix;
+use crate::scenarios::{self, Scenario};
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Drive a simulated agent platform (agent API, model server with
+/// X-LLM-Reason and streaming, tool gateway, memory store, judge) behind
+/// nginx, instrumented with OpenTelemetry, with one scenario per root-cause
+/// kind.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// The traffic: `mix` (healthy, then an incident), `healthy`, or a
+    /// root-cause kind (see --list-scenarios).
+    #[arg(long, default_value = "mix", value_name = "NAME")]
+    pub scenario: String,
+    /// The incident `mix` injects (a root-cause kind).
+    #[arg(long, default_value = "llm_prefill_slow", value_name = "KIND")]
+    pub incident: String,
+    /// When `mix` injects its incident (real time: 20s, 1m).
+    #[arg(
+        long = "incident-after",
+        default_value = "20s",
+        value_name = "DURATION"
+    )]
+    pub incident_after: String,
+    /// Requests per second (real time); a burst counts each request.
+    #[arg(long, default_value_t = 4.0, value_name = "N")]
+    pub rate: f64,
+    /// How long to send requests (real time); `0`: until Ctrl-C.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub duration: String,
+    /// Stop after this many requests (0: no limit).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub requests: u64,
+    /// Requests in flight at most (default: what the scenario needs).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Divide every delay, timeout and budget by this (100: the 60 s
+    /// gateway timeout takes 0.6 s); ratios, and so diagnoses, are kept.
+    #[arg(long = "time-scale", default_value_t = 10.0, value_name = "F")]
+    pub time_scale: f64,
+    /// OTLP/HTTP endpoint the services export their spans to.
+    #[arg(
+        long = "otlp-endpoint",
+        default_value = "http://127.0.0.1:4318",
+        value_name = "URL"
+    )]
+    pub otlp_endpoint: String,
+    /// Do not export spans over OTLP.
+    #[arg(long = "no-otlp")]
+    pub no_otlp: bool,
+    /// Also write the spans as OTLP JSON lines (the Collector file
+    /// exporter's format; `overtime diagnose --otlp-json`).
+    #[arg(long = "spans-out", value_name = "FILE")]
+    pub spans_out: Option<PathBuf>,
+    /// The gateway's access log, in the `overtime` log_format.
+    #[arg(
+        long = "access-log",
+        default_value = "overtime-simulate.access.log",
+        value_name = "FILE"
+    )]
+    pub access_log: PathBuf,
+    /// Use the built-in gateway even if nginx is installed.
+    #[arg(long = "no-nginx")]
+    pub no_nginx: bool,
+    /// The nginx binary (default: `nginx` on PATH, else /usr/sbin/nginx).
+    #[arg(long, value_name = "FILE")]
+    pub nginx: Option<PathBuf>,
+    /// The gateway's port on 127.0.0.1 (0: any free port).
+    #[arg(long = "gateway-port", default_value_t = 0, value_name = "PORT")]
+    pub gateway_port: u16,
+    /// Seeds the request mix, trace ids and request ids.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Write the ground truth: one JSON line per request (trace id,
+    /// expected root cause and component, the outcome the client saw).
+    #[arg(long, value_name = "FILE")]
+    pub truth: Option<PathBuf>,
+    /// Print the scenarios and what each does, and exit.
+    #[arg(long = "list-scenarios")]
+    pub list_scenarios: bool,
+    /// No start banner, no summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "simulate")]
+struct Wrapper {
+    #[command(flatten)]
+    args: SimulateArgs,
+}
+
+impl SimulateArgs {
+    /// Parses flags as the command line would (no program name).
+    ///
+    /// ```
+    /// use overtime_simulate::SimulateArgs;
+    /// let a = SimulateArgs::from_flags(["--scenario", "healthy", "--no-nginx"]).unwrap();
+    /// assert_eq!(a.scenario, "healthy");
+    /// assert!(a.no_nginx);
+    /// assert_eq!(a.time_scale, 10.0);
+    /// ```
+    pub fn from_flags<I, T>(flags: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let argv = std::iter::once(std::ffi::OsString::from("simulate"))
+            .chain(flags.into_iter().map(Into::into));
+        Wrapper::try_parse_from(argv).map(|w| w.args)
+    }
+}
+
+impl Default for SimulateArgs {
+    fn default() -> Self {
+        SimulateArgs::from_flags(std::iter::empty::<&str>()).expect("the defaults parse")
+    }
+}
+
+/// The flags, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub scenario: &'static Scenario,
+    pub mix: Option<Mix>,
+    pub scale: TimeScale,
+    pub rate: f64,
+    pub duration: Option<Duration>,
+    pub max_requests: Option<u64>,
+    pub concurrency: usize,
+    pub otlp: Option<String>,
+    /// The nginx binary to run; `None`: the built-in gateway.
+    pub nginx: Option<PathBuf>,
+    /// nginx was wanted but is not installed.
+    pub nginx_missing: bool,
+}
+
+fn usage(msg: String) -> SimulateError {
+    SimulateError::Usage(msg)
+}
+
+fn names() -> String {
+    let mut n: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
+    n.insert(0, "mix");
+    n.join(", ")
+}
+
+impl Settings {
+    pub fn from_args(a: &SimulateArgs) -> Result<Settings, SimulateError> {
+        let scale = TimeScale::new(a.time_scale).map_err(usage)?;
+        if !(a.rate.is_finite() && a.rate > 0.0 && a.rate <= 10_000.0) {
+            return Err(usage(format!(
+                "--rate must be > 0 and <= 10000, got {}",
+                a.rate
+            )));
+        }
+        let duration =
+            parse_duration(&a.duration).map_err(|e| usage(format!("--duration: {e}")))?;
+        let (scenario, mix) = if a.scenario == "mix" {
+            let incident = scenarios::find(&a.incident)
+                .filter(|s| s.kind.is_some())
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--incident {:?}: not a root-cause kind (one of: {})",
+                        a.incident,
+                        names().trim_start_matches("mix, healthy, ")
+                    ))
+                })?;
+            let after = parse_duration(&a.incident_after)
+                .map_err(|e| usage(format!("--incident-after: {e}")))?;
+            (incident, Some(Mix { incident, after }))
+        } else {
+            let s = scenarios::find(&a.scenario).ok_or_else(|| {
+                usage(format!(
+                    "--scenario {:?}: unknown (one of: {})",
+                    a.scenario,
+                    names()
+                ))
+            })?;
+            (s, None)
+        };
+        let concurrency = match a.concurrency {
+            Some(0) => return Err(usage("--concurrency must be at least 1".into())),
+            Some(c) => c,
+            None => match mix {
+                Some(m) => {
+                    scenarios::find("healthy").map_or(6, |h| h.concurrency) + m.incident.concurrency
+                }
+                None => scenario.concurrency,
+            },
+        };
+        let otlp = if a.no_otlp {
+            None
+        } else {
+            crate::telemetry::traces_url(&a.otlp_endpoint).map_err(usage)?;
+            Some(a.otlp_endpoint.clone())
+        };
+        let (nginx, nginx_missing) = if a.no_nginx {
+            (None, false)
+        } else {
+            match find_nginx(a.nginx.as_deref()) {
+                Some(p) => (Some(p), false),
+                None if a.nginx.is_some() => {
+                    return Err(usage(format!(
+                        "--nginx {}: no such file",
+                        a.nginx
+                            .as_ref()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default()
+                    )))
+                }
+                None => (None, true),
+            }
+        };
+        Ok(Settings {
+            scenario,
+            mix,
+            scale,
+            rate: a.rate,
+            duration: (!duration.is_zero()).then_some(duration),
+            max_requests: (a.requests > 0).then_some(a.requests),
+            concurrency,
+            otlp,
+            nginx,
+            nginx_missing,
+        })
+    }
+}
+
+/// `--list-scenarios`: each scenario, the cause its failures get and how.
+pub fn scenario_list() -> String {
+    let mut out = String::from(
+        "mix\n    Healthy traffic, then (after --incident-after) one request in three from --incident.\n",
+    );
+    for s in scenarios::all() {
+        let cause = match s.kind {
+            Some(k) => format!(" -> {k} ({})", s.component),
+            None => " -> no failing verdict".into(),
+        };
+        out.push_str(&format!("{}{cause}\n    {}\n", s.name, s.how));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(flags: &[&str]) -> Result<Settings, SimulateError> {
+        let mut f = vec!["--no-nginx"];
+        f.extend_from_slice(flags);
+        Settings::from_args(&SimulateArgs::from_flags(f).unwrap())
+    }
+
+    #[test]
+    fn defaults_are_the_demo() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.scenario.name, "llm_prefill_slow");
+        let m = s.mix.unwrap();
+        assert_eq!(m.after, Duration::from_secs(20));
+        assert_eq!(s.concurrency, 6 + 4);
+        assert_eq!(s.duration, Some(Duration::from_secs(60)));
+        assert_eq!(s.otlp.as_deref(), Some("http://127.0.0.1:4318"));
+        assert!(s.nginx.is_none());
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors_that_say_what_is_wrong() {
+        for (flags, says) in [
+            (&["--scenario", "chaos"][..], "unknown"),
+            (&["--incident", "healthy"][..], "not a root-cause kind"),
+            (&["--rate", "0"][..], "--rate"),
+            (&["--time-scale", "0"][..], "--time-scale"),
+            (&["--duration", "soon"][..], "--duration"),
+            (&["--concurrency", "0"][..], "--concurrency"),
+            (&["--otlp-endpoint", "grpc://x:4317"][..], "only http"),
+            (&["--nginx", "/nonexistent/nginx", "--no-nginx"][..], ""),
+        ] {
+            let r = settings(flags);
+            if says.is_empty() {
+                assert!(r.is_ok(), "--no-nginx wins: {flags:?}");
+                continue;
+            }
+            let e = r.expect_err(&format!("{flags:?}"));
+            assert!(e.is_usage(), "{e}");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let e = Settings::from_args(
+            &SimulateArgs::from_flags(["--nginx", "/nonexistent/nginx"]).unwrap(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no such file"), "{e}");
+    }
+
+    #[test]
+    fn the_list_names_every_scenario() {
+        let l = scenario_list();
+        for s in scenarios::all() {
+            assert!(l.contains(s.name), "{}", s.name);
+        }
+        assert!(l.starts_with("mix"));
+    }
+}
