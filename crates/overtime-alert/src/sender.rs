@@ -51,24 +51,25 @@ impl AlertStats {
         self.targets.iter().map(|t| t.dropped).sum()
     }
 
-    /// Appends these stats in Prometheus text format:
-    /// `overtime_alerts_firing{alertname}` (docs/metrics.md) and
+    /// Appends the delivery counters in Prometheus text format:
     /// `overtime_alert_notifications_total{target, result}` with `result` ∈
-    /// sent, failed, dropped (alerts, per target).
+    /// sent, failed, dropped (alerts, per target). `overtime_alerts_firing`
+    /// is not written here: `/metrics` renders it from the SLO engine.
     ///
     /// ```
     /// let mut stats = overtime_alert::AlertStats::default();
-    /// stats.firing.insert("OvertimeChainHealthLow".into(), 1);
+    /// stats.targets.push(overtime_alert::TargetStats {
+    ///     target: "alertmanager:am:9093".into(),
+    ///     sent: 7,
+    ///     ..Default::default()
+    /// });
     /// let mut text = String::new();
     /// stats.render_prometheus(&mut text);
-    /// assert!(text.contains("overtime_alerts_firing{alertname=\"OvertimeChainHealthLow\"} 1\n"));
+    /// assert!(text.contains(
+    ///     "overtime_alert_notifications_total{target=\"alertmanager:am:9093\",result=\"sent\"} 7\n"
+    /// ));
     /// ```
     pub fn render_prometheus(&self, out: &mut String) {
-        out.push_str("# HELP overtime_alerts_firing Alerts the collector itself is sending.\n");
-        out.push_str("# TYPE overtime_alerts_firing gauge\n");
-        for (name, n) in &self.firing {
-            let _ = writeln!(out, "overtime_alerts_firing{{alertname=\"{name}\"}} {n}");
-        }
         out.push_str(
             "# HELP overtime_alert_notifications_total Alerts handed to a target, by result.\n",
         );
