@@ -80,10 +80,24 @@ fn main() {
         let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
         let n = if sc.burst > 1 { 24 } else { o.requests };
         let mut flags = vec![
-            "--scenario".to_string(), sc.name.into(), "--time-scale".into(), o.scale.clone(),
-            "--requests".into(), n.to_string(), "--duration".into(), "0".into(), "--rate".into(), "50".into(),
-            "--no-otlp".into(), "--spans-out".into(), p("spans.jsonl"), "--access-log".into(), p("access.log"),
-            "--truth".into(), p("truth.jsonl"), "--quiet".into(),
+            "--scenario".to_string(),
+            sc.name.into(),
+            "--time-scale".into(),
+            o.scale.clone(),
+            "--requests".into(),
+            n.to_string(),
+            "--duration".into(),
+            "0".into(),
+            "--rate".into(),
+            "50".into(),
+            "--no-otlp".into(),
+            "--spans-out".into(),
+            p("spans.jsonl"),
+            "--access-log".into(),
+            p("access.log"),
+            "--truth".into(),
+            p("truth.jsonl"),
+            "--quiet".into(),
         ];
         if !o.nginx {
             flags.push("--no-nginx".into());
@@ -97,11 +111,24 @@ fn main() {
             }
         };
         let out = Command::new(&o.overtime)
-            .args(["diagnose", "--nginx-log", &p("access.log"), "--log-format", "overtime", "--otlp-json", &p("spans.jsonl"), "--json"])
+            .args([
+                "diagnose",
+                "--nginx-log",
+                &p("access.log"),
+                "--log-format",
+                "overtime",
+                "--otlp-json",
+                &p("spans.jsonl"),
+                "--json",
+            ])
             .output()
             .expect("running overtime");
         if !out.status.success() {
-            eprintln!("{}: overtime diagnose failed: {}", sc.name, String::from_utf8_lossy(&out.stderr));
+            eprintln!(
+                "{}: overtime diagnose failed: {}",
+                sc.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
             continue;
         }
         std::fs::write(dir.join("diagnosis.json"), &out.stdout).ok();
@@ -113,11 +140,17 @@ fn main() {
             .filter_map(|v| Some((v["trace_id"].as_str()?.to_string(), v)))
             .collect();
         let truth = lines(&dir.join("truth.jsonl"));
-        let (mut n_fail, mut ok, mut healthy_failed, mut false_alarms, mut wrong) = (0, 0, 0, 0, Vec::new());
+        let (mut n_fail, mut ok, mut healthy_failed, mut false_alarms, mut wrong) =
+            (0, 0, 0, 0, Vec::new());
         for t in &truth {
             let failed = t["outcome"] != "ok";
             let v = t["trace_id"].as_str().and_then(|id| verdicts.get(id));
-            let got = v.map(|v| (v["root_cause"]["kind"].as_str().unwrap_or(""), v["root_cause"]["component"].as_str().unwrap_or("")));
+            let got = v.map(|v| {
+                (
+                    v["root_cause"]["kind"].as_str().unwrap_or(""),
+                    v["root_cause"]["component"].as_str().unwrap_or(""),
+                )
+            });
             let failing_verdict = v.is_some_and(|v| v["outcome"] != "ok");
             match (failed, t["expected_kind"].as_str()) {
                 (true, Some(k)) => {
@@ -140,7 +173,13 @@ fn main() {
             "| {} | {} | {} | {}/{} | {} | {} |",
             sc.name,
             summary.load.sent,
-            summary.load.outcomes.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", "),
+            summary
+                .load
+                .outcomes
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             ok,
             n_fail,
             healthy_failed,
@@ -155,5 +194,9 @@ fn main() {
     for r in rows {
         println!("{r}");
     }
-    println!("\ntotal: {right}/{total} failing requests diagnosed right (time scale {}, {})", o.scale, if o.nginx { "nginx" } else { "built-in gateway" });
+    println!(
+        "\ntotal: {right}/{total} failing requests diagnosed right (time scale {}, {})",
+        o.scale,
+        if o.nginx { "nginx" } else { "built-in gateway" }
+    );
 }

@@ -280,7 +280,7 @@ mod tests {
             (&["--duration", "soon"][..], "--duration"),
             (&["--concurrency", "0"][..], "--concurrency"),
             (&["--otlp-endpoint", "grpc://x:4317"][..], "only http"),
-            (&["--nginx", "/nonexistent/nginx", "--no-nginx"][..], ""),
+            (&["--nginx", "/nonexistent/nginx"][..], ""),
         ] {
             let r = settings(flags);
             if says.is_empty() {

@@ -288,7 +288,7 @@ fn healthy(i: usize, _: &PlanCtx) -> Planned {
     match k {
         0..=13 => everyday(k % 7, i),
         14..=20 => occasional(k - 14),
-        21 if (i / 23) % 2 == 0 => {
+        21 if (i / 23).is_multiple_of(2) => {
             // The service rejects a body without steps: 400.
             let mut p = run(vec![]);
             p.body = Some(json!({"prompt": "no steps"}));
@@ -452,7 +452,7 @@ fn serial(_: usize, _: &PlanCtx) -> Planned {
 }
 
 fn pool(i: usize, _: &PlanCtx) -> Planned {
-    let route = if (i / 12) % 2 == 0 {
+    let route = if (i / 12).is_multiple_of(2) {
         "/v1/agent/report"
     } else {
         "/v1/agent/export"
@@ -514,7 +514,7 @@ fn llm_slow(_: usize, _: &PlanCtx) -> Planned {
 }
 
 fn connect(i: usize, _: &PlanCtx) -> Planned {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let weather = with_tool(tool("weather_api", 12_000.0), |t| {
             t.dns_ms = Some(16_000.0);
             t.connect_ms = 1000.0;
@@ -561,7 +561,7 @@ fn no_timeout(i: usize, _: &PlanCtx) -> Planned {
 }
 
 fn tool_slow(i: usize, _: &PlanCtx) -> Planned {
-    let route = if i % 2 == 0 {
+    let route = if i.is_multiple_of(2) {
         "/v1/agent/run"
     } else {
         "/v2/agent/run"

@@ -190,9 +190,9 @@ pub fn string_array(key: impl Into<opentelemetry::Key>, value: String) -> KeyVal
 fn parse_query(q: &str) -> HashMap<String, String> {
     q.split('&')
         .filter(|p| !p.is_empty())
-        .filter_map(|p| {
+        .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            Some((k.to_string(), v.to_string()))
+            (k.to_string(), v.to_string())
         })
         .collect()
 }

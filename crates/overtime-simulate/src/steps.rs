@@ -17,7 +17,7 @@ pub const LLAMA: &str = "llama-3-8b-instruct";
 ///
 /// ```
 /// use overtime_simulate::steps::{Step, llm, tool};
-/// let body = serde_json::json!({"steps": [llm(120, 80), tool("calc", 1600)]});
+/// let body = serde_json::json!({"steps": [llm(120, 80), tool("calc", 1600.0)]});
 /// let back: Vec<Step> = serde_json::from_value(body["steps"].clone()).unwrap();
 /// assert_eq!(back.len(), 2);
 /// assert_eq!(body["steps"][1]["op"], "tool");
