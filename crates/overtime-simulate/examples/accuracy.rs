@@ -78,7 +78,11 @@ fn main() {
         let dir = o.out.join(sc.name);
         std::fs::create_dir_all(&dir).expect("output dir");
         let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
-        let n = if sc.burst > 1 { 24 } else { o.requests };
+        let n = if sc.burst > 1 {
+            sc.burst.max(24) as u64
+        } else {
+            o.requests
+        };
         let mut flags = vec![
             "--scenario".to_string(),
             sc.name.into(),

@@ -38,7 +38,8 @@ pub struct SimulateArgs {
     /// Stop after this many requests (0: no limit).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub requests: u64,
-    /// Requests in flight at most (default: what the scenario needs).
+    /// Requests in flight at most (default: what the scenario needs; with
+    /// `mix`, the healthy traffic's cap: the incident keeps its own).
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// Divide every delay, timeout and budget by this (100: the 60 s
@@ -189,9 +190,7 @@ impl Settings {
             Some(0) => return Err(usage("--concurrency must be at least 1".into())),
             Some(c) => c,
             None => match mix {
-                Some(m) => {
-                    scenarios::find("healthy").map_or(6, |h| h.concurrency) + m.incident.concurrency
-                }
+                Some(_) => scenarios::find("healthy").map_or(6, |h| h.concurrency),
                 None => scenario.concurrency,
             },
         };
@@ -264,7 +263,7 @@ mod tests {
         assert_eq!(s.scenario.name, "llm_prefill_slow");
         let m = s.mix.unwrap();
         assert_eq!(m.after, Duration::from_secs(20));
-        assert_eq!(s.concurrency, 6 + 4);
+        assert_eq!(s.concurrency, 6, "healthy's; the incident keeps its own");
         assert_eq!(s.duration, Some(Duration::from_secs(60)));
         assert_eq!(s.otlp.as_deref(), Some("http://127.0.0.1:4318"));
         assert!(s.nginx.is_none());

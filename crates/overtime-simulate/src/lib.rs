@@ -229,7 +229,10 @@ fn simulate_inner(
         },
         rt.handle().clone(),
     )?;
-    let access = Arc::new(AccessLog::create(&args.access_log)?);
+    // nginx resolves a relative path against its prefix (a temp dir).
+    let access_path = std::path::absolute(&args.access_log)
+        .map_err(|e| SimulateError::io(format!("resolving {}", args.access_log.display()), e))?;
+    let access = Arc::new(AccessLog::create(&access_path)?);
     let truth = match &args.truth {
         Some(p) => Some(Arc::new(Truth::create(p)?)),
         None => None,
@@ -346,7 +349,7 @@ fn simulate_inner(
         gateway_url,
         read_timeout_ms: read_timeout.as_secs_f64() * 1000.0,
         time_scale: scale.factor(),
-        access_log: args.access_log.clone(),
+        access_log: access_path.clone(),
         access_lines: matches!(gw, Gateway::BuiltIn(_)).then(|| access.lines.load(SeqCst)),
         spans_out: args.spans_out.clone(),
         otlp_url: tel.otlp_url().map(str::to_string),

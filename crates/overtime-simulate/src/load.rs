@@ -1,5 +1,6 @@
 //! The load generator: sends a scenario's requests through the gateway at
-//! `--rate`, at most `--concurrency` in flight, bursts when the scenario
+//! `--rate`, at most `--concurrency` in flight (with `mix`, the incident's
+//! requests have their own cap), bursts when the scenario
 //! needs a crowd; records what each client saw and the root cause its
 //! failure must get (`--truth`).
 
@@ -279,6 +280,11 @@ pub async fn run(
     let stopped = || stop.load(SeqCst) || cfg.duration.is_some_and(|d| start.elapsed() >= d);
     let healthy = scenarios::find("healthy").expect("the healthy scenario exists");
     let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    // `mix`: the incident's requests have their own cap, so healthy
+    // traffic neither starves them nor is crowded out.
+    let incident_sem = Arc::new(Semaphore::new(
+        cfg.mix.map_or(1, |m| m.incident.concurrency.max(1)),
+    ));
     let (tx, mut rx) = mpsc::unbounded_channel::<TruthRecord>();
     let writer = tokio::spawn(async move {
         let mut rep = LoadReport::default();
@@ -342,7 +348,12 @@ pub async fn run(
             if cfg.max_requests.is_some_and(|m| sent >= m) {
                 break;
             }
-            let Some(permit) = acquire(&sem, &stopped).await else {
+            let class = if cfg.mix.is_some() && sc.kind.is_some() {
+                &incident_sem
+            } else {
+                &sem
+            };
+            let Some(permit) = acquire(class, &stopped).await else {
                 break 'outer;
             };
             let idx = sent;

@@ -38,7 +38,8 @@ pub struct ModelSpec {
 pub const MODELS: [ModelSpec; 2] = [
     ModelSpec {
         name: DS,
-        slots: 6,
+        // Incident A queued "above 12 concurrent" on its shared GPU pool.
+        slots: 12,
         prefill_base_ms: 80.0,
         prefill_coef_ms: 0.0234,
         tokens_per_s: 28.0,

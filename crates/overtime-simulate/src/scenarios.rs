@@ -206,12 +206,12 @@ static SCENARIOS: &[Scenario] = &[
         judge_slow,
     ),
     Scenario {
-        concurrency: 24,
-        burst: 24,
+        concurrency: 48,
+        burst: 48,
         ..sc(
             "llm_queueing",
             "deepseek-v4-pro",
-            "Bursts of 24 calls of 22 s on deepseek-v4-pro's 6 GPU slots: the third and fourth waves wait 45 s and more in the model server's queue (queue_wait in X-LLM-Reason).",
+            "Bursts of 48 calls of 22 s on deepseek-v4-pro's 12 GPU slots: the third and fourth waves wait 45 s and more in the model server's queue (queue_wait in X-LLM-Reason).",
             queueing,
         )
     },

@@ -231,8 +231,8 @@ fn model_spans(r: &common::Run, tid: &str) -> Vec<SpanRecord> {
 
 #[test]
 fn llm_queueing_waits_in_the_model_servers_queue() {
-    let r = run("llm_queueing", 50.0, 24, &[]);
-    assert!(r.failed().len() >= 6, "{:?}", r.outcomes());
+    let r = run("llm_queueing", 50.0, 48, &[]);
+    assert!(r.failed().len() >= 12, "{:?}", r.outcomes());
     for tid in r.failed_traces() {
         let m = model_spans(&r, &tid);
         assert_eq!(m.len(), 1);
