@@ -293,7 +293,11 @@ fn simulate_inner(
         let stop = stop.clone();
         rt.spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("overtime simulate: stopping (requests in flight finish; Ctrl-C again to quit now)");
                 stop.store(true, SeqCst);
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
             }
         });
     }

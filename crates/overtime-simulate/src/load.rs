@@ -380,8 +380,9 @@ pub async fn run(
                         error: Some(format!("no answer within {limit:?}")),
                     },
                 };
-                let trace_id =
-                    tid.or_else(|| seen.request_id.as_deref().and_then(|r| registry.take(r)));
+                // Always take the agent's entry, so the registry stays small.
+                let seen_by_agent = seen.request_id.as_deref().and_then(|r| registry.take(r));
+                let trace_id = tid.or(seen_by_agent);
                 let _ = tx.send(TruthRecord {
                     trace_id,
                     request_id: seen.request_id,
