@@ -46,6 +46,10 @@ pub struct Config {
     pub sql: SqlConfig,
     /// SLIs, SLOs, breakers and alert thresholds (SPEC §6).
     pub slo: SloConfig,
+    /// Where the collector sends its own alerts (Alertmanager v2, webhook).
+    pub alerts: overtime_alert::AlertConfig,
+    /// Deduplicated Jira tickets for new incidents (SPEC §7).
+    pub jira: overtime_jira::JiraConfig,
     /// Files to tail.
     #[serde(rename = "file")]
     pub files: Vec<FileSource>,
@@ -80,6 +84,14 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.slo.validate().map_err(ConfigError::Invalid)?;
+        self.alerts
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("[alerts] {e}")))?;
+        if self.jira.enabled {
+            self.jira
+                .validate()
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        }
         if self.store.memtable_bytes < 1024 * 1024 {
             return Err(ConfigError::Invalid(
                 "store.memtable_bytes must be at least 1 MiB".into(),

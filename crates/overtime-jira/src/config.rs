@@ -6,13 +6,13 @@
 //! variable that holds the API token (Cloud) or personal access token
 //! (Data Center).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Which Jira product the notifier talks to: it decides the auth scheme
 /// and the search endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Deployment {
     /// Jira Cloud (`https://<site>.atlassian.net`): basic auth with
@@ -26,7 +26,7 @@ pub enum Deployment {
 
 /// How transient failures (429, 5xx, connection errors, timeouts) are
 /// retried. 4xx answers other than 429 are never retried.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetryPolicy {
     /// Delivery attempts per incident before it is moved to the outbox's
@@ -92,7 +92,7 @@ impl RetryPolicy {
 /// assert_eq!(cfg.issue_type, "Bug");
 /// cfg.validate().unwrap();
 /// ```
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JiraConfig {
     /// Open tickets at all. Default `false`.
