@@ -24,6 +24,7 @@
   function dur(ms) {
     if (!num(ms)) return '—';
     const a = Math.abs(ms);
+    if (a === 0) return '0';
     if (a < 10) return ms.toFixed(1) + ' ms';
     if (a < 1000) return Math.round(ms) + ' ms';
     return (ms / 1000).toFixed(1) + ' s';
@@ -314,7 +315,7 @@
     const out = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i];
-      let label, track, d = '', c = '', left = '', cls = '';
+      let label, tip, track, d = '', c = '', left = '', cls = '';
       if (r.type === 'gw') {
         const conn = num(g.upstream_connect_ms) ? g.upstream_connect_ms : 0;
         const hdr = num(g.upstream_header_ms) ? g.upstream_header_ms : null;
@@ -325,17 +326,19 @@
             ? seg('gw-wait', conn, hdr, `waiting for the response header: header at ${dur(hdr)}`) + seg('gw-resp', hdr, resp, `response body until ${dur(resp)}`)
             : seg('gw-nohdr', conn, Math.max(resp, g.request_time_ms || 0), `no response header within ${dur(resp)}`));
         if (gwTimeout != null) track += tick(gwTimeout, maxT, X, `gateway read timeout ${dur(gwTimeout)}`);
-        label = `<span class="stage" style="background:var(--gateway)">gateway</span>${esc(g.source || 'gateway')} · ${esc(g.status ?? '—')}` +
-          ` <span class="comp">connect ${dur(g.upstream_connect_ms)} · header ${dur(g.upstream_header_ms)} · response ${dur(g.upstream_response_ms)}</span>`;
+        label = `<span class="stage" style="background:var(--gateway)">gateway</span><span class="nm">${esc(g.source || 'gateway')} · ${esc(g.status ?? '—')}` +
+          ` <span class="comp">connect ${dur(g.upstream_connect_ms)} · header ${dur(g.upstream_header_ms)} · response ${dur(g.upstream_response_ms)}</span></span>`;
+        tip = `gateway ${g.source || ''} ${g.status ?? ''}: connect ${dur(g.upstream_connect_ms)}, header ${dur(g.upstream_header_ms)}, response ${dur(g.upstream_response_ms)}`;
         d = dur(g.request_time_ms);
         left = dur(v.budget.total_ms);
       } else if (r.type === 'grp') {
         const n = r.members.length;
-        label = `${indent(r.depth)}↻ ${esc(r.s.component)} · ${n} attempts · ${dur(r.members.reduce((a, m) => a + m.duration_ms, 0))} in all`;
+        label = `${indent(r.depth)}<span class="nm">↻ ${esc(r.s.component)} · ${n} attempts · ${dur(r.members.reduce((a, m) => a + m.duration_ms, 0))} in all</span>`;
         track = `<div class="grp-span" style="left:${X(r.start)}%;width:${W(r.end - r.start)}%" title="${n} attempts of one call"></div>`;
         d = dur(r.end - r.start);
         c = dur(r.members.reduce((a, m) => a + m.critical_ms, 0));
         cls = 'grp';
+        tip = `${r.s.component}: ${n} attempts of one call`;
       } else {
         const s = r.s;
         const crit = s.critical_ms > 0;
@@ -344,13 +347,14 @@
           (s.attempt > 0 ? `<span class="flag retry">retry ${s.attempt}</span>` : '') +
           (['timeout', 'error', 'cancelled'].includes(s.status) ? `<span class="flag status">${esc(s.status)}</span>` : '');
         label = `${indent(r.depth)}<span class="stage" style="background:var(--${STAGES.includes(s.stage) ? s.stage : 'other'})">${esc(s.stage)}</span>` +
-          `${esc(s.name)}${s.component !== s.name ? `<span class="comp">${esc(s.component)}</span>` : ''}${flags}`;
+          `<span class="nm">${esc(s.name)}${s.component !== s.name ? `<span class="comp">${esc(s.component)}</span>` : ''}</span>${flags}`;
+        tip = `${s.stage} · ${s.name} · ${s.component}${r.noTimeout ? ' · no timeout' : ''}${s.attempt > 0 ? ` · retry ${s.attempt}` : ''} · ${s.status}`;
         track = spanTrack(r, X, W, gwTimeout, maxT, hotMs);
         d = dur(s.duration_ms);
         c = crit ? dur(s.critical_ms) : '';
         left = budgetLeft(v, r);
       }
-      out[i] = `<div class="wf-row ${cls}" data-i="${i}"><div class="wf-label">${label}</div><div class="wf-track">${track}</div>` +
+      out[i] = `<div class="wf-row ${cls}" data-i="${i}"><div class="wf-label" title="${esc(tip)}">${label}</div><div class="wf-track">${track}</div>` +
         `<div class="wf-num">${d}</div><div class="wf-num">${c}</div><div class="wf-num">${left}</div></div>`;
     }
     return `<div class="wf-row wf-head" aria-hidden="true"><div class="wf-label">span · stage · component</div>` +
@@ -358,7 +362,7 @@
       `<div class="wf-num">critical</div><div class="wf-num">budget left</div></div>` +
       `<div class="wf-body"><div class="lines">${lines}</div>${out.join('')}</div>`;
   }
-  const indent = (d) => (d ? `<span style="display:inline-block;width:${Math.min(d, 12) * 12}px"></span>` : '');
+  const indent = (d) => (d ? `<span class="ind" style="width:${Math.min(d, 12) * 12}px"></span>` : '');
   function tick(at, maxT, X, title) {
     const out = at > maxT;
     return `<div class="tick${out ? ' out' : ''}" style="left:${X(at)}%" title="${esc(title)}"></div>`;

@@ -22,7 +22,7 @@ async fn get(uri: &str, if_none_match: Option<&str>) -> (StatusCode, HeaderMap, 
     (status, headers, String::from_utf8(body.to_vec()).unwrap())
 }
 
-fn h<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn h(headers: &HeaderMap, name: header::HeaderName) -> &str {
     headers
         .get(&name)
         .unwrap_or_else(|| panic!("no {name} header"))

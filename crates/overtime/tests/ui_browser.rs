@@ -1,0 +1,596 @@
+//! The UI in a real headless Chromium against a real `overtime serve`.
+//!
+//! The server tails incidents B (tool with no timeout, streams cut by the
+//! read timeout) and C (slow DNS, retried) and a generated 2,000-span
+//! trace; the browser is Debian's `chromium`, driven over the DevTools
+//! protocol by `tests/ui/cdp.rs` (a std-only WebSocket client: no driver
+//! download, no Node, no new crate in the binary's manifest). Screenshots
+//! go to `$CARGO_TARGET_DIR/ui-artifacts/`; their paths are printed.
+
+#[path = "../../../tests/ui/cdp.rs"]
+mod cdp;
+
+use cdp::Browser;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_overtime");
+/// The generated trace with 2,000 spans.
+const BIG: &str = "2000cafe00000000000000000000d00d";
+
+fn fixture(dir: &str, f: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/incidents")
+        .join(dir)
+        .join(f)
+        .display()
+        .to_string()
+}
+
+/// `$CARGO_TARGET_DIR/ui-artifacts` (the binary is `<target>/debug/overtime`).
+fn artifacts() -> PathBuf {
+    let target = Path::new(BIN)
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir");
+    let dir = target.join("ui-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    token: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `overtime serve --config <toml>` with `files` (TOML `[[file]]`
+    /// blocks) and, if given, the API token in `OVERTIME_TOKEN`.
+    fn start(files: &str, token: Option<&str>, write: impl FnOnce(&Path) -> String) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let extra = write(dir.path());
+        let config = format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
+             [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n{files}\n{extra}",
+            data = dir.path().join("data").display().to_string(),
+        );
+        let cfg = dir.path().join("overtime.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--config", cfg.to_str().unwrap()])
+            .env_remove("OVERTIME_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(t) = token {
+            cmd.env("OVERTIME_TOKEN", t);
+        }
+        let child = cmd.spawn().expect("overtime serve starts");
+        Server {
+            child,
+            port,
+            token: token.map(String::from),
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `GET path` with the bearer token: (status, JSON body).
+    fn api(&self, path: &str) -> Option<(u16, Value)> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+        let auth = self
+            .token
+            .as_ref()
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        let status = buf.split(' ').nth(1)?.parse().ok()?;
+        let body = buf.split_once("\r\n\r\n")?.1;
+        Some((status, serde_json::from_str(body).unwrap_or(Value::Null)))
+    }
+
+    /// Waits (bounded) until the live diagnosis holds `want` verdicts.
+    fn wait_for_verdicts(&self, want: u64) {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Some((200, v)) = self.api("/api/traces?limit=1") {
+                if v["total"].as_u64() == Some(want) {
+                    return;
+                }
+                last = v["total"].clone();
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        panic!("overtime serve had {last} verdicts, not {want}, after 180 s");
+    }
+
+    fn first_of_kind(&self, kind: &str) -> Value {
+        let (status, v) = self
+            .api(&format!("/api/traces?kind={kind}&limit=1"))
+            .expect("the API answers");
+        assert_eq!(status, 200, "{v}");
+        v["traces"][0].clone()
+    }
+}
+
+/// One agent request that looped 666 times through an LLM call, a tool and
+/// a memory write (some tools retried, some without a timeout) until its
+/// 100 s budget ran out: 2,000 spans in JSONL (SPEC §2.2).
+fn big_trace_jsonl() -> String {
+    const CHILDREN: usize = 1998;
+    let t0: i64 = 1_795_748_400_000; // 2026-11-27T03:00:00Z
+    let mut n = 0u64;
+    let mut id = || {
+        n += 1;
+        format!("{:016x}", 0x0b16_0000_0000_0000u64 + n)
+    };
+    let (root, agent) = (id(), id());
+    let mut lines: Vec<String> = Vec::new();
+    let push = |lines: &mut Vec<String>, sid: String, body: Value| {
+        if lines.len() < CHILDREN {
+            let mut v = serde_json::json!({"trace_id": BIG, "span_id": sid, "parent_span_id": agent, "service": "agent-runtime"});
+            v.as_object_mut()
+                .unwrap()
+                .extend(body.as_object().unwrap().clone());
+            lines.push(v.to_string());
+        }
+    };
+    let (mut at, mut round) = (20i64, 0i64);
+    while lines.len() < CHILDREN {
+        push(
+            &mut lines,
+            id(),
+            serde_json::json!({"name": "chat qwen3-32b", "stage": "llm", "model": "qwen3-32b",
+            "start_time": t0 + at, "duration_ms": 95.0, "status": "ok", "timeout_ms": 30000,
+            "remaining_budget_ms": 100_000 - at, "input_tokens": 120 + round % 400, "output_tokens": 40,
+            "llm_reason": "queue=5ms,kv_cache_build=20ms,decode_loop=60ms,io_wait=5ms"}),
+        );
+        at += 97;
+        let tool = format!("lookup_{}", round % 5);
+        let name = format!("execute_tool {tool}");
+        let timeout = if round % 50 == 7 {
+            Value::Null
+        } else {
+            Value::from(2000)
+        };
+        if round % 25 == 3 {
+            push(
+                &mut lines,
+                id(),
+                serde_json::json!({"name": name, "stage": "tool", "tool": tool,
+                "start_time": t0 + at, "duration_ms": 40.0, "status": "error", "timeout_ms": timeout, "attempt": 0}),
+            );
+            at += 42;
+            push(
+                &mut lines,
+                id(),
+                serde_json::json!({"name": name, "stage": "tool", "tool": tool,
+                "start_time": t0 + at, "duration_ms": 40.0, "status": "ok", "timeout_ms": timeout, "attempt": 1}),
+            );
+        } else {
+            push(
+                &mut lines,
+                id(),
+                serde_json::json!({"name": name, "stage": "tool", "tool": tool,
+                "start_time": t0 + at, "duration_ms": 40.0, "status": "ok", "timeout_ms": timeout}),
+            );
+        }
+        at += 42;
+        push(
+            &mut lines,
+            id(),
+            serde_json::json!({"name": "memory.save", "stage": "memory", "tool": "redis-session",
+            "start_time": t0 + at, "duration_ms": 10.0, "status": "ok", "timeout_ms": 500}),
+        );
+        at += 12;
+        round += 1;
+    }
+    let chunks: Vec<Value> = (0..60)
+        .map(|i| serde_json::json!({"name": "chunk", "time": t0 + 500 + i * 400}))
+        .collect();
+    let mut all = vec![
+        serde_json::json!({"trace_id": BIG, "span_id": root, "service": "agent-api", "name": "POST /v1/agent/batch",
+            "stage": "service", "start_time": t0, "duration_ms": at + 40, "status": "timeout", "budget_ms": 100000,
+            "events": chunks}).to_string(),
+        serde_json::json!({"trace_id": BIG, "span_id": agent, "parent_span_id": root, "service": "agent-runtime",
+            "name": "invoke_agent batch-researcher", "stage": "other", "start_time": t0 + 5,
+            "duration_ms": at + 20, "status": "timeout"}).to_string(),
+    ];
+    all.extend(lines);
+    assert_eq!(all.len(), 2000);
+    all.join("\n") + "\n"
+}
+
+fn incidents_b_and_c() -> String {
+    let c_format = std::fs::read_to_string(fixture("c_dns_retry", "log_format.txt")).unwrap();
+    format!(
+        "[[file]]\npath = {b_log:?}\nkind = \"nginx\"\nnginx_conf = {b_conf:?}\nformat_name = \"agent_json\"\nlayer = \"edge-b\"\n\n\
+         [[file]]\npath = {b_spans:?}\nkind = \"otlp-json\"\n\n\
+         [[file]]\npath = {c_log:?}\nkind = \"nginx\"\nformat = {c_format:?}\nlayer = \"access-c\"\n\n\
+         [[file]]\npath = {c_spans:?}\nkind = \"jsonl\"\n",
+        b_log = fixture("b_tool_no_timeout", "access.log"),
+        b_conf = fixture("b_tool_no_timeout", "nginx.conf"),
+        b_spans = fixture("b_tool_no_timeout", "traces.otlp.jsonl"),
+        c_log = fixture("c_dns_retry", "access.log"),
+        c_spans = fixture("c_dns_retry", "spans.jsonl"),
+    )
+}
+
+fn text(b: &mut Browser, selector: &str) -> String {
+    let v = b.eval(&format!(
+        "(document.querySelector({selector:?}) || {{}}).textContent || ''"
+    ));
+    v.as_str().unwrap_or_default().trim().to_string()
+}
+
+fn active(b: &mut Browser) -> Value {
+    b.eval("({id: document.activeElement.id, row: document.activeElement.dataset ? document.activeElement.dataset.id || null : null, tag: document.activeElement.tagName})")
+}
+
+/// The page fits the 1366-px laptop screen without sideways scrolling.
+fn assert_fits(b: &mut Browser, what: &str) {
+    let w = b
+        .eval("document.documentElement.scrollWidth")
+        .as_f64()
+        .unwrap();
+    assert!(w <= 1366.0, "{what}: the page is {w}px wide at 1366×768");
+}
+
+#[test]
+fn search_waterfall_incidents_and_keyboard_in_chromium() {
+    let server = Server::start(&incidents_b_and_c(), None, |dir| {
+        let p = dir.join("big.jsonl");
+        std::fs::write(&p, big_trace_jsonl()).unwrap();
+        format!(
+            "[[file]]\npath = {:?}\nkind = \"jsonl\"\n",
+            p.display().to_string()
+        )
+    });
+    // B: 40 tool_no_timeout + 5 stream_idle_gap; C: 23; the big trace: 1.
+    server.wait_for_verdicts(69);
+    let tool = server.first_of_kind("tool_no_timeout");
+    let tool_id = tool["trace_id"].as_str().unwrap().to_string();
+    let stream_id = server.first_of_kind("stream_idle_gap")["trace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, tool_verdict) = server.api(&format!("/api/traces/{tool_id}")).unwrap();
+    let out = artifacts();
+    let mut b = Browser::launch();
+
+    // Search by trace id, by keyboard: `/` focuses the search, Enter runs it.
+    b.goto(&server.url("/"));
+    b.wait_for(
+        "document.querySelector('#results-table tbody tr')",
+        "the trace list",
+    );
+    assert_fits(&mut b, "the trace list");
+    b.press("/");
+    assert_eq!(active(&mut b)["id"], "q-trace", "`/` focuses the search");
+    b.type_text(&tool_id);
+    b.press("Enter");
+    b.wait_for(
+        &format!("document.querySelectorAll('#results-table tbody tr').length === 1 && document.querySelector('#results-table tbody tr').dataset.id === '{tool_id}'"),
+        "the search by trace id",
+    );
+    assert!(
+        b.eval("location.hash")
+            .as_str()
+            .unwrap()
+            .contains(&format!("trace_id={tool_id}")),
+        "the search is in the URL"
+    );
+    b.screenshot(&out.join("search-by-trace-id.png"), false);
+
+    // Tab order: the form, then the results.
+    b.eval("document.getElementById('q-go').focus()");
+    b.press("Tab");
+    assert_eq!(
+        active(&mut b)["row"],
+        tool_id.as_str(),
+        "Tab from the search button reaches the first result"
+    );
+    // Enter opens the row.
+    b.press("Enter");
+    b.wait_for(
+        &format!("document.querySelector('#waterfall[data-trace=\"{tool_id}\"]')"),
+        "the waterfall",
+    );
+    assert_eq!(
+        active(&mut b)["id"],
+        "waterfall",
+        "the waterfall takes the focus"
+    );
+
+    // The verdict and the waterfall of incident B's tool call.
+    assert_eq!(text(&mut b, "#rc-kind"), "tool_no_timeout");
+    assert_eq!(text(&mut b, "#rc-component"), "search_api");
+    assert_eq!(
+        text(&mut b, "#rc-summary"),
+        tool_verdict["root_cause"]["summary"].as_str().unwrap()
+    );
+    let evidence =
+        b.eval("[...document.querySelectorAll('#evidence li')].map(li => li.textContent)");
+    assert_eq!(
+        &evidence, &tool_verdict["root_cause"]["evidence"],
+        "every piece of evidence is shown"
+    );
+    assert_eq!(
+        b.eval("document.querySelector('.vline.budget').dataset.ms"),
+        "90000",
+        "the deadline line sits at the 90 s budget"
+    );
+    assert_eq!(text(&mut b, ".axis .mark.budget"), "deadline 90.0 s");
+    assert_eq!(text(&mut b, ".axis .mark.cut"), "gateway cut 60.0 s");
+    let flagged = b.eval("[...document.querySelectorAll('.wf-row')].filter(r => r.querySelector('.flag:not(.retry):not(.status)')).map(r => r.querySelector('.wf-label').textContent)");
+    assert_eq!(
+        flagged.as_array().map(Vec::len),
+        Some(1),
+        "one call ran with no timeout: {flagged}"
+    );
+    assert!(
+        flagged[0]
+            .as_str()
+            .unwrap()
+            .contains("execute_tool search_api"),
+        "{flagged}"
+    );
+    assert!(
+        flagged[0].as_str().unwrap().contains("no timeout"),
+        "{flagged}"
+    );
+    assert!(
+        b.eval("document.querySelectorAll('.wf-row .tick').length > 3") == true,
+        "timeouts are drawn on their bars"
+    );
+    assert!(b.eval("!!document.querySelector('.bar.hot') && [...document.querySelectorAll('.wf-row')].some(r => r.querySelector('.bar.hot') && r.textContent.includes('search_api'))") == true, "the critical call is highlighted");
+    assert!(b.eval("document.querySelectorAll('.bar .ph-prefill').length >= 1 && document.querySelectorAll('.bar .ph-decode').length >= 1") == true, "LLM phases stack inside LLM bars");
+    assert!(
+        b.eval("document.querySelectorAll('.gw-seg.gw-nohdr').length === 1") == true,
+        "a 504 has no response header"
+    );
+    assert!(text(&mut b, "#findings").contains("no_timeout"));
+    assert_fits(&mut b, "the waterfall");
+    b.screenshot(&out.join("trace-tool-no-timeout.png"), true);
+
+    // Keyboard in the waterfall: arrows, Enter for details, Escape back.
+    b.press("ArrowDown");
+    b.press("ArrowDown");
+    b.press("Enter");
+    b.wait_for("document.querySelector('#detail')", "the span details");
+    b.press("Escape");
+    b.wait_for("!document.querySelector('#detail')", "the details to close");
+    b.press("Escape");
+    b.wait_for(
+        "document.querySelector('#results-table') && location.hash.startsWith('#/?')",
+        "Escape back to the search",
+    );
+    b.wait_for(
+        &format!(
+            "document.activeElement.dataset && document.activeElement.dataset.id === '{tool_id}'"
+        ),
+        "the focus back on the opened row",
+    );
+
+    // Search by root-cause kind.
+    b.eval("document.getElementById('q-trace').value = ''; document.getElementById('q-kind').value = 'upstream_connect_slow'; document.getElementById('q-trace').focus()");
+    b.press("Enter");
+    b.wait_for("document.querySelector('#result-count') && document.querySelector('#result-count').textContent.startsWith('23 of 23')", "the search by root cause");
+    let kinds = b.eval("[...new Set([...document.querySelectorAll('#results-table tbody tr td.kind')].map(td => td.textContent))]");
+    assert_eq!(kinds, serde_json::json!(["upstream_connect_slow"]));
+    b.screenshot(&out.join("search-by-root-cause.png"), false);
+
+    // Incident C's retried call: the attempts grouped, DNS drawn, 10 s deadline.
+    b.press("ArrowDown");
+    let c_id = active(&mut b)["row"]
+        .as_str()
+        .expect("a result row has the focus")
+        .to_string();
+    b.press("Enter");
+    b.wait_for(
+        &format!("document.querySelector('#waterfall[data-trace=\"{c_id}\"]')"),
+        "incident C's waterfall",
+    );
+    assert_eq!(text(&mut b, "#rc-kind"), "upstream_connect_slow");
+    assert_eq!(
+        b.eval("document.querySelector('.vline.budget').dataset.ms"),
+        "10000"
+    );
+    let group = text(&mut b, ".wf-row.grp .wf-label");
+    assert!(
+        group.contains("weather_api") && group.contains("2 attempts"),
+        "{group}"
+    );
+    assert!(
+        b.eval("document.querySelectorAll('.bar .dns').length") == 2,
+        "DNS shown on both attempts"
+    );
+    b.screenshot(&out.join("trace-retry-dns.png"), true);
+
+    // Incident B's cut stream: the silent gap beyond the read timeout.
+    b.eval(&format!("location.hash = '#/trace/{stream_id}'"));
+    b.wait_for(
+        &format!("document.querySelector('#waterfall[data-trace=\"{stream_id}\"]')"),
+        "the stream's waterfall",
+    );
+    assert_eq!(text(&mut b, "#rc-kind"), "stream_idle_gap");
+    let gap = b.eval("Math.max(...[...document.querySelectorAll('#waterfall .gap.over')].map(g => Number(g.dataset.gapMs)))");
+    assert!(
+        gap.as_f64().unwrap() >= 60_000.0,
+        "a stream gap at or over the 60 s read timeout is marked: {gap}"
+    );
+    assert!(
+        b.eval("document.querySelectorAll('#waterfall .wf-row .ev').length > 3") == true,
+        "the chunks are drawn"
+    );
+    b.screenshot(&out.join("trace-stream-gap.png"), true);
+
+    // Incidents: the list, then a report with its headline and LLM table.
+    let (_, incidents) = server.api("/api/incidents").unwrap();
+    let b_incident = incidents["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "tool_no_timeout")
+        .expect("incident B is listed")
+        .clone();
+    b.eval("location.hash = '#/incidents'");
+    b.wait_for(
+        "document.querySelector('#incidents-table tbody tr')",
+        "the incident list",
+    );
+    let n = b.eval("document.querySelectorAll('#incidents-table tbody tr').length");
+    assert_eq!(
+        n.as_u64(),
+        Some(incidents["incidents"].as_array().unwrap().len() as u64)
+    );
+    b.eval(&format!(
+        "document.querySelector('#incidents-table tr[data-id={:?}]').focus()",
+        b_incident["id"].as_str().unwrap()
+    ));
+    b.screenshot(&out.join("incidents.png"), false);
+    b.press("Enter");
+    b.wait_for(
+        "document.querySelector('#incident-headline')",
+        "the incident report",
+    );
+    assert_eq!(
+        text(&mut b, "#incident-headline"),
+        b_incident["headline"].as_str().unwrap()
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#llm-latency tbody tr').length"),
+        4,
+        "four input-token buckets"
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#examples a[href^=\"#/trace/\"]').length")
+            .as_u64()
+            .map(|n| n > 0),
+        Some(true)
+    );
+    assert_fits(&mut b, "the incident report");
+    b.screenshot(&out.join("incident-report.png"), true);
+    // An example opens its trace.
+    b.eval("document.querySelector('#examples a').click()");
+    b.wait_for("document.querySelector('#waterfall')", "an example trace");
+
+    // The 2,000-span trace: timed from the click to the drawn rows.
+    let r = b.eval(&format!(
+        "(async () => {{ const t0 = performance.now(); location.hash = '#/trace/{BIG}';
+           while (!document.querySelector('#waterfall[data-trace=\"{BIG}\"]')) await new Promise(r => setTimeout(r, 5));
+           await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+           const wf = document.querySelector('#waterfall');
+           return {{ total_ms: performance.now() - t0, draw_ms: Number(wf.dataset.renderMs), spans: Number(wf.dataset.spans),
+                    rows: wf.querySelectorAll('.wf-body .wf-row').length, groups: wf.querySelectorAll('.wf-row.grp').length }}; }})()"
+    ));
+    println!(
+        "2,000-span trace: {:.0} ms from navigation to painted rows (drawing {:.0} ms), {} rows",
+        r["total_ms"].as_f64().unwrap(),
+        r["draw_ms"].as_f64().unwrap(),
+        r["rows"]
+    );
+    assert_eq!(r["spans"], 2000);
+    assert_eq!(
+        r["rows"].as_u64(),
+        Some(2000 + r["groups"].as_u64().unwrap()),
+        "one row per span plus one per retry group: {r}"
+    );
+    assert!(
+        r["groups"].as_u64().unwrap() > 10,
+        "the retried tools are grouped: {r}"
+    );
+    b.screenshot(&out.join("trace-2000-spans.png"), false);
+    // Critical path only, by keyboard.
+    b.eval("document.getElementById('waterfall').focus()");
+    b.press("c");
+    assert!(b.eval("document.getElementById('waterfall').classList.contains('crit-only')") == true);
+}
+
+#[test]
+fn a_browser_signs_in_with_the_token() {
+    const TOKEN: &str = "ui-test-token-7f3a";
+    let c = format!(
+        "[[file]]\npath = {:?}\nkind = \"nginx\"\nformat = {:?}\nlayer = \"access\"\n\n[[file]]\npath = {:?}\nkind = \"jsonl\"\n",
+        fixture("c_dns_retry", "access.log"),
+        std::fs::read_to_string(fixture("c_dns_retry", "log_format.txt")).unwrap(),
+        fixture("c_dns_retry", "spans.jsonl"),
+    );
+    let server = Server::start(&c, Some(TOKEN), |_| String::new());
+    server.wait_for_verdicts(23);
+    let out = artifacts();
+    let mut b = Browser::launch();
+
+    b.goto(&server.url("/"));
+    b.wait_for("document.querySelector('#login-token')", "the sign-in page");
+    assert_eq!(
+        b.eval("fetch('/api/traces').then(r => r.status)"),
+        401,
+        "the API is closed without the token"
+    );
+    assert_eq!(
+        b.eval("fetch('/healthz').then(r => r.status)"),
+        200,
+        "health stays open"
+    );
+    b.screenshot(&out.join("sign-in.png"), false);
+
+    b.eval("document.getElementById('login-token').focus()");
+    b.type_text("not-the-token");
+    b.press("Enter");
+    b.wait_for("document.querySelector('#login-error')", "the refusal");
+    assert_eq!(text(&mut b, "#login-error"), "that token is wrong");
+
+    b.eval("document.getElementById('login-token').focus()");
+    b.type_text(TOKEN);
+    b.press("Enter");
+    b.wait_for(
+        "document.querySelector('#result-count')",
+        "the app after signing in",
+    );
+    assert!(
+        text(&mut b, "#result-count").contains("of 23"),
+        "the API answers through the cookie"
+    );
+    assert_eq!(
+        b.eval("document.cookie"),
+        "",
+        "the token cookie is HttpOnly"
+    );
+    b.screenshot(&out.join("signed-in.png"), false);
+
+    b.eval("document.getElementById('logout').click()");
+    b.wait_for(
+        "document.querySelector('#login-token')",
+        "the sign-in page after signing out",
+    );
+    assert_eq!(b.eval("fetch('/api/traces').then(r => r.status)"), 401);
+}
