@@ -129,6 +129,16 @@ impl Browser {
 
     /// Sends one command and waits for its answer (events are skipped).
     pub fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.try_call(method, params)
+            .unwrap_or_else(|e| panic!("CDP {method} failed: {e}"))
+    }
+
+    /// [`Browser::call`], with the protocol's error as an `Err`.
+    pub fn try_call(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
         self.next_id += 1;
         let id = self.next_id;
         self.ws
@@ -141,9 +151,9 @@ impl Browser {
             let msg: serde_json::Value = serde_json::from_str(&text).expect("CDP sends JSON");
             if msg["id"] == id {
                 if let Some(err) = msg.get("error") {
-                    panic!("CDP {method} failed: {err}");
+                    return Err(err.to_string());
                 }
-                return msg["result"].clone();
+                return Ok(msg["result"].clone());
             }
         }
     }
@@ -151,14 +161,21 @@ impl Browser {
     /// Evaluates `expr` in the page (awaiting a promise) and returns its
     /// value; a thrown exception fails the test with its text.
     pub fn eval(&mut self, expr: &str) -> serde_json::Value {
-        let r = self.call(
+        self.try_eval(expr)
+            .unwrap_or_else(|e| panic!("page script failed: {e}\n  in: {expr}"))
+    }
+
+    /// [`Browser::eval`], with a failure (an exception, or the page
+    /// navigating away meanwhile) as an `Err`.
+    pub fn try_eval(&mut self, expr: &str) -> Result<serde_json::Value, String> {
+        let r = self.try_call(
             "Runtime.evaluate",
             serde_json::json!({"expression": expr, "awaitPromise": true, "returnByValue": true}),
-        );
+        )?;
         if let Some(ex) = r.get("exceptionDetails") {
-            panic!("page script failed: {ex}\n  in: {expr}");
+            return Err(ex.to_string());
         }
-        r["result"]["value"].clone()
+        Ok(r["result"]["value"].clone())
     }
 
     /// Navigates and waits for the load event.
@@ -171,7 +188,8 @@ impl Browser {
     pub fn wait_for(&mut self, cond: &str, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if self.eval(&format!("!!({cond})")) == serde_json::Value::Bool(true) {
+            // A navigation in between (a form post) is not an answer yet.
+            if self.try_eval(&format!("!!({cond})")) == Ok(serde_json::Value::Bool(true)) {
                 return;
             }
             if Instant::now() > deadline {

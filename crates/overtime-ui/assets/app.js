@@ -32,6 +32,12 @@
   const pct = (x) => (num(x) ? Math.round(x * 100) + ' %' : '—');
   const when = (iso) => (iso ? String(iso).replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '—');
   const outcomeBadge = (o) => `<span class="badge o-${esc(o)}">${esc(o)}</span>`;
+  // Very long text (a finding that lists hundreds of calls) folds away.
+  const clamp = (t, n = 320) => {
+    const text = String(t ?? '');
+    return text.length <= n ? esc(text)
+      : `<details class="long"><summary>${esc(text.slice(0, n))}… <span class="muted">(${text.length} characters; show all)</span></summary>${esc(text)}</details>`;
+  };
 
   class ApiError extends Error {
     constructor(status, message) { super(message); this.status = status; }
@@ -137,7 +143,7 @@
     res.innerHTML = '<p class="muted">Searching…</p>';
     const data = await api('/api/traces?' + q.toString());
     if (gen !== generation) return;
-    const rows = data.traces.map((t) => `<tr class="row" tabindex="0" data-href="#/trace/${enc(t.trace_id)}" data-id="${esc(t.trace_id)}">
+    const rows = data.traces.map((t) => `<tr class="row" tabindex="0" data-href="#/trace/${enc(t.trace_id)}" data-id="${esc(t.trace_id)}" title="${esc(t.summary)}">
 <td>${esc(when(t.started_at))}</td><td class="id">${esc(t.trace_id)}</td>
 <td class="id" title="${esc(t.request_id)}">${esc((t.request_id || '—').slice(0, 14))}</td>
 <td>${outcomeBadge(t.outcome)}</td><td class="num">${esc(t.gateway_status ?? '—')}</td>
@@ -308,7 +314,8 @@
     marks.forEach((m, i) => {
       const up = i > 0 && m.at - marks[i - 1].at < maxT * 0.12 && !marks[i - 1].low;
       m.low = up;
-      axis.push(`<span class="mark ${m.cls}" style="left:${X(m.at)}%;${up ? 'top:15px' : ''}" title="${esc(m.title)}">${esc(m.text)}</span>`);
+      const edge = m.at / maxT > 0.8 ? ' end' : m.at / maxT < 0.1 ? ' start' : '';
+      axis.push(`<span class="mark ${m.cls}${edge}" style="left:${X(m.at)}%;${up ? 'top:15px' : ''}" title="${esc(m.title)}">${esc(m.text)}</span>`);
     });
     const lines = marks.map((m) => `<div class="vline ${m.cls}" style="left:${X(m.at)}%" data-ms="${m.at}" title="${esc(m.title)}"></div>`).join('');
     const hotMs = elapsed * 0.05;
@@ -467,9 +474,9 @@
 <div class="rc-kind k-${esc(rc.kind)}" id="rc-kind">${esc(rc.kind)}</div>
 <div>on <b id="rc-component">${esc(rc.component)}</b> · <span class="sharebar"><i style="width:${Math.round((rc.share || 0) * 100)}%"></i></span>${pct(rc.share)} of the request's time on the critical path</div>
 <p class="rc-summary" id="rc-summary">${esc(rc.summary)}</p>
-<h2>Evidence</h2><div id="evidence">${li(rc.evidence, esc)}</div></div>
+<h2>Evidence</h2><div id="evidence">${li(rc.evidence, (x) => clamp(x))}</div></div>
 <div><h2>Contributing</h2><div id="contributing">${li(v.contributing, (c) => `<span class="kind">${esc(c.kind)}</span> on ${esc(c.component)} · ${pct(c.share)}`)}</div>
-<h2>Findings</h2><div id="findings">${li(v.findings, (f) => `<span class="kind">${esc(f.kind)}</span> ${esc(f.summary)}`)}</div></div></section>`;
+<h2>Findings</h2><div id="findings">${li(v.findings, (f) => `<span class="kind">${esc(f.kind)}</span> ${clamp(f.summary)}`)}</div></div></section>`;
   }
   function legend() {
     const sw = (c, t) => `<span><i style="background:${c}"></i>${t}</span>`;
@@ -571,7 +578,8 @@
     const ms = /_ms$/.test(key);
     const f = (x) => (x == null ? 'none' : num(x) ? (ms ? dur(x) : String(Math.round(x * 100) / 100)) : esc(JSON.stringify(x)));
     if (val && typeof val === 'object' && !Array.isArray(val)) {
-      return Object.entries(val).map(([k, x]) => `${esc(k)} ${k === 'n' ? esc(x) : f(x)}`).join(' · ');
+      const rank = (k) => { const i = ['n', 'p50', 'p90', 'p99', 'max']; return i.includes(k) ? i.indexOf(k) : i.length; };
+      return Object.entries(val).sort((a, b) => rank(a[0]) - rank(b[0])).map(([k, x]) => `${esc(k)} ${k === 'n' ? esc(x) : f(x)}`).join(' · ');
     }
     return f(val);
   }
@@ -586,7 +594,7 @@
     const stats = Object.entries(r.cause_stats || {}).map(([k, val]) => `<tr><td>${esc(k)}</td><td>${statText(k, val)}</td></tr>`).join('');
     const llm = (r.llm_latency_by_input_tokens || []).map((b) => `<tr><td>${esc(b.bucket)}</td><td class="num">${esc(b.calls)}</td>
 <td class="num">${dur(b.p50_ms)}</td><td class="num">${dur(b.p90_ms)}</td><td class="num">${dur(b.p99_ms)}</td><td class="num">${dur(b.max_ms)}</td><td class="num">${pct(b.share_504)}</td></tr>`).join('');
-    const findings = (r.findings || []).map((f) => `<li><span class="kind">${esc(f.kind)}</span> ${esc(f.summary)} <span class="muted">(${esc(f.traces)} traces)</span></li>`).join('');
+    const findings = (r.findings || []).map((f) => `<li><span class="kind">${esc(f.kind)}</span> ${clamp(f.summary)} <span class="muted">(${esc(f.traces)} traces)</span></li>`).join('');
     const examples = (r.example_trace_ids || []).map((x) => `<li><a class="mono" href="#/trace/${enc(x)}">${esc(x)}</a></li>`).join('');
     main().innerHTML = `<p class="muted"><a href="#/incidents">Incidents</a> / <span class="mono">${esc(r.id)}</span></p>
 <h1 class="headline" id="incident-headline">${esc(r.headline)}</h1>
