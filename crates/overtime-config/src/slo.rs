@@ -156,7 +156,10 @@ impl SloConfig {
             return Err("slo.max_label_values must be at least 1".into());
         }
         unit("semantic_success_score", self.semantic_success_score)?;
-        unit("semantic_success_objective", self.semantic_success_objective)?;
+        unit(
+            "semantic_success_objective",
+            self.semantic_success_objective,
+        )?;
         unit(
             "semantic_success_alert_below",
             self.semantic_success_alert_below,

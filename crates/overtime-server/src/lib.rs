@@ -4,6 +4,7 @@
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`; optional
 //! bearer token on everything but health; JSON errors with a reason.
+//! `/metrics` (Prometheus) and `/api/slo` come from [`metrics`].
 //! The UI (`overtime-ui`) at `/`, its sign-in and its events endpoint come
 //! from [`ui_routes`].
 //! [`pipeline`] feeds the live diagnosis from what the sources deliver.
@@ -11,6 +12,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod metrics;
 pub mod pipeline;
 pub mod sql;
 pub mod tables;
@@ -34,6 +36,8 @@ pub struct AppState {
     /// The bearer token, when one is required.
     pub token: Option<String>,
     pub ready: AtomicBool,
+    /// `/metrics` and `/api/slo`: SLOs, totals, pipeline health.
+    pub metrics: metrics::Metrics,
 }
 
 /// The API router.
@@ -46,6 +50,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/incidents", get(api::list_incidents))
         .route("/api/incidents/{id}", get(api::get_incident))
         .route("/api/sql", post(api::post_sql))
+        .route("/api/slo", get(metrics::get_slo))
+        .route("/metrics", get(metrics::get_metrics))
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -4,6 +4,7 @@
 //! sees what the store accepted.
 
 use crate::AppState;
+use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
 use overtime_model::{gateway_records, span_records, Checkpoint, RecordSink, SinkError, Table};
 use std::sync::Arc;
@@ -45,6 +46,45 @@ impl DiagnosingSink {
     }
 }
 
+/// The source label of an unlabelled write: `file` or `kafka` from the
+/// checkpoint's name, `otlp_http` / `otlp_grpc` from the batch's `source`
+/// column, else `other`.
+fn infer_source(batch: &RecordBatch, checkpoint: Option<&Checkpoint>) -> &'static str {
+    if let Some(cp) = checkpoint {
+        if cp.source.starts_with("file:") {
+            return "file";
+        }
+        if cp.source.starts_with("kafka:") {
+            return "kafka";
+        }
+    }
+    let first = batch
+        .column_by_name("source")
+        .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+        .filter(|c| !c.is_empty() && c.is_valid(0))
+        .map(|c| c.value(0).to_string());
+    match first.as_deref() {
+        Some("otlp-http") => "otlp_http",
+        Some("otlp-grpc") => "otlp_grpc",
+        _ => "other",
+    }
+}
+
+/// Stores, counts (under `source`) and shows a batch to the live diagnosis.
+fn write_counted(
+    state: &AppState,
+    source: &str,
+    table: Table,
+    batch: RecordBatch,
+    checkpoint: Option<Checkpoint>,
+) -> Result<(), SinkError> {
+    let result = state.store.write(table, batch.clone(), checkpoint);
+    state.metrics.count_write(source, table, &batch, &result);
+    result?;
+    DiagnosingSink::observe(state, table, &batch, now_us());
+    Ok(())
+}
+
 impl RecordSink for DiagnosingSink {
     fn write(
         &self,
@@ -52,9 +92,31 @@ impl RecordSink for DiagnosingSink {
         batch: RecordBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), SinkError> {
-        self.state.store.write(table, batch.clone(), checkpoint)?;
-        Self::observe(&self.state, table, &batch, now_us());
-        Ok(())
+        let source = infer_source(&batch, checkpoint.as_ref());
+        write_counted(&self.state, source, table, batch, checkpoint)
+    }
+
+    fn checkpoint(&self, source: &str) -> Option<String> {
+        self.state.store.checkpoint(source)
+    }
+}
+
+/// A [`DiagnosingSink`] whose writes are counted under a fixed source
+/// label (`file`, `otlp_http`, `otlp_grpc`, `kafka`): give one to each
+/// source so `/metrics` tells them apart.
+pub struct SourceSink {
+    pub state: Arc<AppState>,
+    pub source: &'static str,
+}
+
+impl RecordSink for SourceSink {
+    fn write(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        write_counted(&self.state, self.source, table, batch, checkpoint)
     }
 
     fn checkpoint(&self, source: &str) -> Option<String> {
@@ -77,12 +139,15 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
     Ok(())
 }
 
-/// One tick of the live diagnosis: returns how many verdicts were new or revised.
+/// One tick of the live diagnosis: returns how many verdicts were new or
+/// revised. The verdicts and the completed requests feed the metrics and
+/// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
-    state
-        .live
-        .lock()
-        .expect("live state lock")
-        .tick(now_us())
-        .len()
+    let (verdicts, observations) = {
+        let mut live = state.live.lock().expect("live state lock");
+        let v = live.tick(now_us());
+        (v, live.drain_observations())
+    };
+    state.metrics.record(&verdicts, observations);
+    verdicts.len()
 }

@@ -326,6 +326,7 @@ mod tests {
             sql: Default::default(),
             token: token.map(String::from),
             ready: AtomicBool::new(true),
+            metrics: Default::default(),
         });
         let sink = DiagnosingSink { state: s.clone() };
         let body = std::fs::read_to_string(fixture("log_format.txt")).unwrap();
@@ -508,7 +509,11 @@ mod tests {
         // The final LLM call streamed three chunks.
         let chunks = &v["spans"]["e7095ea309f399a0"]["events"];
         assert_eq!(chunks.as_array().unwrap().len(), 3);
-        assert!(chunks.as_array().unwrap().iter().all(|e| e["name"] == "chunk"));
+        assert!(chunks
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["name"] == "chunk"));
         assert_eq!(v["event_count"], 2 + 2 + 3);
 
         let none = call(

@@ -42,6 +42,7 @@ fn state(dir: &std::path::Path, token: Option<&str>, sql: SqlConfig) -> Arc<AppS
         sql,
         token: token.map(String::from),
         ready: AtomicBool::new(true),
+        metrics: Default::default(),
     })
 }
 

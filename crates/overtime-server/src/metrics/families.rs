@@ -1,0 +1,215 @@
+//! The families computed by the SLO engine: request, call and verdict
+//! totals, and the live gauges of the windows, chain health and models.
+
+use super::text::Out;
+use overtime_slo::{CounterVec, HistogramVec, Slo, SloSnapshot};
+
+/// The request, call and verdict totals.
+pub(super) fn requests(o: &mut Out, slo: &Slo) {
+    let t = slo.totals();
+    let counters: [(&str, &str, &CounterVec); 12] = [
+        (
+            "overtime_requests_total",
+            "completed requests by route and outcome (ok, gateway_timeout, service_timeout, error)",
+            &t.requests,
+        ),
+        (
+            "overtime_requests_timed_out_total",
+            "requests with outcome gateway_timeout or service_timeout",
+            &t.requests_timed_out,
+        ),
+        (
+            "overtime_gateway_responses_total",
+            "gateway records by layer and HTTP status",
+            &t.gateway_responses,
+        ),
+        (
+            "overtime_judged_requests_total",
+            "requests with a judge score",
+            &t.judged,
+        ),
+        (
+            "overtime_semantic_success_total",
+            "judged requests with a score at or above slo.semantic_success_score",
+            &t.semantic_success,
+        ),
+        (
+            "overtime_stage_calls_total",
+            "calls by stage, each attempt counted",
+            &t.stage_calls,
+        ),
+        (
+            "overtime_stage_timeouts_total",
+            "calls of that stage that ended in timeout",
+            &t.stage_timeouts,
+        ),
+        (
+            "overtime_fallbacks_total",
+            "requests that fell back, by the fallback used",
+            &t.fallbacks,
+        ),
+        (
+            "overtime_fallbacks_accepted_total",
+            "of those, the fallback answer was accepted",
+            &t.fallbacks_accepted,
+        ),
+        (
+            "overtime_llm_calls_total",
+            "LLM calls (stages llm and judge) by model and span status",
+            &t.llm_calls,
+        ),
+        (
+            "overtime_tool_calls_total",
+            "tool, memory and network calls by target and status",
+            &t.tool_calls,
+        ),
+        (
+            "overtime_root_causes_total",
+            "failing verdicts by root cause (first verdict of a trace)",
+            &t.root_causes,
+        ),
+    ];
+    for (name, help, cv) in counters {
+        o.family(name, "counter", help);
+        o.counter_vec(name, cv);
+    }
+    let name = "overtime_verdict_revisions_total";
+    o.family(name, "counter", "verdicts revised by late spans");
+    o.sample(name, &[], t.verdict_revisions as f64);
+    let hists: [(&str, &str, &HistogramVec); 4] = [
+        (
+            "overtime_ttft_seconds",
+            "time to first token of LLM calls",
+            &t.ttft,
+        ),
+        (
+            "overtime_llm_call_duration_seconds",
+            "LLM call latency by model and input-token bucket",
+            &t.llm_duration,
+        ),
+        (
+            "overtime_tool_call_duration_seconds",
+            "tool call latency",
+            &t.tool_duration,
+        ),
+        (
+            "overtime_budget_left_seconds",
+            "budget left when a call started",
+            &t.budget_left,
+        ),
+    ];
+    for (name, help, hv) in hists {
+        o.family(name, "histogram", help);
+        o.histogram_vec(name, hv);
+    }
+}
+
+/// The live SLO gauges (windows, chain health, models, breakers).
+pub(super) fn slo_gauges(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
+    let l3 = overtime_slo::window_name(slo.config().breaker_error_window_s);
+    type Pick = fn(&overtime_slo::WindowStats) -> Option<f64>;
+    let per_window: [(&str, &str, Pick); 7] = [
+        (
+            "overtime_semantic_success_ratio",
+            "judged requests with score >= 0.8 / judged requests",
+            |w| w.semantic_success_ratio,
+        ),
+        ("overtime_timeout_ratio", "timed-out / all requests", |w| {
+            w.timeout_ratio
+        }),
+        (
+            "overtime_timeout_budget_burn_rate",
+            "timeout ratio / (1 - slo.timeout_objective)",
+            |w| w.timeout_budget_burn_rate,
+        ),
+        (
+            "overtime_ttft_within_target_ratio",
+            "LLM calls with TTFT <= 800 ms / LLM calls with a TTFT",
+            |w| w.ttft_within_target_ratio,
+        ),
+        ("overtime_ttft_p99_seconds", "P99 TTFT", |w| {
+            w.ttft_p99_seconds
+        }),
+        (
+            "overtime_fallback_acceptance_ratio",
+            "accepted / fallen back",
+            |w| w.fallback_acceptance_ratio,
+        ),
+        (
+            "overtime_error_ratio",
+            "non-ok / all requests (L3 uses its own window, 1m by default)",
+            |w| w.error_ratio,
+        ),
+    ];
+    for (name, help, pick) in per_window {
+        o.family(name, "gauge", help);
+        for w in &snap.windows {
+            let named = overtime_slo::WINDOWS.iter().any(|(n, _)| *n == w.window);
+            let l3_error = name == "overtime_error_ratio" && w.window == l3;
+            if !(named || l3_error) {
+                continue;
+            }
+            if let Some(v) = pick(w) {
+                o.sample(name, &[("window", &w.window)], v);
+            }
+        }
+    }
+    for name in ["overtime_chain_health", "overtime_health_score"] {
+        o.family(
+            name,
+            "gauge",
+            "last complete minute: 1 - sum(stage timeout ratio x weight)",
+        );
+        if let Some(h) = &snap.chain_health {
+            o.sample(name, &[], h.value);
+        }
+    }
+    o.family(
+        "overtime_model_consecutive_timeouts",
+        "gauge",
+        "current run of timed-out calls (L1 at 3)",
+    );
+    for m in &snap.models {
+        o.sample(
+            "overtime_model_consecutive_timeouts",
+            &[("model", &m.model)],
+            m.consecutive_timeouts as f64,
+        );
+    }
+    o.family(
+        "overtime_model_p99_seconds",
+        "gauge",
+        "P99 LLM latency over the L2 window (2 min)",
+    );
+    for m in &snap.models {
+        if let Some(p) = m.p99_seconds {
+            o.sample("overtime_model_p99_seconds", &[("model", &m.model)], p);
+        }
+    }
+    o.family(
+        "overtime_model_baseline_p99_seconds",
+        "gauge",
+        "the model's baseline P99 (frozen while L2 holds)",
+    );
+    for m in &snap.models {
+        if let Some(b) = m.baseline_p99_seconds {
+            o.sample(
+                "overtime_model_baseline_p99_seconds",
+                &[("model", &m.model)],
+                b,
+            );
+        }
+    }
+    o.family(
+        "overtime_model_breaker",
+        "gauge",
+        "1 while breaker L1/L2/L3 holds (L3 is global: model=\"*\")",
+    );
+    for b in &snap.breakers {
+        o.sample(
+            "overtime_model_breaker",
+            &[("model", &b.model), ("level", b.level)],
+            b.open as u8 as f64,
+        );
+    }
+}
