@@ -71,6 +71,7 @@ struct IncidentTracker {
     last_end: BTreeMap<String, String>,
     opened: BTreeMap<String, u64>,
     open: u64,
+    updated: Option<std::time::Instant>,
 }
 
 impl IncidentTracker {
@@ -101,6 +102,7 @@ impl IncidentTracker {
             }
         }
         self.open = reports.iter().filter(|r| r.status == "open").count() as u64;
+        self.updated = Some(std::time::Instant::now());
     }
 }
 
@@ -257,6 +259,14 @@ impl Metrics {
         lock(&self.incidents).update(reports);
     }
 
+    /// Were the incident counters updated within `max_age`? (A scrape
+    /// computes the reports itself only when nobody did recently.)
+    pub fn incidents_fresh(&self, max_age: std::time::Duration) -> bool {
+        lock(&self.incidents)
+            .updated
+            .is_some_and(|t| t.elapsed() <= max_age)
+    }
+
     /// The exposition text.
     pub fn render_text(&self, live: &LiveGauges) -> String {
         let mut o = Out::default();
@@ -398,15 +408,18 @@ impl Metrics {
 /// What `/metrics` reads from the live diagnosis and the store; updates
 /// the incident counters on the way.
 fn live_gauges(s: &AppState) -> LiveGauges {
+    let fresh = s.metrics.incidents_fresh(std::time::Duration::from_secs(5));
     let (pending, dropped, incidents) = {
         let live = s.live.lock().expect("live state lock");
         (
             live.pending_len() as u64,
             live.observations_dropped(),
-            live.incidents(),
+            (!fresh).then(|| live.incidents()),
         )
     };
-    s.metrics.update_incidents(&incidents);
+    if let Some(incidents) = incidents {
+        s.metrics.update_incidents(&incidents);
+    }
     let st = s.store.stats();
     LiveGauges {
         pending_traces: pending,
