@@ -24,7 +24,7 @@
   function dur(ms) {
     if (!num(ms)) return '—';
     const a = Math.abs(ms);
-    if (a === 0) return '0';
+    if (a === 0) return '0 ms';
     if (a < 10) return ms.toFixed(1) + ' ms';
     if (a < 1000) return Math.round(ms) + ' ms';
     return (ms / 1000).toFixed(1) + ' s';
@@ -310,7 +310,7 @@
     marks.sort((a, b) => a.at - b.at);
     const step = niceStep(maxT);
     const axis = [];
-    for (let t = 0; t <= maxT; t += step) axis.push(`<span class="t" style="left:${X(t)}%">${dur(t)}</span>`);
+    for (let t = 0; t <= maxT; t += step) axis.push(`<span class="t" style="left:${X(t)}%">${t === 0 ? '0' : dur(t)}</span>`);
     marks.forEach((m, i) => {
       const up = i > 0 && m.at - marks[i - 1].at < maxT * 0.12 && !marks[i - 1].low;
       m.low = up;
