@@ -31,6 +31,9 @@ pub enum Command {
     /// Run read-only SQL over gateway_requests, spans, verdicts, incidents
     /// and rejected — against a data dir or a running server.
     Query(QueryArgs),
+    /// Drive a simulated agent platform (agent API, model server, tools,
+    /// behind real nginx or a built-in gateway) for demos and tests.
+    Simulate(Box<overtime_simulate::SimulateArgs>),
 }
 
 /// How `overtime query` prints rows.

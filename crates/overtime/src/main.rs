@@ -47,6 +47,13 @@ fn main() -> ExitCode {
         cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
         cli::Command::Serve { config } => serve::run(config),
         cli::Command::Query(a) => query_cmd::run(a),
+        cli::Command::Simulate(a) => overtime_simulate::run(*a).map_err(|e| {
+            if e.is_usage() {
+                anyhow::Error::new(UsageError(e.to_string()))
+            } else {
+                e.into()
+            }
+        }),
         cli::Command::Config => {
             print!("{}", overtime_config::DEFAULT_TOML);
             Ok(())

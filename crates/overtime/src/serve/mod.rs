@@ -7,6 +7,7 @@
 //! Every listener is bound before the service says it is ready, so a port
 //! in use is a startup error, not a log line an SRE never sees.
 
+mod notify;
 mod sources;
 
 use anyhow::{Context, Result};
@@ -17,7 +18,8 @@ use overtime_ingest::file_tail::{spawn_file_tail, FileSourceConfig, FileTail};
 use overtime_ingest::otlp::{serve_otlp_grpc_on, serve_otlp_http_on, OtlpConfig, OtlpStats};
 use overtime_kafka::{spawn_kafka_source, KafkaSource};
 use overtime_model::RecordSink;
-use overtime_server::pipeline::{self, DiagnosingSink};
+use overtime_server::metrics::Metrics;
+use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{router, AppState};
 use overtime_store::{Store, StoreConfig};
 use std::path::PathBuf;
@@ -131,6 +133,7 @@ async fn serve(cfg: Config) -> Result<()> {
         sql: cfg.sql.clone(),
         token: secrets.api_token.clone(),
         ready: AtomicBool::new(false),
+        metrics: Metrics::new(cfg.slo.clone()),
     });
     let since = pipeline::now_us() - d.keep_ms as i64 * 1000;
     pipeline::replay_recent(&state, since)
@@ -142,9 +145,13 @@ async fn serve(cfg: Config) -> Result<()> {
     let otlp_http = bind("OTLP/HTTP", &cfg.otlp.http_listen).await?;
     let otlp_grpc = bind("OTLP/gRPC", &cfg.otlp.grpc_listen).await?;
 
-    let sink: Arc<dyn RecordSink> = Arc::new(DiagnosingSink {
-        state: state.clone(),
-    });
+    // One sink per kind of source, so /metrics tells them apart.
+    let sink = |source: &'static str| -> Arc<dyn RecordSink> {
+        Arc::new(SourceSink {
+            state: state.clone(),
+            source,
+        })
+    };
     let shutdown = CancellationToken::new();
     let mut running = Running {
         tails: Vec::new(),
@@ -154,14 +161,32 @@ async fn serve(cfg: Config) -> Result<()> {
     for f in plan.files {
         running
             .tails
-            .push(spawn_file_tail(f, sink.clone(), shutdown.clone()));
+            .push(spawn_file_tail(f, sink("file"), shutdown.clone()));
     }
     for k in plan.kafka {
-        let c = spawn_kafka_source(k, sink.clone(), shutdown.clone())
+        let c = spawn_kafka_source(k, sink("kafka"), shutdown.clone())
             .context("starting a Kafka consumer")?;
+        let stats = c.stats().clone();
+        state
+            .metrics
+            .register_kafka_lag(move || stats.lag_by_partition());
         running.consumers.push(c);
     }
     let otlp_stats = Arc::new(OtlpStats::default());
+    {
+        // Whole bodies refused before any span reaches a sink (span-level
+        // rejections are counted by the sinks).
+        let s = otlp_stats.clone();
+        state.metrics.register_rejections("otlp_http", move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            [
+                ("bad_request".to_string(), s.bad_requests.load(Relaxed)),
+                ("too_large".to_string(), s.too_large.load(Relaxed)),
+                ("unsupported".to_string(), s.unsupported.load(Relaxed)),
+            ]
+            .into()
+        });
+    }
     let otlp_cfg = OtlpConfig {
         max_body_bytes: cfg.otlp.max_body_bytes,
         ..Default::default()
@@ -169,7 +194,7 @@ async fn serve(cfg: Config) -> Result<()> {
     if let Some(l) = otlp_http {
         let work = serve_otlp_http_on(
             l,
-            sink.clone(),
+            sink("otlp_http"),
             otlp_stats.clone(),
             otlp_cfg.clone(),
             shutdown.clone(),
@@ -181,7 +206,7 @@ async fn serve(cfg: Config) -> Result<()> {
     if let Some(l) = otlp_grpc {
         let work = serve_otlp_grpc_on(
             l,
-            sink.clone(),
+            sink("otlp_grpc"),
             otlp_stats.clone(),
             otlp_cfg,
             shutdown.clone(),
@@ -190,9 +215,13 @@ async fn serve(cfg: Config) -> Result<()> {
             .tasks
             .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
     }
-    running
-        .tasks
-        .push(tokio::spawn(periodic(state.clone(), shutdown.clone())));
+    let notes = notify::Notifications::start(&cfg)?;
+    running.tasks.push(tokio::spawn(periodic(
+        state.clone(),
+        notes,
+        d.grace_ms,
+        shutdown.clone(),
+    )));
     state.ready.store(true, Ordering::Relaxed);
     eprintln!(
         "overtime: serving on http://{} (OTLP/HTTP {}, OTLP/gRPC {}), data in {}",
@@ -250,10 +279,20 @@ async fn stop_signal() {
     }
 }
 
-/// Verdicts every half second; retention every hour.
-async fn periodic(state: Arc<AppState>, shutdown: CancellationToken) {
+/// Verdicts every half second; new incidents announced every 2 s;
+/// retention every hour.
+async fn periodic(
+    state: Arc<AppState>,
+    mut notes: notify::Notifications,
+    grace_ms: u64,
+    shutdown: CancellationToken,
+) {
     let mut every = tokio::time::interval(Duration::from_millis(500));
     let mut last_retention = Instant::now();
+    let mut last_notes = Instant::now();
+    // The SLOs run on data time; with no traffic for this long it moves to
+    // the wall clock (so an idle collector's windows drain).
+    let idle_us = grace_ms as i64 * 1000 + 5_000_000;
     while !shutdown.is_cancelled() {
         tokio::select! {
             _ = every.tick() => {}
@@ -261,6 +300,26 @@ async fn periodic(state: Arc<AppState>, shutdown: CancellationToken) {
         }
         let s = state.clone();
         let _ = tokio::task::spawn_blocking(move || pipeline::tick(&s)).await;
+        if last_notes.elapsed() >= Duration::from_secs(2) {
+            let s = state.clone();
+            let incidents = tokio::task::spawn_blocking(move || {
+                s.live.lock().expect("live state lock").incidents()
+            })
+            .await
+            .unwrap_or_default();
+            state.metrics.update_incidents(&incidents);
+            notes.incidents(&incidents);
+            state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
+            notes.slo_alerts(
+                state
+                    .metrics
+                    .alerts()
+                    .iter()
+                    .map(notify::to_alert)
+                    .collect(),
+            );
+            last_notes = Instant::now();
+        }
         if last_retention.elapsed() >= Duration::from_secs(3600) {
             let s = state.clone();
             let _ =
@@ -269,6 +328,7 @@ async fn periodic(state: Arc<AppState>, shutdown: CancellationToken) {
             last_retention = Instant::now();
         }
     }
+    notes.shutdown().await;
 }
 
 async fn stop_all(running: Running) {
