@@ -84,10 +84,10 @@ fn payloads(jsonl: &Path) -> Vec<Vec<u8>> {
                 .map(|i| {
                     // From 1: an all-zero span id is invalid (rejected).
                     let n = (r * SPANS_PER_REQUEST + i) as u64 + 1;
-                    let trace = (n / 8) as u128 * 0x9e37_79b9_7f4a_7c15 | 1;
+                    let trace = ((n / 8) as u128 * 0x9e37_79b9_7f4a_7c15) | 1;
                     let start = t0 + n * 3_000_000;
                     let end = start + 250_000_000 + (n % 97) * 10_000_000;
-                    let llm = n % 3 == 0;
+                    let llm = n.is_multiple_of(3);
                     let mut attrs = vec![kv("agent.timeout_ms", Value::IntValue(30_000))];
                     if llm {
                         attrs.push(kv("gen_ai.operation.name", Value::StringValue("chat".into())));
