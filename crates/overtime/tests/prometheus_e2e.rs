@@ -522,7 +522,6 @@ fn am_alerts(am: &Daemon, alertname: &str) -> Vec<Value> {
 /// `[alerts]` config section: `fire_once` on each new incident, `resolve_once`
 /// when it closes, `update` with the SLO alerts every evaluation.
 #[test]
-#[ignore = "serve does not resolve_once an incident page when its incident closes yet (issue 4); run with --ignored"]
 fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
     let tmp = tempfile::tempdir().unwrap();
     let am = alertmanager(tmp.path());

@@ -14,7 +14,7 @@ use overtime_alert::{Alert, AlertSender};
 use overtime_config::Config;
 use overtime_diagnose::report::IncidentReport;
 use overtime_jira::{IncidentEvent, Notifier};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The notification side of `overtime serve`.
 pub struct Notifications {
@@ -22,6 +22,9 @@ pub struct Notifications {
     pub jira: Notifier,
     external_url: String,
     announced: HashSet<String>,
+    /// The labels of each incident's page still firing, by incident id:
+    /// resolved in Alertmanager when the incident closes.
+    paged: HashMap<String, BTreeMap<String, String>>,
 }
 
 impl Notifications {
@@ -42,11 +45,20 @@ impl Notifications {
             jira,
             external_url: a.external_url.clone(),
             announced: HashSet::new(),
+            paged: HashMap::new(),
         })
     }
 
-    /// Announces every open incident not announced yet.
+    /// Announces every open incident not announced yet, and resolves the
+    /// page of every incident that closed.
     pub fn incidents(&mut self, reports: &[IncidentReport]) {
+        if let Some(a) = &self.alerts {
+            for r in reports.iter().filter(|r| r.status != "open") {
+                if let Some(labels) = self.paged.remove(&r.id) {
+                    a.resolve_once(&labels, Utc::now());
+                }
+            }
+        }
         for r in reports {
             if r.status != "open" || !self.announced.insert(r.id.clone()) {
                 continue;
@@ -62,6 +74,7 @@ impl Notifications {
                         &r.id,
                         &self.external_url,
                     );
+                    self.paged.insert(r.id.clone(), page.labels.clone());
                     a.fire_once(page, Utc::now());
                 }
             }
@@ -104,13 +117,14 @@ impl Notifications {
     }
 }
 
-/// An SLO alert as the sender takes it (same labels and annotations; it
-/// started when its condition started to hold).
+/// An SLO alert as the sender takes it (same labels and annotations).
+/// `startsAt` is the sender's first sighting on the wall clock: the SLOs
+/// run on data time, which for replayed logs can be days in the past.
 pub fn to_alert(a: &overtime_slo::Alert) -> Alert {
     Alert {
         labels: a.labels.clone(),
         annotations: a.annotations.clone(),
-        starts_at: chrono::DateTime::from_timestamp_micros(a.active_since_us),
+        starts_at: None,
         generator_url: None,
     }
 }
