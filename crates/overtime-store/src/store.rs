@@ -72,9 +72,6 @@ pub(crate) struct Kick {
 
 pub(crate) struct Inner {
     pub cfg: StoreConfig,
-    /// The data dir's `LOCK` file, held exclusively while the store is
-    /// open: two writers on one WAL would corrupt it.
-    pub _lock: fs::File,
     pub root: PathBuf,
     pub parquet_dirs: [PathBuf; 3],
     pub wal: Wal,
@@ -113,6 +110,10 @@ pub(crate) struct Inner {
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
     flusher: Option<JoinHandle<()>>,
+    /// The data dir's `LOCK` file, held exclusively while this store (the
+    /// one writer) is open: two writers on one WAL would corrupt it.
+    /// Readers that outlive the store (DataFusion tables) do not hold it.
+    _lock: fs::File,
 }
 
 pub(crate) fn now_us() -> i64 {
@@ -223,7 +224,6 @@ impl Store {
         let wal = Wal::open(&wal_dir, live, cfg.fsync)?;
         let reserved = AtomicU64::new(active.bytes());
         let inner = Arc::new(Inner {
-            _lock: lock,
             root,
             parquet_dirs,
             wal,
@@ -250,7 +250,11 @@ impl Store {
                 .spawn(move || flusher_loop(&i))
                 .expect("spawning the flush thread")
         });
-        Ok(Store { inner, flusher })
+        Ok(Store {
+            inner,
+            flusher,
+            _lock: lock,
+        })
     }
 
     /// Budget bytes held by the memtable (including a flush in progress).
