@@ -22,7 +22,17 @@
 //! let token = cfg.token_from_env();
 //! let outbox = cfg.outbox_path(std::path::Path::new("/var/lib/overtime"));
 //! let notifier = Notifier::start(cfg, token, outbox)?;
-//! # let ev: IncidentEvent = unimplemented!();
+//! let ev = IncidentEvent {
+//!     incident_id: "llm_prefill_slow:deepseek-v4-pro@2026-03-01T10:00:00Z".into(),
+//!     fingerprint: "llm_prefill_slow:deepseek-v4-pro".into(),
+//!     kind: "llm_prefill_slow".into(),
+//!     component: "deepseek-v4-pro".into(),
+//!     headline: "73 % of 504s came from llm_prefill_slow on deepseek-v4-pro".into(),
+//!     report_markdown: "## 73 % of 504s came from llm_prefill_slow …".into(),
+//!     report_url: None,
+//!     failures: 41,
+//!     at: "2026-03-01T10:00:00Z".parse().unwrap(),
+//! };
 //! notifier.incident_opened(ev)?; // durable on return
 //! println!("{:?}", notifier.stats());
 //! notifier.shutdown().await;
