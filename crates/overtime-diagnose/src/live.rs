@@ -1,6 +1,10 @@
 //! Live diagnosis for `overtime serve`: records arrive in any order, a
 //! trace is diagnosed once it has been quiet for a grace period, and its
-//! verdict is revised if late records arrive. The verdict itself comes from
+//! verdict is revised if late records arrive. A trace whose gateway has
+//! already answered 5xx gets a first verdict sooner, after a shorter
+//! `failure_grace` (the request is over; pages should not wait for the
+//! stragglers), and is diagnosed again when the full grace period ends.
+//! The verdict itself comes from
 //! the same [`crate::verdict::diagnose_trace`] as `overtime diagnose`, so
 //! on the same data the service and the batch tool agree.
 //!
@@ -10,8 +14,10 @@
 //! - Bounded: a trace is kept for revision `keep_ms` after its verdict,
 //!   then forgotten; per-layer 504 samples and summaries are capped.
 //! - Each span counts once per trace, however often it arrives.
-//! - Each trace is observed for the SLIs once, at its first diagnosis
-//!   ([`LiveDiagnoser::drain_observations`]); a revision is not a new request.
+//! - Each trace is observed for the SLIs once, at its first diagnosis after
+//!   the full grace period ([`LiveDiagnoser::drain_observations`]): an early
+//!   verdict is not observed (its spans may still be on their way), and a
+//!   revision is not a new request.
 
 use crate::assemble::{hex128, key_name, sane_gateway, sane_span, Key};
 use crate::config::DiagnoseConfig;
@@ -22,7 +28,7 @@ use crate::Trace;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
 use overtime_slo::RequestObservation;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Most 504 request times kept per layer for timeout inference.
 const MAX_SAMPLES: usize = 10_000;
@@ -43,20 +49,37 @@ struct Pending {
     trace: Trace,
     spans_seen: FxHashSet<String>,
     last_update_us: i64,
+    /// The last verdict given (None: diagnosed, nothing failed), with its
+    /// revision; `None` until the first diagnosis.
+    given: Option<(u32, Option<Verdict>)>,
+    /// `last_update_us` when the early verdict was given: no second early
+    /// verdict until new records arrive.
+    early_at_us: Option<i64>,
+    /// Counted in the SLI observations already.
+    observed: bool,
+}
+
+impl Pending {
+    /// The gateway has answered with a 5xx: the request is over.
+    fn gateway_failed(&self) -> bool {
+        self.trace
+            .gateway
+            .iter()
+            .any(|g| g.status.is_some_and(|s| s >= 500))
+    }
 }
 
 #[derive(Debug)]
 struct Done {
     pending: Pending,
     diagnosed_at_us: i64,
-    revision: u32,
-    verdict: Option<Verdict>,
 }
 
 /// The live state of the diagnosis.
 pub struct LiveDiagnoser {
     cfg: DiagnoseConfig,
     grace_us: i64,
+    failure_grace_us: i64,
     keep_us: i64,
     max_summaries: usize,
     pending: FxHashMap<Key, Pending>,
@@ -77,6 +100,7 @@ impl LiveDiagnoser {
         LiveDiagnoser {
             cfg,
             grace_us: grace_ms as i64 * 1000,
+            failure_grace_us: grace_ms as i64 * 1000,
             keep_us: keep_ms as i64 * 1000,
             max_summaries,
             pending: FxHashMap::default(),
@@ -88,6 +112,22 @@ impl LiveDiagnoser {
             observations: VecDeque::new(),
             observations_dropped: 0,
         }
+    }
+
+    /// Gives traces whose gateway answered 5xx a first verdict after
+    /// `ms` of quiet instead of the full grace period (never longer than
+    /// it). The full grace period still ends in a second diagnosis, which
+    /// revises the verdict if late spans changed it.
+    ///
+    /// ```
+    /// use overtime_diagnose::{live::LiveDiagnoser, DiagnoseConfig};
+    /// let live = LiveDiagnoser::new(DiagnoseConfig::default(), 30_000, 600_000, 1_000)
+    ///     .with_failure_grace(2_000);
+    /// assert_eq!(live.pending_len(), 0);
+    /// ```
+    pub fn with_failure_grace(mut self, ms: u64) -> Self {
+        self.failure_grace_us = (ms as i64 * 1000).min(self.grace_us);
+        self
     }
 
     /// Takes the observations of the traces diagnosed since the last call
@@ -109,8 +149,8 @@ impl LiveDiagnoser {
     /// The pending entry for `key`, reopening a diagnosed trace if needed.
     fn entry(&mut self, key: Key, now_us: i64) -> &mut Pending {
         if !self.pending.contains_key(&key) {
-            let p = match self.done.get_mut(&key) {
-                Some(d) => std::mem::take(&mut d.pending),
+            let p = match self.done.remove(&key) {
+                Some(d) => d.pending,
                 None => Pending {
                     trace: Trace {
                         id: key_name(&key),
@@ -174,30 +214,30 @@ impl LiveDiagnoser {
         orphans.extend(hex128(rid).map(Key::Trace));
         let mut moved = Vec::new();
         for orphan in orphans.into_iter().filter(|o| o != key) {
-            if self
+            let orphaned = if self
                 .pending
                 .get(&orphan)
                 .is_some_and(|p| p.trace.spans.is_empty())
             {
-                moved.extend(
-                    self.pending
-                        .remove(&orphan)
-                        .map(|p| p.trace.gateway)
-                        .unwrap_or_default(),
-                );
-            }
-            if self
+                self.pending.remove(&orphan)
+            } else if self
                 .done
                 .get(&orphan)
                 .is_some_and(|d| d.pending.trace.spans.is_empty())
             {
-                let d = self.done.remove(&orphan).expect("checked above");
-                let id = key_name(&orphan);
-                self.verdicts.remove(&id);
-                if let Some(i) = self.summaries.iter().rposition(|x| x.trace_id == id) {
-                    self.summaries.remove(i);
+                self.done.remove(&orphan).map(|d| d.pending)
+            } else {
+                None
+            };
+            if let Some(p) = orphaned {
+                if p.given.is_some() {
+                    let id = key_name(&orphan);
+                    self.verdicts.remove(&id);
+                    if let Some(i) = self.summaries.iter().rposition(|x| x.trace_id == id) {
+                        self.summaries.remove(i);
+                    }
                 }
-                moved.extend(d.pending.trace.gateway);
+                moved.extend(p.trace.gateway);
             }
         }
         for g in moved {
@@ -225,15 +265,27 @@ impl LiveDiagnoser {
         }
     }
 
-    /// Diagnoses every trace quiet for the grace period; returns the
-    /// verdicts that are new or changed. Forgets traces past `keep_ms`.
+    /// Diagnoses every trace quiet for the grace period (or for the
+    /// failure grace when its gateway answered 5xx); returns the verdicts
+    /// that are new or changed. Forgets traces past `keep_ms`.
     pub fn tick(&mut self, now_us: i64) -> Vec<LiveVerdict> {
-        let due: Vec<Key> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| now_us - p.last_update_us >= self.grace_us)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let mut due = Vec::new();
+        let mut early = Vec::new();
+        for (k, p) in &self.pending {
+            let quiet = now_us - p.last_update_us;
+            if quiet >= self.grace_us {
+                due.push(k.clone());
+            } else if quiet >= self.failure_grace_us
+                && p.early_at_us != Some(p.last_update_us)
+                && p.gateway_failed()
+            {
+                early.push(k.clone());
+            }
+        }
+        if due.is_empty() && early.is_empty() {
+            self.forget(now_us);
+            return Vec::new();
+        }
         let timeouts = timeouts::layer_timeouts(
             self.samples.iter().flat_map(|(src, v)| {
                 v.iter()
@@ -242,61 +294,90 @@ impl LiveDiagnoser {
             &self.cfg,
         );
         let mut out = Vec::new();
+        for key in early {
+            let mut pending = self.pending.remove(&key).expect("early keys are pending");
+            pending.early_at_us = Some(pending.last_update_us);
+            out.extend(self.diagnose(&mut pending, &timeouts));
+            self.pending.insert(key, pending);
+        }
         for key in due {
             let mut pending = self.pending.remove(&key).expect("due keys are pending");
-            pending.trace.normalize();
-            let needs_verdict = self.cfg.all_verdicts
-                || !pending.trace.spans.is_empty()
-                || pending
-                    .trace
-                    .gateway
-                    .iter()
-                    .any(|g| g.status.is_some_and(|s| s >= 500));
-            let (summary, verdict) = if needs_verdict {
-                diagnose_trace(&pending.trace, &timeouts, &self.cfg)
-            } else {
-                (light_summary(&pending.trace), None)
-            };
-            if !self.done.contains_key(&key) {
+            out.extend(self.diagnose(&mut pending, &timeouts));
+            if !pending.observed {
+                pending.observed = true;
                 if self.observations.len() == MAX_OBSERVATIONS {
                     self.observations.pop_front();
                     self.observations_dropped += 1;
                 }
+                let summary = self.summaries.back().expect("diagnose keeps a summary");
                 self.observations
-                    .push_back(crate::observe::observe(&pending.trace, &summary));
-            }
-            self.push_summary(summary);
-            let previous = self.done.remove(&key);
-            let mut revision = previous.as_ref().map_or(0, |d| d.revision);
-            if let Some(v) = &verdict {
-                let changed = previous.as_ref().and_then(|d| d.verdict.as_ref()) != Some(v);
-                if previous.as_ref().is_some_and(|d| d.verdict.is_some()) && changed {
-                    revision += 1;
-                }
-                if changed {
-                    out.push(LiveVerdict {
-                        verdict: v.clone(),
-                        revision,
-                    });
-                    self.verdicts
-                        .insert(v.trace_id.clone(), (revision, v.clone()));
-                }
+                    .push_back(crate::observe::observe(&pending.trace, summary));
             }
             self.done.insert(
                 key,
                 Done {
                     pending,
                     diagnosed_at_us: now_us,
-                    revision,
-                    verdict,
                 },
             );
         }
-        let keep = self.keep_us;
-        self.done.retain(|_, d| now_us - d.diagnosed_at_us < keep);
-        let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
-        self.request_ids.retain(|_, k| live.contains(k));
+        self.forget(now_us);
         out
+    }
+
+    /// One diagnosis of a trace: its summary kept (last in `summaries`),
+    /// its verdict recorded; the verdict returned when new or changed.
+    fn diagnose(
+        &mut self,
+        pending: &mut Pending,
+        timeouts: &BTreeMap<String, timeouts::LayerTimeout>,
+    ) -> Option<LiveVerdict> {
+        pending.trace.normalize();
+        let needs_verdict =
+            self.cfg.all_verdicts || !pending.trace.spans.is_empty() || pending.gateway_failed();
+        let (summary, verdict) = if needs_verdict {
+            diagnose_trace(&pending.trace, timeouts, &self.cfg)
+        } else {
+            (light_summary(&pending.trace), None)
+        };
+        self.push_summary(summary);
+        let (mut revision, previous) = match pending.given.take() {
+            Some((r, v)) => (r, v),
+            None => (0, None),
+        };
+        let mut fresh = None;
+        if let Some(v) = &verdict {
+            let changed = previous.as_ref() != Some(v);
+            if previous.is_some() && changed {
+                revision += 1;
+            }
+            if changed {
+                self.verdicts
+                    .insert(v.trace_id.clone(), (revision, v.clone()));
+                fresh = Some(LiveVerdict {
+                    verdict: v.clone(),
+                    revision,
+                });
+            }
+        } else if let Some(old) = &previous {
+            // Failed before, fine now (e.g. the gateway line moved to the
+            // trace it belongs to): the old verdict no longer holds.
+            self.verdicts.remove(&old.trace_id);
+        }
+        pending.given = Some((revision, verdict));
+        fresh
+    }
+
+    /// Forgets diagnosed traces past `keep_ms`, and the request ids that
+    /// pointed at them.
+    fn forget(&mut self, now_us: i64) {
+        let keep = self.keep_us;
+        let before = self.done.len();
+        self.done.retain(|_, d| now_us - d.diagnosed_at_us < keep);
+        if self.done.len() != before {
+            let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
+            self.request_ids.retain(|_, k| live.contains(k));
+        }
     }
 
     fn push_summary(&mut self, s: TraceSummary) {
