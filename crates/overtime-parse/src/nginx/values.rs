@@ -67,8 +67,9 @@ pub(crate) fn secs_to_ms(s: &str) -> Result<Option<f64>, ()> {
         };
         return Ok(Some(ms));
     }
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v * 1000.0)),
+    // `1e308` seconds is finite, but not in ms: out of range, not a number.
+    match s.trim().parse::<f64>().map(|v| v * 1000.0) {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(ms)),
         _ => Err(()),
     }
 }
@@ -429,6 +430,8 @@ mod tests {
         assert_eq!(secs_to_ms("1.5e3"), Ok(Some(1_500_000.0)));
         assert_eq!(secs_to_ms("fast"), Err(()));
         assert_eq!(secs_to_ms("-1"), Err(()));
+        // Found by fuzzing: finite seconds, infinite milliseconds.
+        assert_eq!(secs_to_ms("1e308"), Err(()));
         assert!(secs_to_ms("99999999999999999999999").is_ok_and(|v| v > Some(9.9e25)));
         assert_eq!(uint::<u16>("504"), Ok(Some(504)));
         assert_eq!(uint::<u16>("70000"), Err(()));
