@@ -141,10 +141,17 @@ pub(crate) fn span_from_jsonl_value(
         }
         (None, None) => return Err(SpanError::MissingField("end_time or duration_ms".into())),
     };
+    // In f64: the difference of two far-apart times need not fit in i64
+    // (found by fuzzing).
     if end_us < start_us {
         return Err(SpanError::BadTime(format!(
             "end_time is {} ms before start_time",
-            (start_us - end_us) as f64 / 1000.0
+            (start_us as f64 - end_us as f64) / 1000.0
+        )));
+    }
+    if end_us.checked_sub(start_us).is_none() {
+        return Err(SpanError::BadTime(format!(
+            "a span from {start_us} µs to {end_us} µs is too long"
         )));
     }
 
