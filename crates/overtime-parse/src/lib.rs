@@ -6,12 +6,14 @@
 //! - [`spans`]: JSONL span logs, OTLP JSON lines and OTLP protobuf (SPEC §2.2)
 //!   into `spans`;
 //! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (SPEC §2.3);
-//! - [`duration`]: `47.2s`-style durations.
+//! - [`duration`]: `47.2s`-style durations;
+//! - [`fuzz`]: the fuzz targets' property checks (docs/fuzzing.md).
 //!
 //! Bad input never fails a whole file: each bad record becomes a
 //! [`overtime_model::RejectedRecord`] and the rest is kept.
 
 pub mod duration;
+pub mod fuzz;
 pub mod llm_reason;
 pub mod nginx;
 pub mod spans;

@@ -53,7 +53,7 @@ mod conf;
 mod format;
 mod parser;
 mod plan;
-mod values;
+pub(crate) mod values;
 
 #[cfg(test)]
 mod parser_tests;
