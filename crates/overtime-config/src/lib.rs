@@ -193,6 +193,10 @@ impl Default for OtlpConfig {
 pub struct DiagnoseSection {
     /// A trace is diagnosed after this long without new records.
     pub grace_ms: u64,
+    /// A trace whose gateway answered 5xx gets a first verdict after this
+    /// long without new records (at most `grace_ms`), so its incident can
+    /// be paged seconds after the 504; the full grace still revises it.
+    pub failure_grace_ms: u64,
     /// A diagnosed trace is revised if records arrive within this long.
     pub keep_ms: u64,
     pub threshold_tokens: u32,
@@ -207,6 +211,7 @@ impl Default for DiagnoseSection {
     fn default() -> Self {
         DiagnoseSection {
             grace_ms: 30_000,
+            failure_grace_ms: 2_000,
             keep_ms: 600_000,
             threshold_tokens: 300,
             incident_quiet_ms: 300_000,

@@ -89,6 +89,9 @@ pub struct LiveDiagnoser {
     summaries: VecDeque<TraceSummary>,
     verdicts: FxHashMap<String, (u32, Verdict)>,
     observations: VecDeque<RequestObservation>,
+    /// Failing verdicts as they stood when their trace's grace period
+    /// ended: what root-cause counts are made of.
+    settled: VecDeque<Verdict>,
     observations_dropped: u64,
 }
 
@@ -110,6 +113,7 @@ impl LiveDiagnoser {
             summaries: VecDeque::new(),
             verdicts: FxHashMap::default(),
             observations: VecDeque::new(),
+            settled: VecDeque::new(),
             observations_dropped: 0,
         }
     }
@@ -134,6 +138,14 @@ impl LiveDiagnoser {
     /// (one per trace, at its first diagnosis), in diagnosis order.
     pub fn drain_observations(&mut self) -> Vec<RequestObservation> {
         self.observations.drain(..).collect()
+    }
+
+    /// Takes the failing verdicts settled since the last call: each trace's
+    /// verdict when its full grace period first ended (an early verdict
+    /// may still change; later revisions are counted as revisions). For
+    /// counting root causes once per trace.
+    pub fn drain_settled(&mut self) -> Vec<Verdict> {
+        self.settled.drain(..).collect()
     }
 
     /// Observations dropped because nobody drained them in time.
@@ -312,6 +324,14 @@ impl LiveDiagnoser {
                 let summary = self.summaries.back().expect("diagnose keeps a summary");
                 self.observations
                     .push_back(crate::observe::observe(&pending.trace, summary));
+                if let Some((_, Some(v))) = &pending.given {
+                    if v.outcome != Outcome::Ok {
+                        if self.settled.len() == MAX_OBSERVATIONS {
+                            self.settled.pop_front();
+                        }
+                        self.settled.push_back(v.clone());
+                    }
+                }
             }
             self.done.insert(
                 key,

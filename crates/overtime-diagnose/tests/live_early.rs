@@ -48,7 +48,11 @@ fn a_504_gets_its_verdict_after_the_failure_grace_not_the_full_grace() {
     assert_eq!(first.len(), 1, "{first:#?}");
     assert_eq!(first[0].revision, 0);
     assert_eq!(first[0].verdict.root_cause.kind, K::LlmQueueing);
-    assert_eq!(live.incidents().len(), 1, "the incident opens on the early verdict");
+    assert_eq!(
+        live.incidents().len(),
+        1,
+        "the incident opens on the early verdict"
+    );
     // Not counted in the SLIs yet: its stragglers may still come.
     assert!(live.drain_observations().is_empty());
     assert_eq!(live.pending_len(), 1);
@@ -75,17 +79,30 @@ fn spans_arriving_after_the_early_verdict_revise_it() {
     let early = live.tick(2 * S);
     assert_eq!(early.len(), 1);
     assert_eq!(early[0].verdict.root_cause.kind, K::Unknown);
-    assert!(live.incidents().is_empty(), "no incident from an unknown cause");
+    assert!(
+        live.incidents().is_empty(),
+        "no incident from an unknown cause"
+    );
 
     live.add_spans(b.spans.clone(), 5 * S);
-    assert!(live.tick(6 * S).is_empty(), "quiet for less than the failure grace");
+    assert!(
+        live.tick(6 * S).is_empty(),
+        "quiet for less than the failure grace"
+    );
     let revised = live.tick(7 * S);
     assert_eq!(revised.len(), 1, "{revised:#?}");
     assert_eq!(revised[0].revision, 1);
     assert_eq!(revised[0].verdict.root_cause.kind, K::LlmQueueing);
     assert_eq!(live.incidents().len(), 1);
+    assert!(
+        live.drain_settled().is_empty(),
+        "root causes are counted when the grace period ends, not before"
+    );
 
     assert!(live.tick(35 * S).is_empty());
+    let settled = live.drain_settled();
+    assert_eq!(settled.len(), 1, "counted once, as what it settled on");
+    assert_eq!(settled[0].root_cause.kind, K::LlmQueueing);
     let obs = live.drain_observations();
     assert_eq!(obs.len(), 1, "one request, counted once with its spans");
     assert!(

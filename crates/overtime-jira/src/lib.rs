@@ -44,6 +44,7 @@ pub mod client;
 pub mod config;
 pub mod deliver;
 pub mod event;
+mod exposition;
 pub mod label;
 pub mod markup;
 pub mod notifier;

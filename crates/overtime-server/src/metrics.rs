@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use overtime_diagnose::live::LiveVerdict;
 use overtime_diagnose::IncidentReport;
-use overtime_model::{SinkError, Table};
+use overtime_model::{SinkError, Table, Verdict};
 mod families;
 mod text;
 
@@ -46,6 +46,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const MAX_FINGERPRINTS: usize = 10_000;
 
 type CountsFn = Box<dyn Fn() -> BTreeMap<String, u64> + Send + Sync>;
+type TextFn = Box<dyn Fn() -> String + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -62,6 +63,7 @@ struct Pipeline {
 struct Hooks {
     rejections: Vec<(String, CountsFn)>,
     lag: Vec<CountsFn>,
+    text: Vec<TextFn>,
 }
 
 /// Counts incidents opened: a run of a fingerprint that starts after the
@@ -143,12 +145,18 @@ impl Metrics {
         }
     }
 
-    /// Feeds what one tick of the live diagnosis produced: verdicts (root
-    /// causes from first verdicts, revisions) and observations (in end-time
-    /// order); then evaluates the alerts.
-    pub fn record(&self, verdicts: &[LiveVerdict], observations: Vec<RequestObservation>) {
+    /// Feeds what one tick of the live diagnosis produced: new or changed
+    /// verdicts (revisions counted), the verdicts settled at the end of
+    /// their grace period (root causes counted, once per trace) and
+    /// observations (in end-time order); then evaluates the alerts.
+    pub fn record(
+        &self,
+        verdicts: &[LiveVerdict],
+        settled: &[Verdict],
+        observations: Vec<RequestObservation>,
+    ) {
         let mut slo = lock(&self.slo);
-        for v in verdicts {
+        for v in verdicts.iter().filter(|v| v.revision > 0) {
             let rc = &v.verdict.root_cause;
             slo.record_verdict(
                 rc.kind.as_str(),
@@ -156,6 +164,10 @@ impl Metrics {
                 v.verdict.outcome,
                 v.revision,
             );
+        }
+        for v in settled {
+            let rc = &v.root_cause;
+            slo.record_verdict(rc.kind.as_str(), &rc.component, v.outcome, 0);
         }
         if observations.is_empty() {
             return;
@@ -222,6 +234,12 @@ impl Metrics {
         f: impl Fn() -> BTreeMap<String, u64> + Send + Sync + 'static,
     ) {
         lock(&self.hooks).lag.push(Box::new(f));
+    }
+
+    /// Exposition text of another part (alert delivery, Jira), appended
+    /// at every scrape: `f` returns whole families in the text format.
+    pub fn register_text(&self, f: impl Fn() -> String + Send + Sync + 'static) {
+        lock(&self.hooks).text.push(Box::new(f));
     }
 
     /// Moves the SLOs' data time forward without data (an idle collector).
@@ -326,6 +344,9 @@ impl Metrics {
             live.observations_dropped as f64,
         );
         self.pipeline_health(&mut o, live);
+        for f in &lock(&self.hooks).text {
+            o.s.push_str(&f());
+        }
         o.s
     }
 

@@ -143,11 +143,11 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
 /// revised. The verdicts and the completed requests feed the metrics and
 /// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
-    let (verdicts, observations) = {
+    let (verdicts, settled, observations) = {
         let mut live = state.live.lock().expect("live state lock");
         let v = live.tick(now_us());
-        (v, live.drain_observations())
+        (v, live.drain_settled(), live.drain_observations())
     };
-    state.metrics.record(&verdicts, observations);
+    state.metrics.record(&verdicts, &settled, observations);
     verdicts.len()
 }

@@ -16,174 +16,9 @@ mod support;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::monitoring::{alertmanager, am_alerts, http10, prom_api, prometheus, repo, FAST};
 use support::{fixture, free_port, get, wait_for, Serve};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn program(names: &[&str], package: &str) -> PathBuf {
-    let path = std::env::var("PATH").unwrap_or_default();
-    for name in names {
-        for dir in path.split(':').chain(["/usr/bin", "/usr/sbin"]) {
-            let p = Path::new(dir).join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "{} not found: apt-get install -y --no-install-recommends {package} (scripts/test does this)",
-        names.join(" / ")
-    );
-}
-
-/// A Prometheus or an Alertmanager; killed on drop.
-struct Daemon {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    fn start(bin: PathBuf, args: Vec<String>, port: u16, log: PathBuf) -> Daemon {
-        let child = Command::new(&bin)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let mut d = Daemon { child, port, log };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !matches!(http10(port, "GET", "/-/ready", ""), Some((200, _))) {
-            if let Ok(Some(st)) = d.child.try_wait() {
-                panic!("{} exited with {st}: {}", bin.display(), d.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} not ready: {}",
-                bin.display(),
-                d.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        d
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-fn alertmanager(dir: &Path) -> Daemon {
-    let port = free_port();
-    let storage = dir.join("am-data");
-    std::fs::create_dir_all(&storage).unwrap();
-    Daemon::start(
-        program(
-            &["prometheus-alertmanager", "alertmanager"],
-            "prometheus-alertmanager",
-        ),
-        vec![
-            format!(
-                "--config.file={}",
-                repo()
-                    .join("deploy/alertmanager/alertmanager.yml")
-                    .display()
-            ),
-            format!("--storage.path={}", storage.display()),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-            "--cluster.listen-address=".into(),
-        ],
-        port,
-        dir.join("alertmanager.log"),
-    )
-}
-
-/// Prometheus scraping `targets` every second with the shipped rules.
-fn prometheus(dir: &Path, targets: &[u16], alertmanager: Option<u16>) -> Daemon {
-    let port = free_port();
-    let targets: Vec<String> = targets
-        .iter()
-        .map(|p| format!("\"127.0.0.1:{p}\""))
-        .collect();
-    let alerting = alertmanager.map_or(String::new(), |p| {
-        format!("alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"127.0.0.1:{p}\"]\n")
-    });
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {rules:?}\n{alerting}\
-         scrape_configs:\n  - job_name: overtime\n    static_configs:\n      - targets: [{t}]\n",
-        rules = repo().join("deploy/prometheus/overtime.rules.yml").display().to_string(),
-        t = targets.join(", "),
-    );
-    let cfg = dir.join("prometheus.yml");
-    std::fs::write(&cfg, config).unwrap();
-    let tsdb = dir.join("tsdb");
-    Daemon::start(
-        program(&["prometheus"], "prometheus"),
-        vec![
-            format!("--config.file={}", cfg.display()),
-            format!("--storage.tsdb.path={}", tsdb.display()),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-        ],
-        port,
-        dir.join("prometheus.log"),
-    )
-}
-
-/// One HTTP/1.0 request (so no chunked answer): (status, body).
-fn http10(port: u16, method: &str, path: &str, form: &str) -> Option<(u16, String)> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
-        form.len()
-    )
-    .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    Some((status, text.split_once("\r\n\r\n")?.1.to_string()))
-}
-
-fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-/// A Prometheus HTTP API call (form POST); the `data` field.
-fn prom_api(port: u16, path: &str, form: &[(&str, String)]) -> Value {
-    let body: Vec<String> = form
-        .iter()
-        .map(|(k, v)| format!("{k}={}", urlencode(v)))
-        .collect();
-    let (status, text) = http10(port, "POST", path, &body.join("&"))
-        .unwrap_or_else(|| panic!("prometheus {path}: no answer"));
-    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
-    assert_eq!(status, 200, "{path} {form:?}: {text}");
-    v["data"].clone()
-}
 
 /// One collector: empty log files tailed from the start, written later.
 struct Collector {
@@ -421,7 +256,7 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
     let c_format = std::fs::read_to_string(fixture("c_dns_retry", "log_format.txt")).unwrap();
     let a = collector(tmp.path(), "a", "a_prefill", "overtime", "");
     let c = collector(tmp.path(), "c", "c_dns_retry", &c_format, "");
-    let prom = prometheus(tmp.path(), &[a.port(), c.port()], None);
+    let prom = prometheus(tmp.path(), &[a.port(), c.port()], None, FAST);
 
     wait_for(30, "both collectors scraped", || {
         let up = prom_api(
@@ -507,17 +342,6 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
     drop(prom);
 }
 
-/// Alertmanager's alerts named `alertname`.
-fn am_alerts(am: &Daemon, alertname: &str) -> Vec<Value> {
-    let (status, body) =
-        http10(am.port, "GET", "/api/v2/alerts", "").expect("alertmanager answers");
-    assert_eq!(status, 200, "{body}");
-    let all: Vec<Value> = serde_json::from_str(&body).unwrap();
-    all.into_iter()
-        .filter(|a| a["labels"]["alertname"] == alertname)
-        .collect()
-}
-
 /// Needs `overtime serve` to run an `overtime-alert` AlertSender from its
 /// `[alerts]` config section: `fire_once` on each new incident, `resolve_once`
 /// when it closes, `update` with the SLO alerts every evaluation.
@@ -538,7 +362,7 @@ fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
 
     let deadline = Instant::now() + Duration::from_secs(90);
     let page = loop {
-        let pages = am_alerts(&am, "Overtime504Incident");
+        let pages = am_alerts(am.port, "Overtime504Incident");
         if let Some(p) = pages
             .iter()
             .find(|p| p["labels"]["kind"] == "llm_prefill_slow")
@@ -579,7 +403,7 @@ fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
         Duration::from_millis(250),
     );
     let deadline = Instant::now() + Duration::from_secs(90);
-    while am_alerts(&am, "Overtime504Incident")
+    while am_alerts(am.port, "Overtime504Incident")
         .iter()
         .any(|p| p["labels"]["kind"] == "llm_prefill_slow")
     {
@@ -599,5 +423,31 @@ fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
     assert!(
         !metrics.contains("overtime_alerts_firing{alertname=\"Overtime504Incident\"} 1"),
         "{metrics}"
+    );
+    // The delivery counters (docs/metrics.md, Delivery): the page and its
+    // resolve were sent, nothing failed; Jira is off, so nothing queued.
+    let sample = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{metrics}"))
+    };
+    let target = format!("target=\"alertmanager:127.0.0.1:{}\"", am.port);
+    assert!(
+        sample(&format!(
+            "overtime_alert_notifications_total{{{target},result=\"sent\"}}"
+        )) >= 2.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!(
+            "overtime_alert_notifications_total{{{target},result=\"failed\"}}"
+        )),
+        0.0
+    );
+    assert_eq!(sample("overtime_jira_outbox_queued"), 0.0);
+    assert_eq!(
+        sample("overtime_jira_events_total{result=\"created\"}"),
+        0.0
     );
 }

@@ -122,12 +122,10 @@ async fn serve(cfg: Config) -> Result<()> {
         .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
     let d = &cfg.diagnose;
     let state = Arc::new(AppState {
-        live: Mutex::new(LiveDiagnoser::new(
-            plan.diagnose.clone(),
-            d.grace_ms,
-            d.keep_ms,
-            d.max_traces,
-        )),
+        live: Mutex::new(
+            LiveDiagnoser::new(plan.diagnose.clone(), d.grace_ms, d.keep_ms, d.max_traces)
+                .with_failure_grace(d.failure_grace_ms),
+        ),
         store: Arc::new(store),
         diagnose: plan.diagnose.clone(),
         sql: cfg.sql.clone(),
@@ -216,9 +214,16 @@ async fn serve(cfg: Config) -> Result<()> {
             .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
     }
     let notes = notify::Notifications::start(&cfg)?;
+    // Delivery counters, refreshed by the periodic task, shown at scrapes.
+    let delivery_text = Arc::new(Mutex::new(notes.render_prometheus()));
+    state.metrics.register_text({
+        let t = delivery_text.clone();
+        move || t.lock().map(|s| s.clone()).unwrap_or_default()
+    });
     running.tasks.push(tokio::spawn(periodic(
         state.clone(),
         notes,
+        delivery_text,
         d.grace_ms,
         shutdown.clone(),
     )));
@@ -279,11 +284,13 @@ async fn stop_signal() {
     }
 }
 
-/// Verdicts every half second; new incidents announced every 2 s;
+/// Verdicts every half second; incidents announced every 2 s (sooner
+/// after new verdicts);
 /// retention every hour.
 async fn periodic(
     state: Arc<AppState>,
     mut notes: notify::Notifications,
+    delivery_text: Arc<Mutex<String>>,
     grace_ms: u64,
     shutdown: CancellationToken,
 ) {
@@ -299,8 +306,13 @@ async fn periodic(
             _ = shutdown.cancelled() => break,
         }
         let s = state.clone();
-        let _ = tokio::task::spawn_blocking(move || pipeline::tick(&s)).await;
-        if last_notes.elapsed() >= Duration::from_secs(2) {
+        let fresh = tokio::task::spawn_blocking(move || pipeline::tick(&s))
+            .await
+            .unwrap_or(0);
+        // Every 2 s, and sooner when verdicts just came: a new incident is
+        // paged within about a second of its first verdict.
+        let since = last_notes.elapsed();
+        if since >= Duration::from_secs(2) || (fresh > 0 && since >= Duration::from_millis(900)) {
             let s = state.clone();
             let incidents = tokio::task::spawn_blocking(move || {
                 s.live.lock().expect("live state lock").incidents()
@@ -309,6 +321,9 @@ async fn periodic(
             .unwrap_or_default();
             state.metrics.update_incidents(&incidents);
             notes.incidents(&incidents);
+            if let Ok(mut t) = delivery_text.lock() {
+                *t = notes.render_prometheus();
+            }
             state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
             notes.slo_alerts(
                 state

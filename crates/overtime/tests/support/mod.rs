@@ -3,6 +3,8 @@
 //! stopped, and a real nginx in a private prefix.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod monitoring;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
