@@ -1,0 +1,25 @@
+//! Incident B (INCIDENTS.md): a tool call with no timeout, streams cut by
+//! `proxy_read_timeout`.
+
+use crate::shape::check_shape;
+use crate::truth::{check_failing, check_findings, check_incidents};
+
+#[test]
+fn every_failing_trace() {
+    check_failing("b_tool_no_timeout");
+}
+
+#[test]
+fn incidents() {
+    check_incidents("b_tool_no_timeout");
+}
+
+#[test]
+fn findings() {
+    check_findings("b_tool_no_timeout");
+}
+
+#[test]
+fn verdict_shape() {
+    check_shape("b_tool_no_timeout");
+}

@@ -1,0 +1,25 @@
+//! Incident C (INCIDENTS.md): a 2.8 s DNS lookup, a 5 s tool timeout and
+//! one retry under a 10 s gateway timeout.
+
+use crate::shape::check_shape;
+use crate::truth::{check_failing, check_findings, check_incidents};
+
+#[test]
+fn every_failing_trace() {
+    check_failing("c_dns_retry");
+}
+
+#[test]
+fn incidents() {
+    check_incidents("c_dns_retry");
+}
+
+#[test]
+fn findings() {
+    check_findings("c_dns_retry");
+}
+
+#[test]
+fn verdict_shape() {
+    check_shape("c_dns_retry");
+}

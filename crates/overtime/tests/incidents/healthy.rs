@@ -1,0 +1,32 @@
+//! The healthy baseline: no failure, no incident.
+
+use crate::harness::doc;
+use crate::helpers::{incidents, s, verdicts};
+use crate::shape::check_shape;
+
+#[test]
+fn has_no_failure_and_no_incident() {
+    let d = doc("healthy");
+    let bad: Vec<String> = verdicts(d)
+        .iter()
+        .filter(|v| s(v, "outcome") != "ok")
+        .map(|v| {
+            format!(
+                "{} {} {}",
+                s(v, "trace_id"),
+                v["outcome"],
+                v["root_cause"]["kind"]
+            )
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "healthy traffic got failing verdicts: {bad:#?}"
+    );
+    assert!(
+        incidents(d).is_empty(),
+        "healthy traffic opened incidents: {:#?}",
+        incidents(d)
+    );
+    check_shape("healthy");
+}
