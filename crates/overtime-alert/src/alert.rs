@@ -1,4 +1,10 @@
 //! The alert itself and the catalog of alert names (docs/metrics.md).
+//!
+//! overtime-slo, which evaluates the SLO alerts, names them too
+//! (`overtime_slo::ALERT_NAMES`). This crate cannot re-use its constants:
+//! overtime-slo depends on this crate through overtime-config (a cycle),
+//! and would bring overtime-model's Arrow along. A unit test below reads
+//! overtime-slo's list from its source and holds the two equal.
 
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -193,4 +199,51 @@ pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pub const NAME: &str = "value";` lines of a source file.
+    fn str_consts(source: &str) -> BTreeMap<&str, &str> {
+        source
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("pub const ")?.split_once(": &str = \"")?;
+                Some((name, rest.strip_suffix("\";")?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_catalog_names_the_alerts_overtime_slo_evaluates() {
+        let slo_source = include_str!("../../overtime-slo/src/alerts.rs");
+        let slo = str_consts(slo_source);
+        let ours = str_consts(include_str!("alert.rs"));
+        // Same constant, same alert name.
+        for (name, value) in &slo {
+            assert_eq!(ours.get(name), Some(value), "overtime_slo::{name}");
+        }
+        // overtime-slo's ALERT_NAMES, in its order, is the catalog but for
+        // the per-incident page, which comes from incidents, not SLOs.
+        let list = slo_source
+            .split_once("pub const ALERT_NAMES")
+            .and_then(|(_, rest)| rest.split_once("= ["))
+            .and_then(|(_, rest)| rest.split_once("];"))
+            .expect("overtime-slo's alerts.rs has ALERT_NAMES")
+            .0;
+        let evaluated: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| slo.get(n).copied().unwrap_or(n))
+            .collect();
+        let delivered: Vec<&str> = CATALOG
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| *n != INCIDENT)
+            .collect();
+        assert_eq!(evaluated, delivered, "overtime_slo::ALERT_NAMES vs CATALOG");
+    }
 }
