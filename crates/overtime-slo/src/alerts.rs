@@ -5,15 +5,12 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub const BURN_FAST: &str = "OvertimeTimeoutBudgetBurnFast";
-pub const BURN_SLOW: &str = "OvertimeTimeoutBudgetBurnSlow";
-pub const BURN_TICKET: &str = "OvertimeTimeoutBudgetBurnTicket";
-pub const SEMANTIC_SUCCESS_LOW: &str = "OvertimeSemanticSuccessLow";
-pub const CHAIN_HEALTH_LOW: &str = "OvertimeChainHealthLow";
-pub const TTFT_SLO_BREACH: &str = "OvertimeTtftSloBreach";
-pub const BREAKER_L1: &str = "OvertimeModelBreakerL1";
-pub const BREAKER_L2: &str = "OvertimeModelBreakerL2";
-pub const BREAKER_L3: &str = "OvertimeModelBreakerL3";
+// The names are the delivery crate's catalog (one list for the rules, the
+// evaluator and the sender).
+pub use overtime_alert::{
+    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_LOW,
+    SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+};
 
 /// Every alert this crate evaluates, in docs/metrics.md order.
 /// (`Overtime504Incident` comes from incidents, not from SLOs.)
@@ -150,5 +147,15 @@ mod tests {
         assert!(h.apply(61, vec![]).is_empty());
         assert!(h.apply(62, vec![cond(60)]).is_empty(), "the hold restarts");
         assert_eq!(h.apply(5, vec![cond(0)]).len(), 1, "no hold: at once");
+    }
+
+    #[test]
+    fn evaluates_every_alert_of_the_catalog_but_the_incident_page() {
+        let catalog: Vec<&str> = overtime_alert::CATALOG
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|n| *n != overtime_alert::INCIDENT)
+            .collect();
+        assert_eq!(ALERT_NAMES.to_vec(), catalog);
     }
 }
