@@ -21,6 +21,7 @@
 
 mod gen;
 mod nginx;
+mod otlp_diff;
 mod roundtrip;
 mod seeds;
 mod spans;

@@ -110,8 +110,10 @@ fn check_span_bytes(format: SpanFormat, data: &[u8]) {
 
 /// OTLP protobuf: a stream (length-delimited or one message) and one
 /// message. A message that decodes gives one span or one rejection per
-/// span in it, and [`spans_from_otlp_request`] reports the same
-/// rejections; one that does not is exactly one `bad_proto` rejection.
+/// span in it, [`spans_from_otlp_request`] reports the same rejections,
+/// and the same request written as OTLP JSON maps to the same spans and
+/// rejections; one that does not decode is exactly one `bad_proto`
+/// rejection.
 pub fn check_otlp_proto(data: &[u8]) {
     check_parsed(&parse_span_bytes(SpanFormat::OtlpProto, data, "fuzz"));
     let mut one = ParsedSpans::default();
@@ -132,6 +134,7 @@ pub fn check_otlp_proto(data: &[u8]) {
             let mut re = ParsedSpans::default();
             parse_otlp_proto(&req.encode_to_vec(), "fuzz", 1, &mut re);
             assert_eq!(re.spans, one.spans, "re-encoded request maps the same");
+            super::otlp_diff::check_json_matches_proto(&req, &one);
         }
         Err(_) => {
             assert!(one.spans.is_empty());
