@@ -37,8 +37,12 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
         .filter_map(|c| c.timeout_ms.map(|t| (*c, t)))
         .collect();
     let sum: f64 = with_t.iter().map(|(c, t)| t * c.attempts() as f64).sum();
-    let parts: Vec<String> = with_t
+    // A 200 k-span trace must not make a megabyte finding: the first few
+    // calls are named, the rest counted.
+    const NAMED: usize = 8;
+    let mut parts: Vec<String> = with_t
         .iter()
+        .take(NAMED)
         .map(|(c, t)| {
             if c.attempts() > 1 {
                 format!("{} {} × {}", c.component, dur(*t), c.attempts())
@@ -47,6 +51,9 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
             }
         })
         .collect();
+    if with_t.len() > NAMED {
+        parts.push(format!("and {} more calls", with_t.len() - NAMED));
+    }
     let mut broken = Vec::new();
     match (f.service_budget_ms, gw_timeout) {
         (Some(b), _) if !with_t.is_empty() && sum >= b => broken.push(format!(

@@ -54,6 +54,35 @@ fn semantic_mask_and_timeout_misaligned() {
 }
 
 #[test]
+fn a_misalignment_over_many_calls_names_a_few_and_counts_the_rest() {
+    // 40 sequential tool calls of 1 s, each with a 2 s timeout: 80 s of
+    // timeouts against a 30 s budget.
+    let mut b = Builder::new(3);
+    b.gateway(504, 60_004.0);
+    b.span("1", None, "agent-api", Stage::Service, 1.0, 45_000.0)
+        .budget_ms = Some(30_000.0);
+    for i in 0..40 {
+        let id = format!("{}", 100 + i);
+        let start = 10.0 + i as f64 * 1_000.0;
+        let t = b.span(
+            &id,
+            Some("1"),
+            "agent-api",
+            Stage::Tool,
+            start,
+            start + 990.0,
+        );
+        t.tool = Some(format!("tool_{i}"));
+        t.timeout_ms = Some(2_000.0);
+    }
+    let v = only(&run(vec![b], &cfg_with_timeout(60_000.0))).clone();
+    let mis = finding(&v, F::TimeoutMisaligned).expect("timeout_misaligned");
+    assert!(mis.contains("sum to 80.0 s"), "{mis}");
+    assert!(mis.contains("and 32 more calls"), "{mis}");
+    assert!(mis.len() < 600, "{} bytes: {mis}", mis.len());
+}
+
+#[test]
 fn aligned_timeouts_give_no_finding() {
     let mut b = Builder::new(2);
     b.gateway(504, 120_002.0);
