@@ -83,7 +83,10 @@ pub fn sum_known(v: &[Option<f64>]) -> Option<f64> {
 impl GatewayRecord {
     /// When the request started: `time` − `request_time`.
     pub fn start_us(&self) -> i64 {
-        self.time_us - (self.request_time_ms.unwrap_or(0.0) * 1000.0).round() as i64
+        // Saturating: hostile times must not overflow (the parser rejects
+        // them, but records can be built by hand).
+        self.time_us
+            .saturating_sub((self.request_time_ms.unwrap_or(0.0) * 1000.0).round() as i64)
     }
     pub fn upstream_connect_sum_ms(&self) -> Option<f64> {
         sum_known(&self.upstream_connect_ms)

@@ -159,6 +159,7 @@ impl SpanRecord {
     }
 
     pub fn duration_ms(&self) -> f64 {
-        (self.end_us - self.start_us) as f64 / 1000.0
+        // In f64: far-apart hostile times must not overflow i64.
+        (self.end_us as f64 - self.start_us as f64) / 1000.0
     }
 }

@@ -115,38 +115,3 @@ fn fuzz_regressions_stay_fixed() {
         assert_eq!(out.rejected[0].reason, "bad_time");
     }
 }
-
-/// Writes every target's seeds into `$OVERTIME_FUZZ_DIR/corpus/<target>/`
-/// and its dictionary into `$OVERTIME_FUZZ_DIR/dicts/<target>.dict`
-/// (libFuzzer's format), where the cargo-fuzz runs start from:
-/// `OVERTIME_FUZZ_DIR=$PWD/fuzz cargo test -p overtime-parse --test
-/// fuzz_bounded -- --ignored write_seed_corpus`.
-#[test]
-#[ignore = "writes the cargo-fuzz seed corpus; run by hand (docs/fuzzing.md)"]
-fn write_seed_corpus() {
-    let dir =
-        std::path::PathBuf::from(std::env::var("OVERTIME_FUZZ_DIR").expect("OVERTIME_FUZZ_DIR"));
-    for t in TARGETS {
-        let corpus = dir.join("corpus").join(t.name);
-        std::fs::create_dir_all(&corpus).unwrap();
-        for (i, s) in overtime_parse::fuzz::seeds(t.name).iter().enumerate() {
-            std::fs::write(corpus.join(format!("seed-{i:02}")), s).unwrap();
-        }
-        let dict: String = overtime_parse::fuzz::dictionary(t.name)
-            .iter()
-            .map(|tok| {
-                let esc: String = tok
-                    .iter()
-                    .map(|&b| match b {
-                        b'"' | b'\\' => format!("\\{}", b as char),
-                        0x20..=0x7e => (b as char).to_string(),
-                        _ => format!("\\x{b:02X}"),
-                    })
-                    .collect();
-                format!("\"{esc}\"\n")
-            })
-            .collect();
-        std::fs::create_dir_all(dir.join("dicts")).unwrap();
-        std::fs::write(dir.join("dicts").join(format!("{}.dict", t.name)), dict).unwrap();
-    }
-}
