@@ -18,9 +18,20 @@ pub async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({"status": "ok"}))
 }
 
+/// 200 once the WAL is replayed and while the store takes data; 503
+/// while starting, and while the store cannot write (a full disk): the
+/// collector refuses data then, so a balancer should send it elsewhere.
 pub async fn readyz(State(s): State<Arc<AppState>>) -> Response {
     if s.ready.load(Ordering::Relaxed) {
-        Json(serde_json::json!({"status": "ready"})).into_response()
+        match s.store.failing() {
+            None => Json(serde_json::json!({"status": "ready"})).into_response(),
+            Some(why) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_failing",
+                format!("the store cannot take data: {why}"),
+            )
+            .into_response(),
+        }
     } else {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -15,6 +15,8 @@ pub mod error;
 pub mod metrics;
 pub mod pipeline;
 pub mod sql;
+pub mod sql_guard;
+pub mod store_health;
 pub mod tables;
 pub mod ui_routes;
 

@@ -143,6 +143,7 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
 /// revised. The verdicts and the completed requests feed the metrics and
 /// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
+    crate::store_health::log_changes(&state.store);
     let (verdicts, settled, observations) = {
         let mut live = state.live.lock().expect("live state lock");
         let v = live.tick(now_us());

@@ -70,6 +70,7 @@ pub fn session(
     store
         .register(&ctx)
         .map_err(|e| SqlError::Failed(e.to_string()))?;
+    crate::sql_guard::install(&ctx, limits.memory_bytes);
     let v = verdicts_batch(verdicts.iter().map(|(r, v)| (*r, v)));
     let i = incidents_batch(incidents);
     for (name, b) in [("verdicts", v), ("incidents", i)] {
@@ -81,7 +82,18 @@ pub fn session(
     Ok(ctx)
 }
 
-/// Runs one read-only query within the limits.
+/// Stack of the thread a query is planned and run on. Planning and the
+/// optimizer recurse once per level of expression nesting, and a query of
+/// `MAX_SQL_BYTES` can nest `1+1+…` some 30 000 deep: on a runtime
+/// worker's 2 MiB stack that overflowed and aborted the whole collector.
+/// Only the pages a query touches are ever resident.
+pub const SQL_STACK_BYTES: usize = 1 << 30;
+
+/// Runs one read-only query within the limits, on a thread of its own
+/// (see [`SQL_STACK_BYTES`]; it also keeps a heavy query off the
+/// runtime's workers, so health checks and ingestion keep their threads).
+/// The answer comes within the time limit even when the query is stuck
+/// in a long computation; the thread then ends as soon as it can.
 pub async fn run(
     ctx: &SessionContext,
     sql: &str,
@@ -93,6 +105,87 @@ pub async fn run(
             sql.len()
         )));
     }
+    let ops = operator_count(sql);
+    if ops > MAX_OPERATORS {
+        return Err(SqlError::Refused(format!(
+            "the query has {ops} operators (AND, OR, +, ||, =, CASE…); at most {MAX_OPERATORS}"
+        )));
+    }
+    let (ctx, sql, lim) = (ctx.clone(), sql.to_string(), limits.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("overtime-sql".into())
+        .stack_size(SQL_STACK_BYTES)
+        .spawn(move || {
+            let result = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    let r = rt.block_on(run_here(&ctx, &sql, &lim));
+                    rt.shutdown_background();
+                    r
+                }
+                Err(e) => Err(SqlError::Failed(format!("starting the query: {e}"))),
+            };
+            // The plan and the session are dropped here too (deep trees
+            // drop recursively).
+            drop(ctx);
+            let _ = tx.send(result);
+        })
+        .map_err(|e| SqlError::Failed(format!("starting the query thread: {e}")))?;
+    let grace = std::time::Duration::from_millis(limits.timeout_ms + 1_000);
+    match tokio::time::timeout(grace, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Err(SqlError::Failed("the query thread stopped".into())),
+        Err(_) => Err(SqlError::Timeout(limits.timeout_ms)),
+    }
+}
+
+/// Most operators in one query. Planning cost grows faster than the
+/// nesting a chain of operators builds: a 6 000-term `AND` took more than
+/// 4 s and 600 MB to plan, on after the answer had timed out.
+pub const MAX_OPERATORS: usize = 2_000;
+
+/// Binary and boolean operators and `CASE` arms in `sql` (by tokens, so a
+/// string literal holding `+` counts nothing); a query that does not
+/// tokenize counts 0 and gets the parser's error instead.
+///
+/// ```
+/// use overtime_server::sql::operator_count;
+/// assert_eq!(operator_count("SELECT a + 1 FROM t WHERE b = 'x+y' AND c OR d"), 4);
+/// ```
+pub fn operator_count(sql: &str) -> usize {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return 0;
+    };
+    tokens
+        .iter()
+        .filter(|t| match t {
+            Token::Word(w) => matches!(
+                w.keyword,
+                Keyword::AND | Keyword::OR | Keyword::XOR | Keyword::WHEN
+            ),
+            Token::Whitespace(_) | Token::Number(..) | Token::Comma | Token::Period => false,
+            Token::LParen | Token::RParen | Token::SemiColon | Token::EOF => false,
+            Token::SingleQuotedString(_) | Token::DoubleQuotedString(_) => false,
+            Token::Plus | Token::Minus | Token::Mul | Token::Div | Token::Mod => true,
+            Token::StringConcat | Token::Eq | Token::DoubleEq | Token::Neq => true,
+            Token::Lt | Token::Gt | Token::LtEq | Token::GtEq | Token::Spaceship => true,
+            Token::Ampersand | Token::Pipe | Token::Caret => true,
+            _ => false,
+        })
+        .count()
+}
+
+async fn run_here(
+    ctx: &SessionContext,
+    sql: &str,
+    limits: &SqlConfig,
+) -> Result<SqlResult, SqlError> {
     let options = SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)

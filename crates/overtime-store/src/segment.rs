@@ -181,18 +181,26 @@ pub fn write_segment(
     let name = format!("{}-{flush_seq:016}.parquet", bucket_name(bucket_start_us));
     let path = dir.join(&name);
     let tmp = dir.join(format!("{name}.tmp"));
-    let file = File::create(&tmp).map_err(|e| StoreError::io("creating", &tmp, e))?;
-    let props = writer_props(t, bucket_start_us, min_us, max_us);
-    let mut w = ArrowWriter::try_new(file, rows.schema(), Some(props))
-        .map_err(|e| StoreError::parquet(&tmp, e))?;
-    w.write(rows).map_err(|e| StoreError::parquet(&tmp, e))?;
-    let file = w.into_inner().map_err(|e| StoreError::parquet(&tmp, e))?;
-    if fsync {
-        file.sync_all()
-            .map_err(|e| StoreError::io("fsyncing", &tmp, e))?;
+    let written = (|| {
+        let file = File::create(&tmp).map_err(|e| StoreError::io("creating", &tmp, e))?;
+        let props = writer_props(t, bucket_start_us, min_us, max_us);
+        let mut w = ArrowWriter::try_new(file, rows.schema(), Some(props))
+            .map_err(|e| StoreError::parquet(&tmp, e))?;
+        w.write(rows).map_err(|e| StoreError::parquet(&tmp, e))?;
+        let file = w.into_inner().map_err(|e| StoreError::parquet(&tmp, e))?;
+        if fsync {
+            file.sync_all()
+                .map_err(|e| StoreError::io("fsyncing", &tmp, e))?;
+        }
+        drop(file);
+        fs::rename(&tmp, &path).map_err(|e| StoreError::io("renaming", &tmp, e))
+    })();
+    if let Err(e) = written {
+        // A half-written file (e.g. the disk filled up) must not keep its
+        // space until the next restart: every retry would leave another.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
-    drop(file);
-    fs::rename(&tmp, &path).map_err(|e| StoreError::io("renaming", &tmp, e))?;
     open_segment(t, &path)
 }
 

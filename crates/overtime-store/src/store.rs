@@ -54,6 +54,9 @@ pub struct StoreStats {
     pub files_scanned: u64,
     pub flushes: u64,
     pub last_flush_error: Option<String>,
+    /// Why the last durable write failed (e.g. the disk is full); `None`
+    /// once a write succeeds again.
+    pub last_write_error: Option<String>,
 }
 
 pub(crate) struct State {
@@ -86,6 +89,9 @@ pub(crate) struct Inner {
     pub files_scanned: AtomicU64,
     pub flushes: AtomicU64,
     pub last_flush_error: Mutex<Option<String>>,
+    pub last_write_error: Mutex<Option<String>>,
+    /// Set with `last_write_error`, so a good write clears it cheaply.
+    pub write_failing: std::sync::atomic::AtomicBool,
     pub kick: (Mutex<Kick>, Condvar),
 }
 
@@ -240,6 +246,8 @@ impl Store {
             files_scanned: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             last_flush_error: Mutex::new(None),
+            last_write_error: Mutex::new(None),
+            write_failing: Default::default(),
             kick: (Mutex::new(Kick::default()), Condvar::new()),
             cfg,
         });
@@ -279,6 +287,21 @@ impl Store {
         &self.inner.root
     }
 
+    /// Why the store cannot take data right now: the last durable write
+    /// failed (e.g. no space left on the device), or the last flush to
+    /// Parquet did (the memtable cannot drain). `None` when healthy.
+    pub fn failing(&self) -> Option<String> {
+        let i = &self.inner;
+        if let Some(e) = i.last_write_error.lock().expect("error lock").clone() {
+            return Some(format!("writes fail: {e}"));
+        }
+        i.last_flush_error
+            .lock()
+            .expect("error lock")
+            .clone()
+            .map(|e| format!("flushing to Parquet fails: {e}"))
+    }
+
     /// Rows per table in the memtable and in Parquet, files, bytes and
     /// counters.
     pub fn stats(&self) -> StoreStats {
@@ -308,6 +331,7 @@ impl Store {
             files_scanned: i.files_scanned.load(Ordering::Relaxed),
             flushes: i.flushes.load(Ordering::Relaxed),
             last_flush_error: i.last_flush_error.lock().expect("error lock").clone(),
+            last_write_error: i.last_write_error.lock().expect("error lock").clone(),
             tables,
         }
     }
@@ -355,8 +379,14 @@ impl Store {
             }
             Err(e) => {
                 i.reserved.fetch_sub(cost, Ordering::SeqCst);
+                *i.last_write_error.lock().expect("error lock") = Some(e.to_string());
+                i.write_failing.store(true, Ordering::Relaxed);
                 return Err(SinkError::Failed(e.to_string()));
             }
+        }
+        // Writes succeed again (space came back): no longer failing.
+        if i.write_failing.swap(false, Ordering::Relaxed) {
+            *i.last_write_error.lock().expect("error lock") = None;
         }
         if (before + cost) * 2 >= budget {
             i.kick_flusher();

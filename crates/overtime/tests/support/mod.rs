@@ -223,3 +223,217 @@ pub fn upstream() -> u16 {
     });
     port
 }
+
+/// A whole HTTP answer: status, headers (names lower-cased) and body
+/// (de-chunked).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = std::str::from_utf8(&raw[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok())
+            .unwrap_or(0);
+        raw = &raw[eol + 2..];
+        if size == 0 || raw.len() < size {
+            out.extend_from_slice(&raw[..size.min(raw.len())]);
+            return out;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = raw.get(size + 2..).unwrap_or(&[]);
+    }
+}
+
+/// One HTTP/1.1 request with extra headers (`Connection: close`). `None`
+/// when the server is not there or the answer is cut.
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<Answer> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let raw = &buf[split + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked { dechunk(raw) } else { raw.to_vec() };
+    Some(Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// `POST /api/sql` (JSON); panics unless it answers 200. The rows.
+pub fn sql_rows(port: u16, token: Option<&str>, sql: &str) -> Vec<serde_json::Value> {
+    let a =
+        sql_answer(port, token, sql).unwrap_or_else(|| panic!("POST /api/sql {sql}: no answer"));
+    assert_eq!(a.status, 200, "POST /api/sql {sql}: {}", a.body);
+    a.json()["rows"].as_array().cloned().unwrap_or_default()
+}
+
+/// `POST /api/sql` with `{"sql": …}`; whatever it answers.
+pub fn sql_answer(port: u16, token: Option<&str>, sql: &str) -> Option<Answer> {
+    let body = serde_json::json!({ "sql": sql }).to_string();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    request(port, "POST", "/api/sql", &headers, body.as_bytes())
+}
+
+/// The one number a `SELECT count(*) AS n …` returns.
+pub fn sql_count(port: u16, token: Option<&str>, sql: &str) -> u64 {
+    sql_rows(port, token, sql)[0]["n"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{sql}: no count"))
+}
+
+/// `overtime serve --config <file>` as [`Serve::start`] runs it: no token
+/// in the environment, stdout discarded, stderr inherited. Adjust it and
+/// hand it to [`Serve::start_command`].
+pub fn serve_command(config: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["serve", "--config", config.to_str().unwrap()])
+        .env_remove("OVERTIME_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    c
+}
+
+impl Serve {
+    /// Spawns `cmd` (see [`serve_command`]) and waits until `/readyz`
+    /// answers 200 on `port`.
+    pub fn start_command(mut cmd: Command, port: u16) -> Serve {
+        let child = cmd.spawn().expect("overtime serve starts");
+        let mut s = Serve { child, port };
+        wait_for(60, "overtime serve to be ready", || {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                panic!("overtime serve exited before it was ready: {st}");
+            }
+            matches!(get(port, "/readyz"), Some((200, _)))
+        });
+        s
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident set size of the process now, KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.child.id())
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// `VmRSS` of `pid` in KiB (0 when the process is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Nanoseconds since the epoch, now.
+pub fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// One failing trace in OTLP JSON, trace id `prefix` + `n` (32 hex): an
+/// agent root span and a tool call that timed out, span ids unique per n.
+pub fn otlp_failing_trace(prefix: u128, n: u64) -> (String, String) {
+    let trace = format!("{:032x}", (prefix << 64) + n as u128);
+    let end = now_ns();
+    let start = end - 2_000_000_000;
+    let (root, child) = (format!("{:016x}", 1 + n * 2), format!("{:016x}", 2 + n * 2));
+    let body = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "agent-api"}}]},
+        "scopeSpans": [{"spans": [
+            {"traceId": trace, "spanId": root, "name": "POST /v1/agent", "kind": 2,
+             "startTimeUnixNano": start.to_string(), "endTimeUnixNano": end.to_string(),
+             "status": {"code": 2, "message": "tool timed out"}},
+            {"traceId": trace, "spanId": child, "parentSpanId": root,
+             "name": "execute_tool weather_api", "kind": 3,
+             "startTimeUnixNano": (start + 100_000_000).to_string(), "endTimeUnixNano": (end - 100_000_000).to_string(),
+             "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                {"key": "gen_ai.tool.name", "value": {"stringValue": "weather_api"}},
+                {"key": "agent.timeout_ms", "value": {"intValue": "1800"}},
+                {"key": "error.type", "value": {"stringValue": "timeout"}}],
+             "status": {"code": 2}}
+        ]}]
+    }]});
+    (trace, body.to_string())
+}
+
+/// One gateway line in the built-in `overtime` format, written now, with
+/// `$request_id` = `rid` (32 hex, so it is also the trace id) and `uri`.
+pub fn overtime_line(rid: &str, uri: &str, status: u16) -> String {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false);
+    let (rt, us) = if status == 504 {
+        ("60.001", "504")
+    } else {
+        ("0.120", "200")
+    };
+    format!(
+        "10.0.0.1 [{now}] \"POST {uri} HTTP/1.1\" {status} 167 rt={rt} uct=\"0.001\" \
+         uht=\"0.100\" urt=\"{rt}\" us=\"{us}\" ua=\"10.0.0.5:8000\" rid={rid} \
+         tp=\"-\" mw=\"-\" llm=\"-\" llmd=\"-\"\n"
+    )
+}
