@@ -205,6 +205,10 @@ pub struct DiagnoseSection {
     pub default_budget_ms: Option<f64>,
     /// Traces kept for incident reports.
     pub max_traces: usize,
+    /// Most records (spans and gateway lines) the live diagnosis holds in
+    /// memory, waiting or kept for revision; past it, the oldest diagnosed
+    /// traces are forgotten, then the quietest waiting ones diagnosed early.
+    pub max_live_records: usize,
 }
 
 impl Default for DiagnoseSection {
@@ -218,6 +222,7 @@ impl Default for DiagnoseSection {
             clock_skew_ms: 2_000.0,
             default_budget_ms: None,
             max_traces: 1_000_000,
+            max_live_records: 1_000_000,
         }
     }
 }

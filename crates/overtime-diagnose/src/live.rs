@@ -81,6 +81,8 @@ pub struct LiveDiagnoser {
     grace_us: i64,
     failure_grace_us: i64,
     keep_us: i64,
+    max_records: usize,
+    forced: u64,
     max_summaries: usize,
     pending: FxHashMap<Key, Pending>,
     done: FxHashMap<Key, Done>,
@@ -104,6 +106,8 @@ impl LiveDiagnoser {
             cfg,
             grace_us: grace_ms as i64 * 1000,
             failure_grace_us: grace_ms as i64 * 1000,
+            max_records: usize::MAX,
+            forced: 0,
             keep_us: keep_ms as i64 * 1000,
             max_summaries,
             pending: FxHashMap::default(),
@@ -132,6 +136,23 @@ impl LiveDiagnoser {
     pub fn with_failure_grace(mut self, ms: u64) -> Self {
         self.failure_grace_us = (ms as i64 * 1000).min(self.grace_us);
         self
+    }
+
+    /// Keeps at most `n` records (spans and gateway lines) in memory across
+    /// waiting and diagnosed traces: the live state's bound under overload,
+    /// beside the store's memtable budget. Past it, the traces diagnosed
+    /// longest ago are forgotten first (late spans can no longer revise
+    /// them), then the waiting traces quiet longest are diagnosed at once
+    /// and forgotten ([`LiveDiagnoser::forced`]).
+    pub fn with_max_records(mut self, n: usize) -> Self {
+        self.max_records = n.max(1);
+        self
+    }
+
+    /// Traces diagnosed before their grace period ended because the live
+    /// state was full.
+    pub fn forced(&self) -> u64 {
+        self.forced
     }
 
     /// Takes the observations of the traces diagnosed since the last call
@@ -294,45 +315,64 @@ impl LiveDiagnoser {
                 early.push(k.clone());
             }
         }
-        if due.is_empty() && early.is_empty() {
-            self.forget(now_us);
-            return Vec::new();
+        let mut out = Vec::new();
+        if !due.is_empty() || !early.is_empty() {
+            let timeouts = self.layer_timeouts();
+            for key in early {
+                let mut pending = self.pending.remove(&key).expect("early keys are pending");
+                pending.early_at_us = Some(pending.last_update_us);
+                out.extend(self.diagnose(&mut pending, &timeouts));
+                self.pending.insert(key, pending);
+            }
+            for key in due {
+                out.extend(self.finish(key, now_us, &timeouts, true));
+            }
         }
-        let timeouts = timeouts::layer_timeouts(
+        self.forget(now_us);
+        self.enforce_max_records(now_us, &mut out);
+        out
+    }
+
+    fn layer_timeouts(&self) -> BTreeMap<String, timeouts::LayerTimeout> {
+        timeouts::layer_timeouts(
             self.samples.iter().flat_map(|(src, v)| {
                 v.iter()
                     .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
             }),
             &self.cfg,
-        );
-        let mut out = Vec::new();
-        for key in early {
-            let mut pending = self.pending.remove(&key).expect("early keys are pending");
-            pending.early_at_us = Some(pending.last_update_us);
-            out.extend(self.diagnose(&mut pending, &timeouts));
-            self.pending.insert(key, pending);
-        }
-        for key in due {
-            let mut pending = self.pending.remove(&key).expect("due keys are pending");
-            out.extend(self.diagnose(&mut pending, &timeouts));
-            if !pending.observed {
-                pending.observed = true;
-                if self.observations.len() == MAX_OBSERVATIONS {
-                    self.observations.pop_front();
-                    self.observations_dropped += 1;
-                }
-                let summary = self.summaries.back().expect("diagnose keeps a summary");
-                self.observations
-                    .push_back(crate::observe::observe(&pending.trace, summary));
-                if let Some((_, Some(v))) = &pending.given {
-                    if v.outcome != Outcome::Ok {
-                        if self.settled.len() == MAX_OBSERVATIONS {
-                            self.settled.pop_front();
-                        }
-                        self.settled.push_back(v.clone());
+        )
+    }
+
+    /// The final diagnosis of a waiting trace: verdict, observation (once
+    /// per trace), settled verdict; kept for revision when `keep`.
+    fn finish(
+        &mut self,
+        key: Key,
+        now_us: i64,
+        timeouts: &BTreeMap<String, timeouts::LayerTimeout>,
+        keep: bool,
+    ) -> Option<LiveVerdict> {
+        let mut pending = self.pending.remove(&key)?;
+        let fresh = self.diagnose(&mut pending, timeouts);
+        if !pending.observed {
+            pending.observed = true;
+            if self.observations.len() == MAX_OBSERVATIONS {
+                self.observations.pop_front();
+                self.observations_dropped += 1;
+            }
+            let summary = self.summaries.back().expect("diagnose keeps a summary");
+            self.observations
+                .push_back(crate::observe::observe(&pending.trace, summary));
+            if let Some((_, Some(v))) = &pending.given {
+                if v.outcome != Outcome::Ok {
+                    if self.settled.len() == MAX_OBSERVATIONS {
+                        self.settled.pop_front();
                     }
+                    self.settled.push_back(v.clone());
                 }
             }
+        }
+        if keep {
             self.done.insert(
                 key,
                 Done {
@@ -341,8 +381,53 @@ impl LiveDiagnoser {
                 },
             );
         }
-        self.forget(now_us);
-        out
+        fresh
+    }
+
+    /// Holds the live state to `max_records` (see
+    /// [`LiveDiagnoser::with_max_records`]).
+    fn enforce_max_records(&mut self, now_us: i64, out: &mut Vec<LiveVerdict>) {
+        if self.max_records == usize::MAX {
+            return;
+        }
+        let size = |p: &Pending| p.trace.spans.len() + p.trace.gateway.len();
+        let mut total: usize = self.pending.values().map(size).sum::<usize>()
+            + self.done.values().map(|d| size(&d.pending)).sum::<usize>();
+        if total <= self.max_records {
+            return;
+        }
+        let mut oldest: Vec<(i64, Key)> = self
+            .done
+            .iter()
+            .map(|(k, d)| (d.diagnosed_at_us, k.clone()))
+            .collect();
+        oldest.sort_unstable_by_key(|(t, _)| *t);
+        for (_, k) in oldest {
+            if total <= self.max_records {
+                break;
+            }
+            if let Some(d) = self.done.remove(&k) {
+                total -= size(&d.pending);
+            }
+        }
+        if total > self.max_records {
+            let timeouts = self.layer_timeouts();
+            let mut quietest: Vec<(i64, Key)> = self
+                .pending
+                .iter()
+                .map(|(k, p)| (p.last_update_us, k.clone()))
+                .collect();
+            quietest.sort_unstable_by_key(|(t, _)| *t);
+            for (_, k) in quietest {
+                if total <= self.max_records {
+                    break;
+                }
+                total -= self.pending.get(&k).map_or(0, size);
+                out.extend(self.finish(k, now_us, &timeouts, false));
+                self.forced += 1;
+            }
+        }
+        self.drop_stale_request_ids();
     }
 
     /// One diagnosis of a trace: its summary kept (last in `summaries`),
@@ -395,9 +480,13 @@ impl LiveDiagnoser {
         let before = self.done.len();
         self.done.retain(|_, d| now_us - d.diagnosed_at_us < keep);
         if self.done.len() != before {
-            let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
-            self.request_ids.retain(|_, k| live.contains(k));
+            self.drop_stale_request_ids();
         }
+    }
+
+    fn drop_stale_request_ids(&mut self) {
+        let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
+        self.request_ids.retain(|_, k| live.contains(k));
     }
 
     fn push_summary(&mut self, s: TraceSummary) {

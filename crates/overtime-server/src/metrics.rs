@@ -129,6 +129,8 @@ impl Default for Metrics {
 pub struct LiveGauges {
     pub pending_traces: u64,
     pub observations_dropped: u64,
+    /// Traces diagnosed before their grace period: the live state was full.
+    pub traces_forced: u64,
     pub memtable_bytes: u64,
     pub memtable_budget_bytes: u64,
     pub wal_bytes: u64,
@@ -343,6 +345,16 @@ impl Metrics {
             &[],
             live.observations_dropped as f64,
         );
+        o.family(
+            "overtime_traces_forced_total",
+            "counter",
+            "traces diagnosed before their grace period because the live state held diagnose.max_live_records",
+        );
+        o.sample(
+            "overtime_traces_forced_total",
+            &[],
+            live.traces_forced as f64,
+        );
         self.pipeline_health(&mut o, live);
         for f in &lock(&self.hooks).text {
             o.s.push_str(&f());
@@ -430,11 +442,12 @@ impl Metrics {
 /// the incident counters on the way.
 fn live_gauges(s: &AppState) -> LiveGauges {
     let fresh = s.metrics.incidents_fresh(std::time::Duration::from_secs(5));
-    let (pending, dropped, incidents) = {
+    let (pending, dropped, forced, incidents) = {
         let live = s.live.lock().expect("live state lock");
         (
             live.pending_len() as u64,
             live.observations_dropped(),
+            live.forced(),
             (!fresh).then(|| live.incidents()),
         )
     };
@@ -445,6 +458,7 @@ fn live_gauges(s: &AppState) -> LiveGauges {
     LiveGauges {
         pending_traces: pending,
         observations_dropped: dropped,
+        traces_forced: forced,
         memtable_bytes: st.memtable_bytes,
         memtable_budget_bytes: st.memtable_budget_bytes,
         wal_bytes: st.wal_bytes,

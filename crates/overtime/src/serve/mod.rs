@@ -124,7 +124,8 @@ async fn serve(cfg: Config) -> Result<()> {
     let state = Arc::new(AppState {
         live: Mutex::new(
             LiveDiagnoser::new(plan.diagnose.clone(), d.grace_ms, d.keep_ms, d.max_traces)
-                .with_failure_grace(d.failure_grace_ms),
+                .with_failure_grace(d.failure_grace_ms)
+                .with_max_records(d.max_live_records),
         ),
         store: Arc::new(store),
         diagnose: plan.diagnose.clone(),
