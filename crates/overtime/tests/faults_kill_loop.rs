@@ -63,7 +63,11 @@ fn writer(log: PathBuf, stop: Arc<AtomicBool>, rotate: Arc<AtomicBool>, seed: u6
             std::fs::rename(&log, log.with_extension("log.1")).unwrap();
             f = open(&log);
         }
-        let status = if i.is_multiple_of(FAIL_EVERY) { 504 } else { 200 };
+        let status = if i.is_multiple_of(FAIL_EVERY) {
+            504
+        } else {
+            200
+        };
         let line = overtime_line(&rid(i), &format!("/w/{i}"), status);
         if rng.below(4) == 0 {
             // Half a line now, the rest a moment later.
