@@ -57,6 +57,7 @@ struct Pipeline {
     ingested: BTreeMap<(String, String), u64>,
     rejected: BTreeMap<(String, String), u64>,
     backpressure: BTreeMap<String, u64>,
+    write_failures: BTreeMap<String, u64>,
 }
 
 #[derive(Default)]
@@ -190,11 +191,14 @@ impl Metrics {
     ) {
         let mut p = lock(&self.pipeline);
         p.backpressure.entry(source.to_string()).or_default();
+        p.write_failures.entry(source.to_string()).or_default();
         match result {
             Err(SinkError::Full { .. }) => {
                 *p.backpressure.entry(source.to_string()).or_default() += 1;
             }
-            Err(SinkError::Failed(_)) => {}
+            Err(SinkError::Failed(_)) => {
+                *p.write_failures.entry(source.to_string()).or_default() += 1;
+            }
             Ok(()) if table == Table::Rejected => {
                 let reasons = batch
                     .column_by_name("reason")
@@ -402,6 +406,18 @@ impl Metrics {
         );
         for (s, n) in &p.backpressure {
             o.sample("overtime_backpressure_total", &[("source", s)], *n as f64);
+        }
+        o.family(
+            "overtime_store_write_failures_total",
+            "counter",
+            "durable writes that failed (disk full, I/O error), by source; nothing of them was acknowledged",
+        );
+        for (s, n) in &p.write_failures {
+            o.sample(
+                "overtime_store_write_failures_total",
+                &[("source", s)],
+                *n as f64,
+            );
         }
         o.family("overtime_kafka_lag", "gauge", "consumer lag in messages");
         for f in &hooks.lag {

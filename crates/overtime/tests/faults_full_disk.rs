@@ -202,7 +202,19 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     );
     assert_eq!(get(api, "/healthz").unwrap().0, 200);
     assert!(serve.alive(), "overtime serve died on a full disk");
-    assert_eq!(get(api, "/metrics").unwrap().0, 200);
+    let metrics = get(api, "/metrics").unwrap();
+    assert_eq!(metrics.0, 200);
+    let failures: f64 = metrics
+        .1
+        .lines()
+        .filter(|l| l.starts_with("overtime_store_write_failures_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        failures >= 1.0,
+        "failed writes are not in /metrics:\n{}",
+        metrics.1
+    );
     // The log line comes from the next tick (every 500 ms), so it can
     // follow /readyz by a moment.
     wait_for(10, "the full disk logged on stderr", || {
