@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{cfg_with_timeout, Builder};
+use common::{cfg_with_timeout, llm_timeout_trace, Builder};
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_model::{RootCauseKind as K, SpanStatus, Stage};
 
@@ -21,19 +21,10 @@ fn live() -> LiveDiagnoser {
 
 /// A 504 whose LLM call timed out in its queue phase.
 fn llm_504(n: u32) -> Builder {
-    let mut b = Builder::new(n);
-    b.gateway(504, 60_000.0);
-    b.span("1", None, "agent-api", Stage::Service, 1.0, 61_000.0)
-        .budget_ms = Some(30_000.0);
-    let l = b.span("2", Some("1"), "agent-api", Stage::Llm, 100.0, 30_100.0);
-    l.model = Some("deepseek-v4-pro".into());
-    l.timeout_ms = Some(30_000.0);
-    l.status = SpanStatus::Timeout;
-    l.input_tokens = Some(412);
-    let r = "queue_wait=18.2s,kv_cache_build=1.1s,decode_loop=9.0s";
-    l.llm_reason = Some(r.into());
-    l.phases = overtime_parse::llm_reason::parse_llm_reason(r);
-    b
+    llm_timeout_trace(
+        n,
+        Some("queue_wait=18.2s,kv_cache_build=1.1s,decode_loop=9.0s"),
+    )
 }
 
 #[test]

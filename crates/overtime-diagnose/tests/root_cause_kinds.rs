@@ -144,23 +144,6 @@ fn judge_slow_when_the_judge_call_dominates() {
     );
 }
 
-fn llm_trace(n: u32, reason: Option<&str>) -> Builder {
-    let mut b = Builder::new(n);
-    b.gateway(504, 60_000.0);
-    b.span("1", None, "agent-api", Stage::Service, 1.0, 61_000.0)
-        .budget_ms = Some(30_000.0);
-    let l = b.span("2", Some("1"), "agent-api", Stage::Llm, 100.0, 30_100.0);
-    l.model = Some("deepseek-v4-pro".into());
-    l.timeout_ms = Some(30_000.0);
-    l.status = SpanStatus::Timeout;
-    l.input_tokens = Some(412);
-    if let Some(r) = reason {
-        l.llm_reason = Some(r.into());
-        l.phases = overtime_parse::llm_reason::parse_llm_reason(r);
-    }
-    b
-}
-
 #[test]
 fn llm_phase_kinds_follow_the_largest_phase() {
     let cases = [
@@ -182,7 +165,7 @@ fn llm_phase_kinds_follow_the_largest_phase() {
     ];
     for (i, (reason, kind, phase)) in cases.into_iter().enumerate() {
         let v = only(&run(
-            vec![llm_trace(10 + i as u32, Some(reason))],
+            vec![llm_timeout_trace(10 + i as u32, Some(reason))],
             &cfg_with_timeout(60_000.0),
         ))
         .clone();
@@ -204,7 +187,11 @@ fn llm_phase_kinds_follow_the_largest_phase() {
 
 #[test]
 fn llm_slow_when_no_phases_are_known() {
-    let v = only(&run(vec![llm_trace(20, None)], &cfg_with_timeout(60_000.0))).clone();
+    let v = only(&run(
+        vec![llm_timeout_trace(20, None)],
+        &cfg_with_timeout(60_000.0),
+    ))
+    .clone();
     assert_eq!(v.root_cause.kind, K::LlmSlow);
     assert!(evidence(&v).contains("no X-LLM-Reason"), "{}", evidence(&v));
 }

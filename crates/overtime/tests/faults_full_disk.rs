@@ -256,19 +256,7 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
         wait_for(120, &format!("{when}: every line stored"), || {
             sql_count(api, None, "SELECT count(*) AS n FROM gateway_requests") >= written
         });
-        let per_uri: BTreeMap<String, u64> = sql_rows(
-            api,
-            None,
-            "SELECT uri, count(*) AS n FROM gateway_requests GROUP BY uri",
-        )
-        .iter()
-        .map(|r| {
-            (
-                r["uri"].as_str().unwrap().to_string(),
-                r["n"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+        let per_uri = stored_per_uri(api);
         let want: BTreeMap<String, u64> = (0..written).map(|i| (format!("/d/{i}"), 1)).collect();
         assert!(
             per_uri == want,

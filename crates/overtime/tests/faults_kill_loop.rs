@@ -170,19 +170,7 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
     wait_for(120, "every written line stored", || {
         sql_count(api, None, "SELECT count(*) AS n FROM gateway_requests") >= written
     });
-    let per_uri: BTreeMap<String, u64> = sql_rows(
-        api,
-        None,
-        "SELECT uri, count(*) AS n FROM gateway_requests GROUP BY uri",
-    )
-    .iter()
-    .map(|r| {
-        (
-            r["uri"].as_str().unwrap().to_string(),
-            r["n"].as_u64().unwrap(),
-        )
-    })
-    .collect();
+    let per_uri = stored_per_uri(api);
     let want: BTreeMap<String, u64> = (0..written).map(|i| (format!("/w/{i}"), 1)).collect();
     if per_uri != want {
         let missing: Vec<_> = want.keys().filter(|k| !per_uri.contains_key(*k)).collect();

@@ -95,6 +95,25 @@ impl Builder {
     }
 }
 
+/// A 504 whose LLM call (deepseek-v4-pro, 412 input tokens) hit its 30 s
+/// timeout under a 30 s budget; `reason` is its X-LLM-Reason, if any.
+pub fn llm_timeout_trace(n: u32, reason: Option<&str>) -> Builder {
+    let mut b = Builder::new(n);
+    b.gateway(504, 60_000.0);
+    b.span("1", None, "agent-api", Stage::Service, 1.0, 61_000.0)
+        .budget_ms = Some(30_000.0);
+    let l = b.span("2", Some("1"), "agent-api", Stage::Llm, 100.0, 30_100.0);
+    l.model = Some("deepseek-v4-pro".into());
+    l.timeout_ms = Some(30_000.0);
+    l.status = SpanStatus::Timeout;
+    l.input_tokens = Some(412);
+    if let Some(r) = reason {
+        l.llm_reason = Some(r.into());
+        l.phases = overtime_parse::llm_reason::parse_llm_reason(r);
+    }
+    b
+}
+
 pub fn run(builders: Vec<Builder>, cfg: &DiagnoseConfig) -> Diagnosis {
     let mut g = vec![];
     let mut s = vec![];

@@ -437,3 +437,21 @@ pub fn overtime_line(rid: &str, uri: &str, status: u16) -> String {
          tp=\"-\" mw=\"-\" llm=\"-\" llmd=\"-\"\n"
     )
 }
+
+/// Rows of `gateway_requests` by `uri`, through `POST /api/sql`: what a
+/// no-loss, no-duplicate check compares with the lines written.
+pub fn stored_per_uri(api: u16) -> std::collections::BTreeMap<String, u64> {
+    sql_rows(
+        api,
+        None,
+        "SELECT uri, count(*) AS n FROM gateway_requests GROUP BY uri",
+    )
+    .iter()
+    .map(|r| {
+        (
+            r["uri"].as_str().unwrap().to_string(),
+            r["n"].as_u64().unwrap(),
+        )
+    })
+    .collect()
+}
