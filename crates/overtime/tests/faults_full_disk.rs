@@ -263,23 +263,7 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
             "{when}: lines not stored exactly once ({} distinct of {written})",
             per_uri.len()
         );
-        let dup = sql_rows(
-            api,
-            None,
-            "SELECT trace_id, span_id FROM spans GROUP BY trace_id, span_id HAVING count(*) > 1",
-        );
-        assert!(dup.is_empty(), "{when}: spans stored twice: {dup:.5?}");
-        let stored: BTreeSet<String> = sql_rows(api, None, "SELECT DISTINCT trace_id FROM spans")
-            .iter()
-            .map(|r| r["trace_id"].as_str().unwrap().to_string())
-            .collect();
-        let lost: Vec<_> = acked.difference(&stored).collect();
-        assert!(
-            lost.is_empty(),
-            "{when}: {} acknowledged traces lost: {lost:.5?}",
-            lost.len()
-        );
-        stored.len()
+        spans_once_none_lost(api, &acked, when).len()
     };
     let stored = check(api, "after recovery");
     serve.kill9();

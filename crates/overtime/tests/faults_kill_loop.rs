@@ -189,22 +189,7 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
         "seed {seed}: lines rejected (a torn line read?)"
     );
 
-    let dup = sql_rows(
-        api,
-        None,
-        "SELECT trace_id, span_id, count(*) AS n FROM spans GROUP BY trace_id, span_id HAVING count(*) > 1",
-    );
-    assert!(dup.is_empty(), "seed {seed}: spans stored twice: {dup:.5?}");
-    let stored: BTreeSet<String> = sql_rows(api, None, "SELECT DISTINCT trace_id FROM spans")
-        .iter()
-        .map(|r| r["trace_id"].as_str().unwrap().to_string())
-        .collect();
-    let lost: Vec<_> = acked.difference(&stored).collect();
-    assert!(
-        lost.is_empty(),
-        "seed {seed}: {} acknowledged traces lost: {lost:.5?}",
-        lost.len()
-    );
+    let stored = spans_once_none_lost(api, &acked, &format!("seed {seed}"));
     let whole = sql_count(
         api,
         None,

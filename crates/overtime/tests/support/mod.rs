@@ -455,3 +455,30 @@ pub fn stored_per_uri(api: u16) -> std::collections::BTreeMap<String, u64> {
     })
     .collect()
 }
+
+/// Asserts that no span is stored twice and that every acknowledged trace
+/// id is in `spans`; returns the trace ids stored. `when` prefixes failures.
+pub fn spans_once_none_lost(
+    api: u16,
+    acked: &std::collections::BTreeSet<String>,
+    when: &str,
+) -> std::collections::BTreeSet<String> {
+    let dup = sql_rows(
+        api,
+        None,
+        "SELECT trace_id, span_id FROM spans GROUP BY trace_id, span_id HAVING count(*) > 1",
+    );
+    assert!(dup.is_empty(), "{when}: spans stored twice: {dup:.5?}");
+    let stored: std::collections::BTreeSet<String> =
+        sql_rows(api, None, "SELECT DISTINCT trace_id FROM spans")
+            .iter()
+            .map(|r| r["trace_id"].as_str().unwrap().to_string())
+            .collect();
+    let lost: Vec<_> = acked.difference(&stored).collect();
+    assert!(
+        lost.is_empty(),
+        "{when}: {} acknowledged traces lost: {lost:.5?}",
+        lost.len()
+    );
+    stored
+}
