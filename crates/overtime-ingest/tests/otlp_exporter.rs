@@ -271,11 +271,28 @@ fn grpc_partial_success_gzip_and_full() {
 
         c.sink.retry_after_ms.store(1500, Relaxed);
         c.sink.set_full(true);
-        let status = client.export(req).await.unwrap_err();
+        let status = client.export(req.clone()).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
         let retry = status.get_details_retry_info().expect("RetryInfo");
         assert_eq!(retry.retry_delay, Some(Duration::from_millis(1500)));
         assert_eq!(c.sink.spans().len(), 1, "nothing written when full");
+
+        // Early backpressure: refused by the interceptor, before decoding.
+        c.sink.set_full(false);
+        c.sink.set_early_full(true);
+        let full_before = c.sink.full_answers.load(Relaxed);
+        let status = client.export(req.clone()).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        let retry = status.get_details_retry_info().expect("RetryInfo");
+        assert_eq!(retry.retry_delay, Some(Duration::from_millis(1500)));
+        assert_eq!(
+            c.sink.full_answers.load(Relaxed),
+            full_before,
+            "write not called"
+        );
+        c.sink.set_early_full(false);
+        client.export(req).await.unwrap();
+        assert_eq!(c.sink.spans().len(), 2);
     });
     c.stop.cancel();
 }

@@ -248,3 +248,65 @@ fn full_sink_is_429_with_retry_after_and_no_write() {
     assert_eq!(r.status, 200);
     assert_eq!(s.sink.spans().len(), 1);
 }
+
+/// Early backpressure refuses before decoding: even a body that would not
+/// decode is answered 429 (not 400), and the sink's `write` is never
+/// called. A request of a bad content type is still 415 (checked first).
+#[test]
+fn early_backpressure_is_429_before_decoding() {
+    let s = server(OtlpConfig::default());
+    s.sink.retry_after_ms.store(250, Relaxed);
+    s.sink.set_early_full(true);
+    let r = http_post(s.port, "/v1/traces", &[PROTO], b"\xff\xff not protobuf");
+    assert_eq!(r.status, 429);
+    assert_eq!(r.headers["retry-after"], "1");
+    let r = http_post(
+        s.port,
+        "/v1/traces",
+        &[("Content-Type", "text/plain")],
+        b"x",
+    );
+    assert_eq!(r.status, 415);
+    assert_eq!(s.stats.throttled.load(Relaxed), 1);
+    assert_eq!(s.stats.bad_requests.load(Relaxed), 0, "nothing was decoded");
+    assert_eq!(s.sink.full_answers.load(Relaxed), 0, "write never called");
+    assert!(s.sink.writes().is_empty());
+    s.sink.set_early_full(false);
+    let body = request(vec![llm_span()]).encode_to_vec();
+    let r = http_post(s.port, "/v1/traces", &[PROTO], &body);
+    assert_eq!(r.status, 200);
+    assert_eq!(s.sink.spans().len(), 1);
+}
+
+/// Concurrent requests from 8 senders, each write taking 20 ms: with 4
+/// decode permits no more than 4 are decoded and written at once, and all
+/// of them are stored.
+#[test]
+fn decode_permits_bound_concurrent_writes() {
+    let permits = 4;
+    let s = Arc::new(server(OtlpConfig {
+        max_concurrent_decodes: permits,
+        ..OtlpConfig::default()
+    }));
+    s.sink.write_delay_ms.store(20, Relaxed);
+    let senders: Vec<_> = (0..8)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let body = request(vec![llm_span()]).encode_to_vec();
+                (0..5)
+                    .map(|_| http_post(s.port, "/v1/traces", &[PROTO], &body).status)
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    for t in senders {
+        assert_eq!(t.join().unwrap(), vec![200; 5]);
+    }
+    assert_eq!(s.sink.spans().len(), 40);
+    let most = s.sink.max_in_write.load(Relaxed);
+    assert!(
+        (2..=permits as u64).contains(&most),
+        "writes at once: {most} (permits {permits})"
+    );
+}

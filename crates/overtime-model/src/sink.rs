@@ -76,4 +76,13 @@ pub trait RecordSink: Send + Sync {
     ) -> Result<(), SinkError>;
     /// The last durable position of `source`, if any.
     fn checkpoint(&self, source: &str) -> Option<String>;
+    /// `Some(retry_after_ms)` when a write now would most likely be refused
+    /// with [`SinkError::Full`]: a cheap check a source makes before it
+    /// spends CPU and memory decoding a request it would then refuse (an
+    /// OTLP receiver answers 429 at once). Advisory: `None` does not
+    /// promise the next write succeeds, and `write` stays the authority.
+    /// The default never pushes back early.
+    fn backpressure(&self) -> Option<u64> {
+        None
+    }
 }

@@ -179,6 +179,14 @@ impl Metrics {
         *lock(&self.last_data) = Some((crate::pipeline::now_us(), slo.watermark_us()));
     }
 
+    /// A source refused work before writing because the store pushed back
+    /// early ([`RecordSink::backpressure`](overtime_model::RecordSink::backpressure)):
+    /// counted in `overtime_backpressure_total` like a refused write.
+    pub fn count_backpressure(&self, source: &str) {
+        let mut p = lock(&self.pipeline);
+        *p.backpressure.entry(source.to_string()).or_default() += 1;
+    }
+
     /// Counts a sink write of `source` (`file`, `otlp_http`, `otlp_grpc`,
     /// `kafka`…): rows made durable by table, rejected rows by reason, and
     /// `Full` answers as backpressure.

@@ -99,6 +99,10 @@ impl RecordSink for DiagnosingSink {
     fn checkpoint(&self, source: &str) -> Option<String> {
         self.state.store.checkpoint(source)
     }
+
+    fn backpressure(&self) -> Option<u64> {
+        self.state.store.backpressure()
+    }
 }
 
 /// A [`DiagnosingSink`] whose writes are counted under a fixed source
@@ -121,6 +125,13 @@ impl RecordSink for SourceSink {
 
     fn checkpoint(&self, source: &str) -> Option<String> {
         self.state.store.checkpoint(source)
+    }
+
+    /// The store's early push-back, counted as backpressure of this source.
+    fn backpressure(&self) -> Option<u64> {
+        let retry = self.state.store.backpressure()?;
+        self.state.metrics.count_backpressure(self.source);
+        Some(retry)
     }
 }
 

@@ -430,6 +430,21 @@ impl RecordSink for Store {
         let st = self.inner.state.read().expect("state lock");
         st.checkpoints.get(source).cloned()
     }
+
+    /// Pushes back early when less than an eighth of the memtable budget
+    /// is free: a request of typical size would be refused anyway, and
+    /// refusing it before it is decoded keeps overload cheap. Kicks the
+    /// flusher, which frees the budget.
+    fn backpressure(&self) -> Option<u64> {
+        let i = &self.inner;
+        let budget = i.cfg.memtable_bytes;
+        let free = budget.saturating_sub(i.memtable_bytes());
+        if free >= budget / 8 {
+            return None;
+        }
+        i.kick_flusher();
+        Some(RETRY_AFTER_MS)
+    }
 }
 
 impl Inner {

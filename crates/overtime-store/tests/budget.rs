@@ -53,9 +53,13 @@ fn writes_beyond_the_budget_get_full_and_memory_stays_bounded() {
         "RSS grew by {grew} bytes under a 4 MiB budget"
     );
     assert_eq!(s.stats().backpressure_events, full);
+    // Full (less than an eighth free): sources are told early.
+    assert!(s.memtable_bytes() > (4 << 20) * 7 / 8);
+    assert_eq!(s.backpressure(), Some(overtime_store::RETRY_AFTER_MS));
     // a flush makes room again
     s.flush().unwrap();
     assert_eq!(s.memtable_bytes(), 0);
+    assert_eq!(s.backpressure(), None);
     s.write(Table::Spans, spans(0, 10, |i| T0 + i as i64), None)
         .unwrap();
 }

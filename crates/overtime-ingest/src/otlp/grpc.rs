@@ -6,11 +6,13 @@
 //! - A full sink is `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo`
 //!   detail (OTLP exporters retry it after that delay; without RetryInfo
 //!   they would drop the data); a failed sink is `UNAVAILABLE` (retried
-//!   with backoff).
+//!   with backoff). The sink's early backpressure is asked by an
+//!   interceptor, before tonic decodes the message.
 //! - gzip-compressed requests are accepted; messages above
 //!   [`OtlpConfig::max_body_bytes`] are refused by tonic.
 
 use super::deliver::{deliver, Delivery};
+use super::gate::{DecodeGate, QUEUE_FULL_RETRY_MS};
 use super::{OtlpConfig, OtlpServeError, OtlpStats};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -37,6 +40,39 @@ struct GrpcReceiver {
     stats: Arc<OtlpStats>,
     cfg: OtlpConfig,
     messages: AtomicU64,
+    /// Permits to map and write ([`OtlpConfig::max_concurrent_decodes`]).
+    decodes: DecodeGate,
+}
+
+/// `RESOURCE_EXHAUSTED` with `RetryInfo`: the store is full.
+fn resource_exhausted(stats: &OtlpStats, retry_after_ms: u64) -> Status {
+    OtlpStats::add(&stats.throttled, 1);
+    let delay = Duration::from_millis(retry_after_ms.max(1));
+    Status::with_error_details(
+        Code::ResourceExhausted,
+        format!("store is full, retry in {retry_after_ms} ms"),
+        ErrorDetails::with_retry_info(Some(delay)),
+    )
+}
+
+/// Refuses an export before its message is decoded when the sink pushes
+/// back early ([`RecordSink::backpressure`]); counts the request.
+#[derive(Clone)]
+pub struct EarlyBackpressure {
+    sink: Arc<dyn RecordSink>,
+    stats: Arc<OtlpStats>,
+}
+
+impl tonic::service::Interceptor for EarlyBackpressure {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        match self.sink.backpressure() {
+            None => Ok(request),
+            Some(ms) => {
+                OtlpStats::add(&self.stats.grpc_requests, 1);
+                Err(resource_exhausted(&self.stats, ms))
+            }
+        }
+    }
 }
 
 #[tonic::async_trait]
@@ -46,6 +82,12 @@ impl TraceService for GrpcReceiver {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         OtlpStats::add(&self.stats.grpc_requests, 1);
+        let Some(_permit) = self.decodes.enter().await else {
+            return Err(resource_exhausted(&self.stats, QUEUE_FULL_RETRY_MS));
+        };
+        if let Some(ms) = self.sink.backpressure() {
+            return Err(resource_exhausted(&self.stats, ms));
+        }
         let position = self.messages.fetch_add(1, Relaxed) + 1;
         let mut parsed = ParsedSpans::default();
         spans_from_otlp_request(request.get_ref(), GRPC_SOURCE, position, &mut parsed);
@@ -67,13 +109,7 @@ impl TraceService for GrpcReceiver {
                 }),
             })),
             Delivery::Full { retry_after_ms } => {
-                OtlpStats::add(&self.stats.throttled, 1);
-                let delay = Duration::from_millis(retry_after_ms.max(1));
-                Err(Status::with_error_details(
-                    Code::ResourceExhausted,
-                    format!("store is full, retry in {retry_after_ms} ms"),
-                    ErrorDetails::with_retry_info(Some(delay)),
-                ))
+                Err(resource_exhausted(&self.stats, retry_after_ms))
             }
             Delivery::Failed(m) => {
                 OtlpStats::add(&self.stats.sink_failures, 1);
@@ -83,8 +119,8 @@ impl TraceService for GrpcReceiver {
     }
 }
 
-/// The `TraceService` server, to add to a tonic router next to other
-/// services.
+/// The `TraceService` server behind its [`EarlyBackpressure`]
+/// interceptor, to add to a tonic router next to other services.
 ///
 /// ```
 /// use overtime_ingest::otlp::{otlp_grpc_service, OtlpConfig};
@@ -101,16 +137,22 @@ pub fn otlp_grpc_service(
     sink: Arc<dyn RecordSink>,
     stats: Arc<OtlpStats>,
     cfg: OtlpConfig,
-) -> TraceServiceServer<impl TraceService> {
+) -> InterceptedService<TraceServiceServer<impl TraceService>, EarlyBackpressure> {
     let limit = cfg.max_body_bytes;
-    TraceServiceServer::new(GrpcReceiver {
+    let early = EarlyBackpressure {
+        sink: sink.clone(),
+        stats: stats.clone(),
+    };
+    let server = TraceServiceServer::new(GrpcReceiver {
         sink,
         stats,
+        decodes: DecodeGate::new(cfg.max_concurrent_decodes),
         cfg,
         messages: AtomicU64::new(0),
     })
     .accept_compressed(CompressionEncoding::Gzip)
-    .max_decoding_message_size(limit)
+    .max_decoding_message_size(limit);
+    InterceptedService::new(server, early)
 }
 
 /// Serves OTLP/gRPC on `addr` (4317 by convention) until `shutdown`.

@@ -7,10 +7,12 @@
 //!   `ExportTraceServiceResponse` (with `partial_success` when spans were
 //!   rejected) on success, a `google.rpc.Status` on error.
 //! - 400 for a body that does not decode, 413 above the size limit
-//!   (compressed or not), 429 + `Retry-After` when the sink is full, 503
-//!   when it failed; nothing is written in those cases.
+//!   (compressed or not), 429 + `Retry-After` when the sink is full
+//!   (asked before decoding, and again by the write), 503 when it failed;
+//!   nothing is written in those cases.
 
 use super::deliver::{deliver, retry_after_secs, Delivery};
+use super::gate::{DecodeGate, QUEUE_FULL_RETRY_MS};
 use super::{OtlpConfig, OtlpServeError, OtlpStats};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -55,6 +57,8 @@ struct Receiver {
     stats: Arc<OtlpStats>,
     cfg: OtlpConfig,
     messages: AtomicU64,
+    /// Permits to decode and write ([`OtlpConfig::max_concurrent_decodes`]).
+    decodes: DecodeGate,
 }
 
 /// The OTLP/HTTP router with the default [`OtlpConfig`] (16 MiB bodies).
@@ -84,6 +88,7 @@ pub fn otlp_http_router_with(
     let rx = Arc::new(Receiver {
         sink,
         stats,
+        decodes: DecodeGate::new(cfg.max_concurrent_decodes),
         cfg,
         messages: AtomicU64::new(0),
     });
@@ -146,6 +151,17 @@ async fn export(
             );
         }
     };
+    // Refuse before decoding when the store is full, and decode only a
+    // few requests at a time (the store may fill while one waits).
+    if let Some(ms) = rx.sink.backpressure() {
+        return throttled(&rx, encoding, ms);
+    }
+    let Some(_permit) = rx.decodes.enter().await else {
+        return throttled(&rx, encoding, QUEUE_FULL_RETRY_MS);
+    };
+    if let Some(ms) = rx.sink.backpressure() {
+        return throttled(&rx, encoding, ms);
+    }
     let body = match decompress(&headers, &body, rx.cfg.max_body_bytes) {
         Ok(b) => b,
         Err(BodyError::Unsupported(e)) => {
@@ -196,19 +212,7 @@ async fn export(
             });
             success(encoding, &ExportTraceServiceResponse { partial_success })
         }
-        Delivery::Full { retry_after_ms } => {
-            OtlpStats::add(&rx.stats.throttled, 1);
-            let secs = retry_after_secs(retry_after_ms);
-            let mut r = status(
-                encoding,
-                StatusCode::TOO_MANY_REQUESTS,
-                14,
-                &format!("store is full, retry in {secs} s"),
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-            r
-        }
+        Delivery::Full { retry_after_ms } => throttled(&rx, encoding, retry_after_ms),
         Delivery::Failed(m) => {
             OtlpStats::add(&rx.stats.sink_failures, 1);
             status(
@@ -219,6 +223,21 @@ async fn export(
             )
         }
     }
+}
+
+/// 429 with `Retry-After` (whole seconds), counted.
+fn throttled(rx: &Receiver, encoding: Encoding, retry_after_ms: u64) -> Response {
+    OtlpStats::add(&rx.stats.throttled, 1);
+    let secs = retry_after_secs(retry_after_ms);
+    let mut r = status(
+        encoding,
+        StatusCode::TOO_MANY_REQUESTS,
+        14,
+        &format!("store is full, retry in {secs} s"),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
 }
 
 fn content_type(headers: &HeaderMap) -> Option<Encoding> {

@@ -13,6 +13,12 @@
 //!   `partial_success`, a body that does not decode is a 400 /
 //!   `INVALID_ARGUMENT` and counted.
 //! - Sink writes block (a WAL fsync), so they run on tokio's blocking pool.
+//! - Overload is refused cheaply: before a body is decoded the receiver
+//!   asks the sink for early [`backpressure`](overtime_model::RecordSink::backpressure)
+//!   and answers 429 / `RESOURCE_EXHAUSTED` at once if it pushes back; at
+//!   most [`OtlpConfig::max_concurrent_decodes`] requests are decoded and
+//!   written at a time and twice as many wait (beyond that, 429 at once),
+//!   so decoded requests cannot pile up in memory.
 //!
 //! ```no_run
 //! use overtime_ingest::otlp::{otlp_http_router, serve_otlp_grpc, OtlpStats};
@@ -27,10 +33,11 @@
 //! ```
 
 mod deliver;
+mod gate;
 mod grpc;
 mod http;
 
-pub use grpc::{otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on};
+pub use grpc::{otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on, EarlyBackpressure};
 pub use http::{otlp_http_router, otlp_http_router_with, serve_otlp_http, serve_otlp_http_on};
 
 use std::collections::BTreeMap;
@@ -48,6 +55,11 @@ pub struct OtlpConfig {
     /// anyway (the rejections are then counted in
     /// [`OtlpStats::rejections_not_stored`]). Default 5000 ms.
     pub max_rejected_wait_ms: u64,
+    /// Requests decoded and written at once per receiver; twice as many
+    /// may wait (bodies read, not decoded), more are refused (429 /
+    /// `RESOURCE_EXHAUSTED`, retry after 1 s). Bounds the memory of
+    /// decoded requests under overload. Default twice the CPUs (at least 2).
+    pub max_concurrent_decodes: usize,
 }
 
 impl Default for OtlpConfig {
@@ -55,6 +67,9 @@ impl Default for OtlpConfig {
         OtlpConfig {
             max_body_bytes: 16 * 1024 * 1024,
             max_rejected_wait_ms: 5000,
+            max_concurrent_decodes: std::thread::available_parallelism()
+                .map_or(2, |n| n.get() * 2)
+                .max(2),
         }
     }
 }

@@ -25,10 +25,18 @@ pub struct TestSink {
     writes: Mutex<Vec<Write>>,
     checkpoints: Mutex<HashMap<String, String>>,
     full: AtomicBool,
+    early: AtomicBool,
     /// `retry_after_ms` given with `Full`.
     pub retry_after_ms: AtomicU64,
     /// How many writes were answered `Full`.
     pub full_answers: AtomicU64,
+    /// How many times early backpressure was asked for.
+    pub early_asks: AtomicU64,
+    /// Each write takes this long (to make writes overlap in tests).
+    pub write_delay_ms: AtomicU64,
+    in_write: AtomicU64,
+    /// Most writes seen in progress at once.
+    pub max_in_write: AtomicU64,
 }
 
 impl TestSink {
@@ -41,6 +49,11 @@ impl TestSink {
     /// Answer `Full` (and store nothing) while `on`.
     pub fn set_full(&self, on: bool) {
         self.full.store(on, SeqCst);
+    }
+
+    /// Push back early ([`RecordSink::backpressure`]) while `on`.
+    pub fn set_early_full(&self, on: bool) {
+        self.early.store(on, SeqCst);
     }
 
     pub fn writes(&self) -> Vec<Write> {
@@ -88,6 +101,10 @@ impl RecordSink for TestSink {
         batch: RecordBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), SinkError> {
+        let now = self.in_write.fetch_add(1, SeqCst) + 1;
+        self.max_in_write.fetch_max(now, SeqCst);
+        std::thread::sleep(Duration::from_millis(self.write_delay_ms.load(SeqCst)));
+        self.in_write.fetch_sub(1, SeqCst);
         if self.full.load(SeqCst) {
             self.full_answers.fetch_add(1, SeqCst);
             return Err(SinkError::Full {
@@ -113,6 +130,13 @@ impl RecordSink for TestSink {
 
     fn checkpoint(&self, source: &str) -> Option<String> {
         self.checkpoints.lock().unwrap().get(source).cloned()
+    }
+
+    fn backpressure(&self) -> Option<u64> {
+        self.early_asks.fetch_add(1, SeqCst);
+        self.early
+            .load(SeqCst)
+            .then(|| self.retry_after_ms.load(SeqCst))
     }
 }
 
