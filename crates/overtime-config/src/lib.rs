@@ -176,6 +176,12 @@ pub struct OtlpConfig {
     /// OTLP/gRPC; empty disables.
     pub grpc_listen: String,
     pub max_body_bytes: usize,
+    /// Requests decoded at once per receiver (twice as many wait, more
+    /// are refused with 429); 0 means twice the CPUs.
+    pub max_concurrent_decodes: usize,
+    /// Environment variable holding a bearer token the receivers require.
+    /// Unset or empty: no token (usual for collectors inside a cluster).
+    pub token_env: String,
 }
 
 impl Default for OtlpConfig {
@@ -184,6 +190,8 @@ impl Default for OtlpConfig {
             http_listen: "127.0.0.1:4318".into(),
             grpc_listen: "127.0.0.1:4317".into(),
             max_body_bytes: 16 * 1024 * 1024,
+            max_concurrent_decodes: 0,
+            token_env: "OVERTIME_OTLP_TOKEN".into(),
         }
     }
 }
@@ -302,22 +310,34 @@ pub struct KafkaTopic {
 #[derive(Clone, Default)]
 pub struct Secrets {
     pub api_token: Option<String>,
+    /// The OTLP receivers' bearer token (`[otlp] token_env`).
+    pub otlp_token: Option<String>,
 }
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
             .field("api_token", &self.api_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "otlp_token",
+                &self.otlp_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
 
 impl Secrets {
     pub fn from_env(cfg: &Config) -> Secrets {
-        let api_token = std::env::var(&cfg.server.token_env)
-            .ok()
-            .filter(|t| !t.is_empty());
-        Secrets { api_token }
+        let var = |name: &str| {
+            (!name.is_empty())
+                .then(|| std::env::var(name).ok())
+                .flatten()
+                .filter(|t| !t.is_empty())
+        };
+        Secrets {
+            api_token: var(&cfg.server.token_env),
+            otlp_token: var(&cfg.otlp.token_env),
+        }
     }
 }
 
@@ -372,7 +392,9 @@ mod tests {
     fn secrets_are_redacted_in_debug() {
         let s = Secrets {
             api_token: Some("hunter2".into()),
+            otlp_token: Some("otlp-hunter3".into()),
         };
-        assert!(!format!("{s:?}").contains("hunter2"));
+        let d = format!("{s:?}");
+        assert!(!d.contains("hunter2") && !d.contains("hunter3"), "{d}");
     }
 }

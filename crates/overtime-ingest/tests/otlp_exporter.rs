@@ -2,21 +2,24 @@
 //! `SdkTracerProvider`) sending to the OTLP/HTTP router and the OTLP/gRPC
 //! server on random 127.0.0.1 ports: spans arrive with their ids, names and
 //! mapped attributes; a full sink is retried by the exporter and delivered
-//! once it drains. Plus a hand-built gRPC client for partial success and
-//! gzip.
+//! once it drains; with a bearer token configured, only exporters that
+//! send it (as `OTEL_EXPORTER_OTLP_HEADERS` would) are stored. Plus a
+//! hand-built gRPC client for partial success and gzip.
 
 mod common;
 
 use common::TestSink;
 use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span as ProtoSpan};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
-use overtime_ingest::otlp::{otlp_http_router, serve_otlp_grpc_on, OtlpConfig, OtlpStats};
+use overtime_ingest::otlp::{
+    otlp_http_router_with, serve_otlp_grpc_on, BearerToken, OtlpConfig, OtlpStats,
+};
 use overtime_model::{SpanStatus, Stage};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic_types::StatusExt;
 
+#[derive(Clone, Copy)]
 enum Transport {
     Http,
     Grpc,
@@ -38,6 +42,10 @@ struct Collector {
 }
 
 fn collector(transport: Transport) -> Collector {
+    collector_with(transport, OtlpConfig::default())
+}
+
+fn collector_with(transport: Transport, cfg: OtlpConfig) -> Collector {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -52,7 +60,7 @@ fn collector(transport: Transport) -> Collector {
     let port = listener.local_addr().unwrap().port();
     match transport {
         Transport::Http => {
-            let router = otlp_http_router(sink.clone(), stats.clone());
+            let router = otlp_http_router_with(sink.clone(), stats.clone(), cfg);
             let stop = stop.clone();
             rt.spawn(async move {
                 axum::serve(listener, router)
@@ -62,13 +70,7 @@ fn collector(transport: Transport) -> Collector {
         }
         Transport::Grpc => {
             let (sink, stats, stop) = (sink.clone(), stats.clone(), stop.clone());
-            rt.spawn(serve_otlp_grpc_on(
-                listener,
-                sink,
-                stats,
-                OtlpConfig::default(),
-                stop,
-            ));
+            rt.spawn(serve_otlp_grpc_on(listener, sink, stats, cfg, stop));
         }
     }
     Collector {
@@ -84,20 +86,42 @@ fn collector(transport: Transport) -> Collector {
 /// export — and its retries — finish before `span.end()` returns. The
 /// exporters need a Tokio runtime: the caller enters `c.rt`.
 fn provider(c: &Collector, transport: Transport) -> SdkTracerProvider {
+    provider_with_token(c, transport, None)
+}
+
+/// [`provider`] whose exporter sends `Authorization: Bearer <token>`.
+fn provider_with_token(
+    c: &Collector,
+    transport: Transport,
+    token: Option<&str>,
+) -> SdkTracerProvider {
+    let bearer = token.map(|t| format!("Bearer {t}"));
     let exporter = match transport {
         Transport::Http => opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(format!("http://127.0.0.1:{}/v1/traces", c.port))
             .with_timeout(Duration::from_secs(10))
+            .with_headers(
+                bearer
+                    .map(|b| [("Authorization".to_string(), b)].into())
+                    .unwrap_or_default(),
+            )
             .build()
             .unwrap(),
-        Transport::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(format!("http://127.0.0.1:{}", c.port))
-            .with_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap(),
+        Transport::Grpc => {
+            let mut metadata = tonic::metadata::MetadataMap::new();
+            if let Some(b) = bearer {
+                metadata.insert("authorization", b.parse().unwrap());
+            }
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(format!("http://127.0.0.1:{}", c.port))
+                .with_timeout(Duration::from_secs(10))
+                .with_metadata(metadata)
+                .build()
+                .unwrap()
+        }
     };
     SdkTracerProvider::builder()
         .with_simple_exporter(exporter)
@@ -221,6 +245,43 @@ fn full_then_drained(transport: Transport, grpc: bool) {
     let source = if grpc { "otlp-grpc" } else { "otlp-http" };
     assert_mapped(&c, &trace_id, &llm_id, source);
     c.stop.cancel();
+}
+
+/// A bearer token on the receiver: an exporter without it (or with a
+/// wrong one) is refused and nothing is stored; with it, stored as usual.
+fn token_required(transport: Transport) {
+    let cfg = OtlpConfig {
+        token: Some(BearerToken::new("otlp-s3cret")),
+        ..OtlpConfig::default()
+    };
+    let c = collector_with(transport, cfg);
+    let _guard = c.rt.enter();
+    for wrong in [None, Some("otlp-s3cre"), Some("otlp-s3cret2")] {
+        let p = provider_with_token(&c, transport, wrong);
+        emit(&p);
+        p.shutdown().unwrap();
+    }
+    assert!(c.sink.spans().is_empty(), "stored without the token");
+    assert!(c.stats.unauthorized.load(Relaxed) >= 3);
+    let p = provider_with_token(&c, transport, Some("otlp-s3cret"));
+    let (trace_id, llm_id) = emit(&p);
+    p.shutdown().unwrap();
+    let source = match transport {
+        Transport::Http => "otlp-http",
+        Transport::Grpc => "otlp-grpc",
+    };
+    assert_mapped(&c, &trace_id, &llm_id, source);
+    c.stop.cancel();
+}
+
+#[test]
+fn http_exporter_needs_the_token_when_one_is_set() {
+    token_required(Transport::Http);
+}
+
+#[test]
+fn grpc_exporter_needs_the_token_when_one_is_set() {
+    token_required(Transport::Grpc);
 }
 
 #[test]

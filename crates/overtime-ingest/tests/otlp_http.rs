@@ -310,3 +310,38 @@ fn decode_permits_bound_concurrent_writes() {
         "writes at once: {most} (permits {permits})"
     );
 }
+
+/// A bearer token set: 401 with `WWW-Authenticate: Bearer` (checked before
+/// the body is looked at) for no token, a wrong one, another scheme; the
+/// token itself never appears in an answer; the right one is stored.
+#[test]
+fn bearer_token_is_required_when_set() {
+    let s = server(OtlpConfig {
+        token: Some(overtime_ingest::otlp::BearerToken::new("tok-123")),
+        ..OtlpConfig::default()
+    });
+    let body = request(vec![llm_span()]).encode_to_vec();
+    let wrong: [&[(&str, &str)]; 4] = [
+        &[PROTO],
+        &[PROTO, ("Authorization", "Bearer tok-12")],
+        &[PROTO, ("Authorization", "Basic tok-123")],
+        &[JSON, ("Authorization", "tok-123")],
+    ];
+    for headers in wrong {
+        let r = http_post(s.port, "/v1/traces", headers, &body);
+        assert_eq!(r.status, 401, "{headers:?}");
+        assert_eq!(r.headers["www-authenticate"], "Bearer");
+        assert!(!String::from_utf8_lossy(&r.body).contains("tok-"));
+    }
+    assert_eq!(s.stats.unauthorized.load(Relaxed), 4);
+    assert_eq!(s.stats.bad_requests.load(Relaxed), 0);
+    assert!(s.sink.writes().is_empty());
+    let r = http_post(
+        s.port,
+        "/v1/traces",
+        &[PROTO, ("Authorization", "Bearer tok-123")],
+        &body,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(s.sink.spans().len(), 1);
+}

@@ -11,6 +11,7 @@
 //! - gzip-compressed requests are accepted; messages above
 //!   [`OtlpConfig::max_body_bytes`] are refused by tonic.
 
+use super::auth::BearerToken;
 use super::deliver::{deliver, Delivery};
 use super::gate::{DecodeGate, QUEUE_FULL_RETRY_MS};
 use super::{OtlpConfig, OtlpServeError, OtlpStats};
@@ -55,16 +56,29 @@ fn resource_exhausted(stats: &OtlpStats, retry_after_ms: u64) -> Status {
     )
 }
 
-/// Refuses an export before its message is decoded when the sink pushes
-/// back early ([`RecordSink::backpressure`]); counts the request.
+/// Refuses an export before its message is decoded when it lacks the
+/// configured bearer token or the sink pushes back early
+/// ([`RecordSink::backpressure`]); counts the request.
 #[derive(Clone)]
-pub struct EarlyBackpressure {
+pub struct ExportGuard {
     sink: Arc<dyn RecordSink>,
     stats: Arc<OtlpStats>,
+    token: Option<BearerToken>,
 }
 
-impl tonic::service::Interceptor for EarlyBackpressure {
+impl tonic::service::Interceptor for ExportGuard {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(token) = &self.token {
+            let given = request
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            if !token.admits(given) {
+                OtlpStats::add(&self.stats.grpc_requests, 1);
+                OtlpStats::add(&self.stats.unauthorized, 1);
+                return Err(Status::unauthenticated("missing or wrong bearer token"));
+            }
+        }
         match self.sink.backpressure() {
             None => Ok(request),
             Some(ms) => {
@@ -119,7 +133,7 @@ impl TraceService for GrpcReceiver {
     }
 }
 
-/// The `TraceService` server behind its [`EarlyBackpressure`]
+/// The `TraceService` server behind its [`ExportGuard`]
 /// interceptor, to add to a tonic router next to other services.
 ///
 /// ```
@@ -137,11 +151,12 @@ pub fn otlp_grpc_service(
     sink: Arc<dyn RecordSink>,
     stats: Arc<OtlpStats>,
     cfg: OtlpConfig,
-) -> InterceptedService<TraceServiceServer<impl TraceService>, EarlyBackpressure> {
+) -> InterceptedService<TraceServiceServer<impl TraceService>, ExportGuard> {
     let limit = cfg.max_body_bytes;
-    let early = EarlyBackpressure {
+    let early = ExportGuard {
         sink: sink.clone(),
         stats: stats.clone(),
+        token: cfg.token.clone(),
     };
     let server = TraceServiceServer::new(GrpcReceiver {
         sink,

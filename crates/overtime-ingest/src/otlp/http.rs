@@ -6,6 +6,7 @@
 //! - The answer is in the request's encoding: an
 //!   `ExportTraceServiceResponse` (with `partial_success` when spans were
 //!   rejected) on success, a `google.rpc.Status` on error.
+//! - 401 (`WWW-Authenticate: Bearer`) without the configured token.
 //! - 400 for a body that does not decode, 413 above the size limit
 //!   (compressed or not), 429 + `Retry-After` when the sink is full
 //!   (asked before decoding, and again by the write), 503 when it failed;
@@ -132,6 +133,24 @@ async fn export(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     OtlpStats::add(&rx.stats.http_requests, 1);
+    if let Some(token) = &rx.cfg.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if !token.admits(given) {
+            OtlpStats::add(&rx.stats.unauthorized, 1);
+            let encoding = content_type(&headers).unwrap_or(Encoding::Json);
+            let mut r = status(
+                encoding,
+                StatusCode::UNAUTHORIZED,
+                16,
+                "missing or wrong bearer token",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
     let body = match body {
         Ok(b) => b,
         Err(e) => {

@@ -12,6 +12,8 @@
 //!   `parse_otlp_json_line`); a bad span is rejected alone and reported in
 //!   `partial_success`, a body that does not decode is a 400 /
 //!   `INVALID_ARGUMENT` and counted.
+//! - With [`OtlpConfig::token`] set, a request without that bearer token
+//!   is refused before anything else is looked at.
 //! - Sink writes block (a WAL fsync), so they run on tokio's blocking pool.
 //! - Overload is refused cheaply: before a body is decoded the receiver
 //!   asks the sink for early [`backpressure`](overtime_model::RecordSink::backpressure)
@@ -32,12 +34,14 @@
 //! # }
 //! ```
 
+mod auth;
 mod deliver;
 mod gate;
 mod grpc;
 mod http;
 
-pub use grpc::{otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on, EarlyBackpressure};
+pub use auth::BearerToken;
+pub use grpc::{otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on, ExportGuard};
 pub use http::{otlp_http_router, otlp_http_router_with, serve_otlp_http, serve_otlp_http_on};
 
 use std::collections::BTreeMap;
@@ -60,6 +64,10 @@ pub struct OtlpConfig {
     /// `RESOURCE_EXHAUSTED`, retry after 1 s). Bounds the memory of
     /// decoded requests under overload. Default twice the CPUs (at least 2).
     pub max_concurrent_decodes: usize,
+    /// When set, every export must carry this bearer token (HTTP 401 /
+    /// gRPC `UNAUTHENTICATED` otherwise, counted in
+    /// [`OtlpStats::unauthorized`]). Default none.
+    pub token: Option<BearerToken>,
 }
 
 impl Default for OtlpConfig {
@@ -70,6 +78,7 @@ impl Default for OtlpConfig {
             max_concurrent_decodes: std::thread::available_parallelism()
                 .map_or(2, |n| n.get() * 2)
                 .max(2),
+            token: None,
         }
     }
 }
@@ -90,6 +99,9 @@ pub struct OtlpStats {
     pub unsupported: AtomicU64,
     /// Requests over the size limit (413).
     pub too_large: AtomicU64,
+    /// Requests without the configured bearer token (401 /
+    /// `UNAUTHENTICATED`).
+    pub unauthorized: AtomicU64,
     /// Requests refused because the sink was full (429 /
     /// `RESOURCE_EXHAUSTED`).
     pub throttled: AtomicU64,
