@@ -38,6 +38,24 @@ pub struct Node {
     pub lead_us: i64,
 }
 
+impl Node {
+    /// A node over `[start_us, end_us]` under `parent`, with no children
+    /// and no critical time yet; `span: None` for the gateway or a
+    /// synthetic root.
+    fn new(span: Option<usize>, start_us: i64, end_us: i64, parent: Option<usize>) -> Node {
+        Node {
+            span,
+            start_us,
+            end_us,
+            raw_end_us: end_us,
+            parent,
+            children: vec![],
+            critical_us: 0,
+            lead_us: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TraceTree {
     pub nodes: Vec<Node>,
@@ -173,16 +191,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
     let first_start = tops.iter().map(|&t| spans[t].start_us + shift[t]).min();
     let root = if let Some(g) = gateway {
         let (s, e) = gateway_interval(&trace.gateway[g], first_start);
-        nodes.push(Node {
-            span: None,
-            start_us: s,
-            end_us: e,
-            raw_end_us: e,
-            parent: None,
-            children: vec![],
-            critical_us: 0,
-            lead_us: 0,
-        });
+        nodes.push(Node::new(None, s, e, None));
         Some(0)
     } else if tops.len() != 1 && !tops.is_empty() {
         let s = first_start.unwrap_or(0);
@@ -191,16 +200,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
             .map(|&t| spans[t].end_us + shift[t])
             .max()
             .unwrap_or(s);
-        nodes.push(Node {
-            span: None,
-            start_us: s,
-            end_us: e,
-            raw_end_us: e,
-            parent: None,
-            children: vec![],
-            critical_us: 0,
-            lead_us: 0,
-        });
+        nodes.push(Node::new(None, s, e, None));
         Some(0)
     } else {
         None
@@ -221,14 +221,8 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         };
         let id = nodes.len();
         nodes.push(Node {
-            span: Some(i),
-            start_us: s,
-            end_us: e,
             raw_end_us: raw_e,
-            parent,
-            children: vec![],
-            critical_us: 0,
-            lead_us: 0,
+            ..Node::new(Some(i), s, e, parent)
         });
         if let Some(p) = parent {
             nodes[p].children.push(id);
@@ -238,16 +232,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         }
     }
     if nodes.is_empty() {
-        nodes.push(Node {
-            span: None,
-            start_us: 0,
-            end_us: 0,
-            raw_end_us: 0,
-            parent: None,
-            children: vec![],
-            critical_us: 0,
-            lead_us: 0,
-        });
+        nodes.push(Node::new(None, 0, 0, None));
     }
     let root = root.unwrap_or(0);
     let mut tree = TraceTree {

@@ -177,9 +177,7 @@ pub async fn serve_otlp_grpc(
     stats: Arc<OtlpStats>,
     shutdown: CancellationToken,
 ) -> Result<(), OtlpServeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| OtlpServeError::Bind { addr, source })?;
+    let listener = super::bind(addr).await?;
     serve_otlp_grpc_on(listener, sink, stats, OtlpConfig::default(), shutdown).await
 }
 

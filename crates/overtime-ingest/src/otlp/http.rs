@@ -106,9 +106,7 @@ pub async fn serve_otlp_http(
     stats: Arc<OtlpStats>,
     shutdown: CancellationToken,
 ) -> Result<(), OtlpServeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| OtlpServeError::Bind { addr, source })?;
+    let listener = super::bind(addr).await?;
     serve_otlp_http_on(listener, sink, stats, OtlpConfig::default(), shutdown).await
 }
 

@@ -140,6 +140,13 @@ impl OtlpStats {
     }
 }
 
+/// Binds `addr` for a receiver, naming it in the error.
+async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, OtlpServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| OtlpServeError::Bind { addr, source })
+}
+
 /// Why a receiver could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpServeError {
