@@ -42,6 +42,43 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
 }
 
+impl AppState {
+    /// Handlers' state over `store` with the defaults: verdicts with no
+    /// grace period (kept 10 min for revision, 100 000 traces), default
+    /// diagnosis, SQL limits and SLOs, no token, ready. Embedders and tests
+    /// change what they need with struct update syntax.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use overtime_server::AppState;
+    /// let store = overtime_store::Store::open(overtime_store::StoreConfig {
+    ///     data_dir: dir.path().to_path_buf(),
+    ///     ..Default::default()
+    /// }).unwrap();
+    /// let state = AppState {
+    ///     token: Some("s3cret".into()),
+    ///     ..AppState::with_defaults(store)
+    /// };
+    /// assert!(state.ready.load(std::sync::atomic::Ordering::Relaxed));
+    /// ```
+    pub fn with_defaults(store: Store) -> AppState {
+        AppState {
+            live: Mutex::new(LiveDiagnoser::new(
+                DiagnoseConfig::default(),
+                0,
+                600_000,
+                100_000,
+            )),
+            store: Arc::new(store),
+            diagnose: DiagnoseConfig::default(),
+            sql: SqlConfig::default(),
+            token: None,
+            ready: AtomicBool::new(true),
+            metrics: metrics::Metrics::default(),
+        }
+    }
+}
+
 /// The API router.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()

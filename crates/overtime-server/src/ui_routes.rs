@@ -285,15 +285,11 @@ mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
-    use overtime_diagnose::live::LiveDiagnoser;
-    use overtime_diagnose::DiagnoseConfig;
     use overtime_model::{RecordSink, SpanEvent, Table};
     use overtime_parse::nginx::{GatewayParser, LogFormat};
     use overtime_parse::spans::{parse_span_bytes, SpanFormat};
     use overtime_store::{Store, StoreConfig};
     use std::path::PathBuf;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Mutex;
     use tower::ServiceExt;
 
     const TOKEN: &str = "s3cret; with=odd chars";
@@ -315,18 +311,8 @@ mod tests {
         })
         .unwrap();
         let s = Arc::new(AppState {
-            live: Mutex::new(LiveDiagnoser::new(
-                DiagnoseConfig::default(),
-                0,
-                600_000,
-                100_000,
-            )),
-            store: Arc::new(store),
-            diagnose: DiagnoseConfig::default(),
-            sql: Default::default(),
             token: token.map(String::from),
-            ready: AtomicBool::new(true),
-            metrics: Default::default(),
+            ..AppState::with_defaults(store)
         });
         let sink = DiagnosingSink { state: s.clone() };
         let body = std::fs::read_to_string(fixture("log_format.txt")).unwrap();

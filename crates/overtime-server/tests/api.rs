@@ -14,8 +14,7 @@ use overtime_server::pipeline::DiagnosingSink;
 use overtime_server::{router, AppState};
 use overtime_store::{Store, StoreConfig};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tower::ServiceExt;
 
 fn fixture(f: &str) -> PathBuf {
@@ -31,18 +30,9 @@ fn state(dir: &std::path::Path, token: Option<&str>, sql: SqlConfig) -> Arc<AppS
     })
     .unwrap();
     Arc::new(AppState {
-        live: Mutex::new(LiveDiagnoser::new(
-            DiagnoseConfig::default(),
-            0,
-            600_000,
-            100_000,
-        )),
-        store: Arc::new(store),
-        diagnose: DiagnoseConfig::default(),
         sql,
         token: token.map(String::from),
-        ready: AtomicBool::new(true),
-        metrics: Default::default(),
+        ..AppState::with_defaults(store)
     })
 }
 

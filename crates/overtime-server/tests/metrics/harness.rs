@@ -4,20 +4,16 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use overtime_diagnose::live::LiveDiagnoser;
-use overtime_diagnose::DiagnoseConfig;
 use overtime_model::{gateway_records, RecordSink, Table};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{parse_span_bytes, SpanFormat};
-use overtime_server::metrics::Metrics;
 use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{router, AppState};
 use overtime_store::{Store, StoreConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tower::ServiceExt;
 
 pub fn repo() -> PathBuf {
@@ -37,18 +33,8 @@ pub fn state(dir: &Path, token: Option<&str>, memtable_bytes: u64) -> Arc<AppSta
     })
     .unwrap();
     Arc::new(AppState {
-        live: Mutex::new(LiveDiagnoser::new(
-            DiagnoseConfig::default(),
-            0,
-            600_000,
-            100_000,
-        )),
-        store: Arc::new(store),
-        diagnose: DiagnoseConfig::default(),
-        sql: Default::default(),
         token: token.map(String::from),
-        ready: AtomicBool::new(true),
-        metrics: Metrics::new(Default::default()),
+        ..AppState::with_defaults(store)
     })
 }
 
