@@ -5,19 +5,7 @@ mod common;
 use common::*;
 use overtime_diagnose::{diagnose, DiagnoseConfig};
 use overtime_model::{GatewayRecord, SpanRecord, SpanStatus, Stage};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use overtime_parse::fuzz::Rng;
 
 #[test]
 fn a_chain_of_two_hundred_thousand_spans() {
@@ -83,7 +71,7 @@ fn absurd_times_and_durations_are_clamped_not_fatal() {
 
 #[test]
 fn random_forests_keep_the_critical_path_within_the_request() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let stages = [
         Stage::Service,
         Stage::Llm,
@@ -98,19 +86,19 @@ fn random_forests_keep_the_critical_path_within_the_request() {
         let mut b = Builder::new(n);
         let rt = rng.below(120_000) as f64;
         if rng.below(4) > 0 {
-            let g = b.gateway([200, 504, 502, 499][rng.below(4) as usize], rt);
-            g.time_precision_us = [1000, 1_000_000][rng.below(2) as usize];
+            let g = b.gateway([200, 504, 502, 499][rng.below(4)], rt);
+            g.time_precision_us = [1000, 1_000_000][rng.below(2)];
         }
         let count = 1 + rng.below(40);
         for i in 0..count {
             let parent = (i > 0 && rng.below(10) > 0).then(|| format!("{}", rng.below(i) + 1));
             let start = rng.below(130_000) as f64 - 5_000.0;
             let end = start + rng.below(90_000) as f64;
-            let stage = stages[rng.below(stages.len() as u64) as usize];
+            let stage = stages[rng.below(stages.len())];
             let s = b.span(
                 &format!("{}", i + 1),
                 parent.as_deref(),
-                ["a", "b", "c"][rng.below(3) as usize],
+                ["a", "b", "c"][rng.below(3)],
                 stage,
                 start,
                 end,
@@ -122,8 +110,8 @@ fn random_forests_keep_the_critical_path_within_the_request() {
                 SpanStatus::Error,
                 SpanStatus::Timeout,
                 SpanStatus::Cancelled,
-            ][rng.below(4) as usize];
-            s.tool = Some(["x", "y"][rng.below(2) as usize].into());
+            ][rng.below(4)];
+            s.tool = Some(["x", "y"][rng.below(2)].into());
             s.dns_ms = (rng.below(3) == 0).then(|| rng.below(5_000) as f64);
             if rng.below(3) == 0 {
                 s.llm_reason = Some("kv_cache_build=2s,decode_loop=1s".into());
@@ -133,7 +121,7 @@ fn random_forests_keep_the_critical_path_within_the_request() {
             let at = rng.below(100_000) as f64;
             b.event(
                 &format!("{}", 1 + (i % count)),
-                ["chunk", "heartbeat", "dns", "connect"][rng.below(4) as usize],
+                ["chunk", "heartbeat", "dns", "connect"][rng.below(4)],
                 at,
             );
         }

@@ -18,11 +18,11 @@ fn finding(v: &overtime_model::Verdict, k: F) -> Option<&str> {
 fn black_hole(n: u32, at_ms: i64, tokens: i64) -> Builder {
     let mut b = Builder::new(n).at(at_ms);
     b.gateway(504, 60_004.0);
-    let r = b.span("1", None, "agent-api", Stage::Service, 2.0, 30_500.0);
+    let r = b.root("agent-api", 2.0, 30_500.0);
     r.budget_ms = Some(30_000.0);
     r.http_status = Some(503);
     r.status = SpanStatus::Error;
-    let l = b.span("2", Some("1"), "agent-api", Stage::Llm, 300.0, 30_300.0);
+    let l = b.child("2", "agent-api", Stage::Llm, 300.0, 30_300.0);
     l.model = Some("deepseek-v4-pro".into());
     l.timeout_ms = Some(30_000.0);
     l.status = SpanStatus::Timeout;
@@ -34,11 +34,7 @@ fn black_hole(n: u32, at_ms: i64, tokens: i64) -> Builder {
 
 #[test]
 fn semantic_mask_and_timeout_misaligned() {
-    let v = only(&run(
-        vec![black_hole(1, 0, 412)],
-        &cfg_with_timeout(60_000.0),
-    ))
-    .clone();
+    let v = verdict(black_hole(1, 0, 412), 60_000.0);
     let mask = finding(&v, F::SemanticMask).expect("semantic_mask");
     assert!(
         mask.contains("answered 503 at 30.5 s") && mask.contains("saw 504"),
@@ -59,23 +55,14 @@ fn a_misalignment_over_many_calls_names_a_few_and_counts_the_rest() {
     // timeouts against a 30 s budget.
     let mut b = Builder::new(3);
     b.gateway(504, 60_004.0);
-    b.span("1", None, "agent-api", Stage::Service, 1.0, 45_000.0)
-        .budget_ms = Some(30_000.0);
+    b.root("agent-api", 1.0, 45_000.0).budget_ms = Some(30_000.0);
     for i in 0..40 {
         let id = format!("{}", 100 + i);
         let start = 10.0 + i as f64 * 1_000.0;
-        let t = b.span(
-            &id,
-            Some("1"),
-            "agent-api",
-            Stage::Tool,
-            start,
-            start + 990.0,
-        );
-        t.tool = Some(format!("tool_{i}"));
+        let t = b.tool(&id, "agent-api", &format!("tool_{i}"), start, start + 990.0);
         t.timeout_ms = Some(2_000.0);
     }
-    let v = only(&run(vec![b], &cfg_with_timeout(60_000.0))).clone();
+    let v = verdict(b, 60_000.0);
     let mis = finding(&v, F::TimeoutMisaligned).expect("timeout_misaligned");
     assert!(mis.contains("sum to 80.0 s"), "{mis}");
     assert!(mis.contains("and 32 more calls"), "{mis}");
@@ -86,12 +73,10 @@ fn a_misalignment_over_many_calls_names_a_few_and_counts_the_rest() {
 fn aligned_timeouts_give_no_finding() {
     let mut b = Builder::new(2);
     b.gateway(504, 120_002.0);
-    b.span("1", None, "agent-api", Stage::Service, 2.0, 130_000.0)
-        .budget_ms = Some(90_000.0);
-    let t = b.span("2", Some("1"), "agent-api", Stage::Tool, 10.0, 125_000.0);
-    t.tool = Some("crm".into());
+    b.root("agent-api", 2.0, 130_000.0).budget_ms = Some(90_000.0);
+    let t = b.tool("2", "agent-api", "crm", 10.0, 125_000.0);
     t.timeout_ms = Some(15_000.0);
-    let v = only(&run(vec![b], &cfg_with_timeout(120_000.0))).clone();
+    let v = verdict(b, 120_000.0);
     assert_eq!(finding(&v, F::TimeoutMisaligned), None, "{:?}", v.findings);
     assert_eq!(finding(&v, F::NoTimeout), None);
 }
@@ -100,10 +85,9 @@ fn aligned_timeouts_give_no_finding() {
 fn no_timeout_names_the_call() {
     let mut b = Builder::new(3);
     b.gateway(504, 60_000.0);
-    b.span("1", None, "runtime", Stage::Service, 1.0, 70_000.0);
-    b.span("2", Some("1"), "runtime", Stage::Memory, 10.0, 65_000.0)
-        .tool = Some("vector_store".into());
-    let v = only(&run(vec![b], &cfg_with_timeout(60_000.0))).clone();
+    b.root("runtime", 1.0, 70_000.0);
+    b.child("2", "runtime", Stage::Memory, 10.0, 65_000.0).tool = Some("vector_store".into());
+    let v = verdict(b, 60_000.0);
     let f = finding(&v, F::NoTimeout).expect("no_timeout");
     assert!(f.contains("vector_store") && f.contains("65.0 s"), "{f}");
     assert_eq!(v.root_cause.kind, K::ToolNoTimeout);
@@ -144,8 +128,8 @@ fn incidents_group_by_fingerprint_and_close_after_quiet() {
     for i in 0..20 {
         let mut b = Builder::new(300 + i).at(i as i64 * 12_000);
         b.gateway(200, 1_300.0);
-        b.span("1", None, "agent-api", Stage::Service, 1.0, 1_290.0);
-        let l = b.span("2", Some("1"), "agent-api", Stage::Llm, 10.0, 1_200.0);
+        b.root("agent-api", 1.0, 1_290.0);
+        let l = b.child("2", "agent-api", Stage::Llm, 10.0, 1_200.0);
         l.input_tokens = Some(30);
         l.model = Some("deepseek-v4-pro".into());
         all.push(b);

@@ -10,11 +10,10 @@ use overtime_model::{Outcome, RootCauseKind as K, SpanStatus, Stage};
 fn stream_idle_gap_when_the_gateway_cuts_a_silent_stream() {
     let mut b = Builder::new(1);
     b.gateway(200, 62_000.0).body_bytes_sent = Some(512);
-    let root = b.span("1", None, "agent-api", Stage::Service, 5.0, 95_000.0);
+    let root = b.root("agent-api", 5.0, 95_000.0);
     root.status = SpanStatus::Cancelled;
     root.error_type = Some("client_reset".into());
-    b.span("2", Some("1"), "agent-api", Stage::Llm, 10.0, 1_800.0)
-        .model = Some("qwen-72b".into());
+    b.child("2", "agent-api", Stage::Llm, 10.0, 1_800.0).model = Some("qwen-72b".into());
     for t in [900.0, 1_400.0, 2_000.0] {
         b.event("1", "chunk", t);
     }
@@ -23,30 +22,25 @@ fn stream_idle_gap_when_the_gateway_cuts_a_silent_stream() {
     assert_eq!(v.outcome, Outcome::GatewayTimeout);
     assert_eq!(v.root_cause.kind, K::StreamIdleGap);
     assert_eq!(v.root_cause.component, "agent-api");
-    assert!(evidence(v).contains("60.0 s"), "{}", evidence(v));
-    assert!(evidence(v).contains("silent for 60.0 s"), "{}", evidence(v));
+    assert_evidence(v, "60.0 s");
+    assert_evidence(v, "silent for 60.0 s");
 }
 
 #[test]
 fn gateway_timeout_mismatch_when_no_call_timed_out() {
     let mut b = Builder::new(2);
     b.gateway(504, 30_001.0);
-    b.span("1", None, "agent-api", Stage::Service, 2.0, 41_000.0)
-        .budget_ms = Some(90_000.0);
-    b.span("2", Some("1"), "agent-api", Stage::Llm, 5.0, 3_000.0)
+    b.root("agent-api", 2.0, 41_000.0).budget_ms = Some(90_000.0);
+    b.child("2", "agent-api", Stage::Llm, 5.0, 3_000.0)
         .timeout_ms = Some(10_000.0);
-    let llm = b.span("3", Some("1"), "agent-api", Stage::Llm, 3_000.0, 40_000.0);
+    let llm = b.child("3", "agent-api", Stage::Llm, 3_000.0, 40_000.0);
     llm.timeout_ms = Some(60_000.0);
     llm.model = Some("deepseek-v4-pro".into());
     let d = run(vec![b], &cfg_with_timeout(30_000.0));
     let v = only(&d);
     assert_eq!(v.root_cause.kind, K::GatewayTimeoutMismatch);
     assert_eq!(v.root_cause.component, "gateway");
-    assert!(
-        evidence(v).contains("service budget 90.0 s > gateway timeout 30.0 s"),
-        "{}",
-        evidence(v)
-    );
+    assert_evidence(v, "service budget 90.0 s > gateway timeout 30.0 s");
     assert!(v
         .findings
         .iter()
@@ -57,8 +51,7 @@ fn gateway_timeout_mismatch_when_no_call_timed_out() {
 fn serial_budget_exhaustion_when_no_call_dominates() {
     let mut b = Builder::new(3);
     b.gateway(504, 10_000.0);
-    b.span("1", None, "orchestrator", Stage::Service, 1.0, 12_000.0)
-        .budget_ms = Some(8_000.0);
+    b.root("orchestrator", 1.0, 12_000.0).budget_ms = Some(8_000.0);
     let mut t = 10.0;
     for (i, (stage, ms)) in [
         (Stage::Llm, 2_200.0),
@@ -70,78 +63,47 @@ fn serial_budget_exhaustion_when_no_call_dominates() {
     .into_iter()
     .enumerate()
     {
-        let s = b.span(
-            &format!("{}", i + 2),
-            Some("1"),
-            "orchestrator",
-            stage,
-            t,
-            t + ms,
-        );
+        let s = b.child(&format!("{}", i + 2), "orchestrator", stage, t, t + ms);
         s.timeout_ms = Some(5_000.0);
         s.tool = Some(format!("step{i}"));
         t += ms;
     }
-    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    let v = verdict(b, 10_000.0);
     assert_eq!(v.root_cause.kind, K::SerialBudgetExhaustion);
     assert_eq!(v.root_cause.component, "orchestrator");
     assert!(v.root_cause.share < 0.4);
-    assert!(
-        evidence(&v).contains("5 calls on the critical path"),
-        "{}",
-        evidence(&v)
-    );
+    assert_evidence(&v, "5 calls on the critical path");
 }
 
 #[test]
 fn pool_saturation_when_the_service_waited_before_work_began() {
     let mut b = Builder::new(4);
     b.gateway(504, 10_000.0);
-    b.span("1", None, "tool-service", Stage::Service, 1.0, 11_000.0);
-    let t = b.span(
-        "2",
-        Some("1"),
-        "tool-service",
-        Stage::Tool,
-        7_500.0,
-        8_200.0,
-    );
-    t.tool = Some("weather_api".into());
+    b.root("tool-service", 1.0, 11_000.0);
+    let t = b.tool("2", "tool-service", "weather_api", 7_500.0, 8_200.0);
     t.timeout_ms = Some(5_000.0);
-    b.span(
-        "3",
-        Some("1"),
-        "tool-service",
-        Stage::Llm,
-        8_200.0,
-        11_000.0,
-    )
-    .timeout_ms = Some(5_000.0);
-    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    b.child("3", "tool-service", Stage::Llm, 8_200.0, 11_000.0)
+        .timeout_ms = Some(5_000.0);
+    let v = verdict(b, 10_000.0);
     assert_eq!(v.root_cause.kind, K::PoolSaturation);
     assert_eq!(v.root_cause.component, "tool-service");
-    assert!(evidence(&v).contains("7.5 s"), "{}", evidence(&v));
+    assert_evidence(&v, "7.5 s");
 }
 
 #[test]
 fn judge_slow_when_the_judge_call_dominates() {
     let mut b = Builder::new(5);
     b.gateway(504, 30_000.0);
-    b.span("1", None, "agent-api", Stage::Service, 1.0, 35_000.0);
-    b.span("2", Some("1"), "agent-api", Stage::Llm, 10.0, 1_200.0)
-        .model = Some("deepseek-v4-pro".into());
-    let j = b.span("3", Some("1"), "agent-api", Stage::Judge, 1_200.0, 30_900.0);
+    b.root("agent-api", 1.0, 35_000.0);
+    b.child("2", "agent-api", Stage::Llm, 10.0, 1_200.0).model = Some("deepseek-v4-pro".into());
+    let j = b.child("3", "agent-api", Stage::Judge, 1_200.0, 30_900.0);
     j.model = Some("judge-7b".into());
     j.input_tokens = Some(183);
     j.timeout_ms = Some(60_000.0);
-    let v = only(&run(vec![b], &cfg_with_timeout(30_000.0))).clone();
+    let v = verdict(b, 30_000.0);
     assert_eq!(v.root_cause.kind, K::JudgeSlow);
     assert_eq!(v.root_cause.component, "judge-7b");
-    assert!(
-        evidence(&v).contains("input 183 tokens"),
-        "{}",
-        evidence(&v)
-    );
+    assert_evidence(&v, "input 183 tokens");
 }
 
 #[test]
@@ -164,58 +126,37 @@ fn llm_phase_kinds_follow_the_largest_phase() {
         ),
     ];
     for (i, (reason, kind, phase)) in cases.into_iter().enumerate() {
-        let v = only(&run(
-            vec![llm_timeout_trace(10 + i as u32, Some(reason))],
-            &cfg_with_timeout(60_000.0),
-        ))
-        .clone();
+        let v = verdict(llm_timeout_trace(10 + i as u32, Some(reason)), 60_000.0);
         assert_eq!(v.root_cause.kind, kind, "{reason}");
         assert_eq!(v.root_cause.component, "deepseek-v4-pro");
-        assert!(evidence(&v).contains(phase), "{}", evidence(&v));
-        assert!(
-            evidence(&v).contains("input 412 tokens > threshold 300"),
-            "{}",
-            evidence(&v)
-        );
-        assert!(
-            evidence(&v).contains("its timeout of 30.0 s fired"),
-            "{}",
-            evidence(&v)
-        );
+        assert_evidence(&v, phase);
+        assert_evidence(&v, "input 412 tokens > threshold 300");
+        assert_evidence(&v, "its timeout of 30.0 s fired");
     }
 }
 
 #[test]
 fn llm_slow_when_no_phases_are_known() {
-    let v = only(&run(
-        vec![llm_timeout_trace(20, None)],
-        &cfg_with_timeout(60_000.0),
-    ))
-    .clone();
+    let v = verdict(llm_timeout_trace(20, None), 60_000.0);
     assert_eq!(v.root_cause.kind, K::LlmSlow);
-    assert!(evidence(&v).contains("no X-LLM-Reason"), "{}", evidence(&v));
+    assert_evidence(&v, "no X-LLM-Reason");
 }
 
 #[test]
 fn upstream_connect_slow_from_dns_events() {
     let mut b = Builder::new(21);
     b.gateway(504, 10_000.0);
-    b.span("1", None, "orchestrator", Stage::Service, 1.0, 10_500.0);
-    let t = b.span("2", Some("1"), "tool-service", Stage::Tool, 10.0, 5_110.0);
-    t.tool = Some("weather_api".into());
+    b.root("orchestrator", 1.0, 10_500.0);
+    let t = b.tool("2", "tool-service", "weather_api", 10.0, 5_110.0);
     t.timeout_ms = Some(5_000.0);
     t.status = SpanStatus::Error;
     b.event("2", "dns", 2_810.0);
-    b.span("3", Some("1"), "orchestrator", Stage::Llm, 5_110.0, 5_900.0)
+    b.child("3", "orchestrator", Stage::Llm, 5_110.0, 5_900.0)
         .model = Some("m".into());
-    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    let v = verdict(b, 10_000.0);
     assert_eq!(v.root_cause.kind, K::UpstreamConnectSlow);
     assert_eq!(v.root_cause.component, "weather_api");
-    assert!(
-        evidence(&v).contains("2.8 s of its 5.1 s went to DNS/connect"),
-        "{}",
-        evidence(&v)
-    );
+    assert_evidence(&v, "2.8 s of its 5.1 s went to DNS/connect");
 }
 
 #[test]
@@ -224,51 +165,25 @@ fn upstream_connect_slow_from_the_gateway_alone() {
     let g = b.gateway(504, 10_000.0);
     g.upstream_connect_ms = vec![Some(6_000.0)];
     g.upstream_addr = vec![Some("10.1.1.1:443".into())];
-    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    let v = verdict(b, 10_000.0);
     assert_eq!(v.root_cause.kind, K::UpstreamConnectSlow);
     assert_eq!(v.root_cause.component, "10.1.1.1:443");
 }
 
 #[test]
 fn retry_amplification_when_attempts_add_up() {
-    let mut b = Builder::new(23);
-    b.gateway(504, 10_000.0);
-    b.span("1", None, "orchestrator", Stage::Service, 1.0, 12_000.0);
-    for a in 0..3u32 {
-        let s = b.span(
-            &format!("{}", a + 2),
-            Some("1"),
-            "orchestrator",
-            Stage::Tool,
-            10.0 + a as f64 * 3_300.0,
-            10.0 + a as f64 * 3_300.0 + 3_250.0,
-        );
-        s.tool = Some("search_api".into());
-        s.attempt = Some(a);
-        s.timeout_ms = Some(3_000.0);
-        s.status = SpanStatus::Error;
-    }
-    let v = only(&run(vec![b], &cfg_with_timeout(10_000.0))).clone();
+    let v = verdict(three_attempts(23, SpanStatus::Error, true), 10_000.0);
     assert_eq!(v.root_cause.kind, K::RetryAmplification);
     assert_eq!(v.root_cause.component, "search_api");
-    assert!(evidence(&v).contains("3 attempts"), "{}", evidence(&v));
+    assert_evidence(&v, "3 attempts");
 }
 
 fn tool_trace(n: u32, timeout: Option<f64>) -> Builder {
     let mut b = Builder::new(n);
     b.gateway(504, 60_000.0);
-    b.span("1", None, "runtime", Stage::Service, 1.0, 70_000.0);
-    b.span("2", Some("1"), "runtime", Stage::Llm, 10.0, 8_000.0)
-        .model = Some("m".into());
-    let t = b.span(
-        "3",
-        Some("1"),
-        "tool-gateway",
-        Stage::Tool,
-        8_000.0,
-        70_000.0,
-    );
-    t.tool = Some("search_api".into());
+    b.root("runtime", 1.0, 70_000.0);
+    b.child("2", "runtime", Stage::Llm, 10.0, 8_000.0).model = Some("m".into());
+    let t = b.tool("3", "tool-gateway", "search_api", 8_000.0, 70_000.0);
     t.timeout_ms = timeout;
     t.remaining_budget_ms = Some(52_000.0);
     b
@@ -276,34 +191,18 @@ fn tool_trace(n: u32, timeout: Option<f64>) -> Builder {
 
 #[test]
 fn tool_no_timeout_and_tool_slow() {
-    let v = only(&run(
-        vec![tool_trace(30, None)],
-        &cfg_with_timeout(60_000.0),
-    ))
-    .clone();
+    let v = verdict(tool_trace(30, None), 60_000.0);
     assert_eq!(v.root_cause.kind, K::ToolNoTimeout);
     assert_eq!(v.root_cause.component, "search_api");
     assert!(v.root_cause.share > 0.8);
-    assert!(
-        evidence(&v).contains("search_api ran with no timeout"),
-        "{}",
-        evidence(&v)
-    );
-    assert!(
-        evidence(&v).contains("52.0 s of budget left"),
-        "{}",
-        evidence(&v)
-    );
+    assert_evidence(&v, "search_api ran with no timeout");
+    assert_evidence(&v, "52.0 s of budget left");
     assert!(v
         .findings
         .iter()
         .any(|f| f.kind == overtime_model::FindingKind::NoTimeout));
 
-    let v = only(&run(
-        vec![tool_trace(31, Some(90_000.0))],
-        &cfg_with_timeout(60_000.0),
-    ))
-    .clone();
+    let v = verdict(tool_trace(31, Some(90_000.0)), 60_000.0);
     assert_eq!(v.root_cause.kind, K::ToolSlow);
     assert!(
         evidence(&v).contains("its timeout was 1.5 s") || evidence(&v).contains("90.0 s"),
@@ -333,10 +232,10 @@ fn unknown_says_what_is_missing() {
 #[test]
 fn spans_only_service_timeout() {
     let mut b = Builder::new(41);
-    let r = b.span("1", None, "agent-api", Stage::Service, 0.0, 30_500.0);
+    let r = b.root("agent-api", 0.0, 30_500.0);
     r.status = SpanStatus::Error;
     r.http_status = Some(503);
-    let l = b.span("2", Some("1"), "agent-api", Stage::Llm, 100.0, 30_100.0);
+    let l = b.child("2", "agent-api", Stage::Llm, 100.0, 30_100.0);
     l.status = SpanStatus::Timeout;
     l.timeout_ms = Some(30_000.0);
     l.model = Some("deepseek-v4-pro".into());
@@ -353,8 +252,8 @@ fn healthy_traffic_gives_no_verdict_and_no_incident() {
     for n in 0..50 {
         let mut b = Builder::new(100 + n);
         b.gateway(200, 1_500.0);
-        b.span("1", None, "agent-api", Stage::Service, 1.0, 1_490.0);
-        b.span("2", Some("1"), "agent-api", Stage::Llm, 10.0, 1_400.0)
+        b.root("agent-api", 1.0, 1_490.0);
+        b.child("2", "agent-api", Stage::Llm, 10.0, 1_400.0)
             .input_tokens = Some(40);
         all.push(b);
     }

@@ -83,6 +83,34 @@ impl Builder {
         self.spans.push(s);
         self.spans.last_mut().unwrap()
     }
+    /// The root span `1`, of stage service.
+    pub fn root(&mut self, service: &str, start_ms: f64, end_ms: f64) -> &mut SpanRecord {
+        self.span("1", None, service, Stage::Service, start_ms, end_ms)
+    }
+    /// A span `id` under the root span `1`.
+    pub fn child(
+        &mut self,
+        id: &str,
+        service: &str,
+        stage: Stage,
+        start_ms: f64,
+        end_ms: f64,
+    ) -> &mut SpanRecord {
+        self.span(id, Some("1"), service, stage, start_ms, end_ms)
+    }
+    /// A call `id` of tool `tool` from `service`, under the root span.
+    pub fn tool(
+        &mut self,
+        id: &str,
+        service: &str,
+        tool: &str,
+        start_ms: f64,
+        end_ms: f64,
+    ) -> &mut SpanRecord {
+        let s = self.child(id, service, Stage::Tool, start_ms, end_ms);
+        s.tool = Some(tool.into());
+        s
+    }
     pub fn event(&mut self, span: &str, name: &str, at_ms: f64) {
         let id = format!("{:0>16}", span);
         let t = self.us(at_ms);
@@ -114,6 +142,23 @@ pub fn llm_timeout_trace(n: u32, reason: Option<&str>) -> Builder {
     b
 }
 
+/// A 504 at 10 s: three sequential calls of `search_api` under
+/// `orchestrator`, 3.25 s each against a 3 s timeout, ending in `status`;
+/// `numbered` gives them `attempt` attributes 0, 1, 2.
+pub fn three_attempts(n: u32, status: SpanStatus, numbered: bool) -> Builder {
+    let mut b = Builder::new(n);
+    b.gateway(504, 10_000.0);
+    b.root("orchestrator", 1.0, 12_000.0);
+    for a in 0..3u32 {
+        let (id, start) = ((a + 2).to_string(), 10.0 + a as f64 * 3_300.0);
+        let s = b.tool(&id, "orchestrator", "search_api", start, start + 3_250.0);
+        s.attempt = numbered.then_some(a);
+        s.timeout_ms = Some(3_000.0);
+        s.status = status;
+    }
+    b
+}
+
 pub fn run(builders: Vec<Builder>, cfg: &DiagnoseConfig) -> Diagnosis {
     let mut g = vec![];
     let mut s = vec![];
@@ -134,6 +179,11 @@ pub fn cfg_with_timeout(ms: f64) -> DiagnoseConfig {
     }
 }
 
+/// The one verdict of `b` behind a gateway timeout of `timeout_ms`.
+pub fn verdict(b: Builder, timeout_ms: f64) -> Verdict {
+    only(&run(vec![b], &cfg_with_timeout(timeout_ms))).clone()
+}
+
 pub fn only(d: &Diagnosis) -> &Verdict {
     assert_eq!(d.verdicts.len(), 1, "verdicts: {:#?}", d.verdicts);
     &d.verdicts[0]
@@ -141,4 +191,12 @@ pub fn only(d: &Diagnosis) -> &Verdict {
 
 pub fn evidence(v: &Verdict) -> String {
     v.root_cause.evidence.join(" | ")
+}
+
+/// Asserts that the evidence of `v` mentions `needle`, showing all of it
+/// when not.
+#[track_caller]
+pub fn assert_evidence(v: &Verdict, needle: &str) {
+    let e = evidence(v);
+    assert!(e.contains(needle), "{e}");
 }
