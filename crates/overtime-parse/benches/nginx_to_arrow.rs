@@ -17,6 +17,7 @@
 //! skips the peer.
 
 use criterion::{Criterion, Throughput};
+use overtime_parse::fuzz::Rng;
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use std::hint::black_box;
 use std::io::Write;
@@ -24,21 +25,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// xorshift64*: the same file on every run.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn secs(rng: &mut Rng, max_ms: u64) -> String {
+fn secs(rng: &mut Rng, max_ms: usize) -> String {
     let ms = rng.below(max_ms + 1);
     format!("{}.{:03}", ms / 1000, ms % 1000)
 }
@@ -105,7 +92,7 @@ fn line(rng: &mut Rng, i: u64, out: &mut String) {
         let _ = write!(us, "{sep}{}", if failed { 502 } else { status });
         let _ = write!(ua, "{sep}10.1.{}.{}:8000", rng.below(4), rng.below(250));
     }
-    let trace = format!("{:016x}{:016x}", rng.next(), rng.next() | 1);
+    let trace = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64() | 1);
     let uri = match rng.below(100) {
         0 => "/v1/chat/completions?q=\\x22quoted\\x22",
         1..=60 => "/v1/chat/completions",
@@ -136,14 +123,15 @@ fn line(rng: &mut Rng, i: u64, out: &mut String) {
         (i / 60_000) % 60,
         (i / 1000) % 60,
         rng.below(100_000),
-        rng.next() as u128 * 7919,
-        rng.next(),
-        ["120s", "90", "1500ms", "-"][rng.below(4) as usize],
+        rng.next_u64() as u128 * 7919,
+        rng.next_u64(),
+        ["120s", "90", "1500ms", "-"][rng.below(4)],
     );
 }
 
 fn generate(path: &Path, lines: u64) {
-    let mut rng = Rng(0x0e77_1e5e_ed00_u64.wrapping_add(lines));
+    // The same file on every run.
+    let mut rng = Rng::new(0x0e77_1e5e_ed00_u64.wrapping_add(lines));
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut buf = String::new();
     for i in 0..lines {

@@ -2,26 +2,12 @@
 //! bytes, truncated lines, a format that does not match, mutated lines and
 //! random formats, all with a deterministic PRNG so a failure reproduces.
 
+mod common;
+use common::random_line;
 use overtime_model::{gateway_records, rejected_records, GatewayRecord, RejectedRecord};
+use overtime_parse::fuzz::Rng;
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use std::collections::BTreeSet;
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
 
 const REASONS: &[&str] = &["format_mismatch", "bad_time", "bad_number", "not_utf8"];
 
@@ -40,7 +26,7 @@ fn blank(line: &[u8]) -> bool {
 /// A valid `overtime` line with random values; returns it and its status.
 fn good_line(rng: &mut Rng) -> (String, u16) {
     let status = rng.pick(&[200u16, 200, 200, 504, 502, 499]);
-    let tries = 1 + rng.below(3) as usize;
+    let tries = 1 + rng.below(3);
     let ms = |rng: &mut Rng| format!("{}.{:03}", rng.below(90), rng.below(1000));
     let list = |rng: &mut Rng, f: &dyn Fn(&mut Rng) -> String| {
         (0..tries)
@@ -92,16 +78,13 @@ fn good_line(rng: &mut Rng) -> (String, u16) {
 }
 
 fn random_bytes(rng: &mut Rng) -> Vec<u8> {
-    let len = rng.below(400) as usize;
-    (0..len)
-        .map(|_| rng.below(256) as u8)
-        .filter(|&b| b != b'\n')
-        .collect()
+    let len = rng.below(400);
+    random_line(rng, len)
 }
 
 #[test]
 fn random_bytes_are_all_rejected_with_line_numbers() {
-    let mut rng = Rng(0x5eed_0001);
+    let mut rng = Rng::new(0x5eed_0001);
     let mut text = Vec::new();
     let mut expect = BTreeSet::new();
     for n in 1..=5000u64 {
@@ -131,7 +114,7 @@ fn random_bytes_are_all_rejected_with_line_numbers() {
 
 #[test]
 fn every_truncation_of_a_good_line_is_rejected() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let fmt = LogFormat::builtin("overtime").unwrap();
     for _ in 0..20 {
         let (line, _) = good_line(&mut rng);
@@ -180,7 +163,7 @@ fn a_format_that_does_not_match_rejects_everything_and_says_why() {
 
 #[test]
 fn mixture_keeps_every_good_line_and_rejects_every_bad_one() {
-    let mut rng = Rng(0xdead_beef);
+    let mut rng = Rng::new(0xdead_beef);
     let mut text = Vec::new();
     let mut good = Vec::new();
     let mut bad = BTreeSet::new();
@@ -188,7 +171,7 @@ fn mixture_keeps_every_good_line_and_rejects_every_bad_one() {
         let (line, status) = good_line(&mut rng);
         let l: Vec<u8> = match rng.below(10) {
             0 => random_bytes(&mut rng),
-            1 => line.as_bytes()[..rng.below(line.len() as u64) as usize].to_vec(),
+            1 => line.as_bytes()[..rng.below(line.len())].to_vec(),
             2 => line
                 .replacen(&format!(" {status} "), " 2O0 ", 1)
                 .into_bytes(),
@@ -227,7 +210,7 @@ fn mixture_keeps_every_good_line_and_rejects_every_bad_one() {
 
 #[test]
 fn mutated_lines_and_random_formats_never_panic_nor_lose_count() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let vars = [
         "$status",
         "$request_time",
@@ -285,7 +268,7 @@ fn mutated_lines_and_random_formats_never_panic_nor_lose_count() {
             let mut bytes = line.into_bytes();
             for _ in 0..rng.below(3) {
                 if !bytes.is_empty() {
-                    let i = rng.below(bytes.len() as u64) as usize;
+                    let i = rng.below(bytes.len());
                     bytes[i] = (rng.below(255) + 1) as u8;
                 }
             }

@@ -1,7 +1,10 @@
 //! JSONL span logs end to end: a file with every SPEC §2.2 field, and bad
 //! input of every kind (random bytes, truncated JSON, mixtures).
 
+mod common;
+use common::{assert_fixture_llm_events, attr, by_name, parse_file, random_line, T0_US};
 use overtime_model::{span_records, SpanStatus, Stage};
+use overtime_parse::fuzz::Rng;
 use overtime_parse::spans::{parse_jsonl_line, parse_span_bytes, ParsedSpans, SpanFormat};
 
 const FIXTURE: &str = concat!(
@@ -9,25 +12,9 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/spans/agent_trace.jsonl"
 );
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
-const T0_US: i64 = 1_714_561_200_000_000; // 2024-05-01T11:00:00Z
 
 fn fixture() -> ParsedSpans {
-    let data = std::fs::read(FIXTURE).unwrap();
-    parse_span_bytes(SpanFormat::Jsonl, &data, "agent_trace.jsonl")
-}
-
-fn by_name<'a>(p: &'a ParsedSpans, name: &str) -> &'a overtime_model::SpanRecord {
-    p.spans
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no span {name}"))
-}
-
-fn attr<'a>(s: &'a overtime_model::SpanRecord, k: &str) -> Option<&'a str> {
-    s.attributes
-        .iter()
-        .find(|(n, _)| n == k)
-        .map(|(_, v)| v.as_str())
+    parse_file(SpanFormat::Jsonl, FIXTURE, "agent_trace.jsonl")
 }
 
 #[test]
@@ -114,19 +101,7 @@ fn llm_fields_phases_and_events() {
         (Some(900.0), Some(3200.0), Some(28100.0), Some(1400.0))
     );
     assert!(!ph.malformed);
-    let evs: Vec<(&str, i64)> = llm
-        .events
-        .iter()
-        .map(|e| (e.name.as_str(), e.time_us - T0_US))
-        .collect();
-    assert_eq!(
-        evs,
-        vec![
-            ("chunk", 5_600_000),
-            ("heartbeat", 15_000_000),
-            ("chunk", 35_000_000)
-        ]
-    );
+    assert_fixture_llm_events(llm);
     assert_eq!(attr(llm, "tags"), Some(r#"["prod","canary"]"#));
     assert_eq!(attr(llm, "gen_ai.system"), Some("deepseek"));
     assert_eq!(attr(llm, "customer.id"), Some("42"));
@@ -179,20 +154,6 @@ fn fixture_round_trips_through_the_arrow_table() {
     assert_eq!(span_records(&spans).unwrap(), p.spans);
 }
 
-/// Deterministic xorshift64*, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn good_line(i: u64) -> String {
     format!(
         r#"{{"trace_id":"{i:032x}","span_id":"{:016x}","service":"svc","name":"op {i}","start_time":{},"duration_ms":{}}}"#,
@@ -204,7 +165,8 @@ fn good_line(i: u64) -> String {
 
 #[test]
 fn random_bytes_and_good_lines_mixed_every_line_accounted_for() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Deterministic, so a failure reproduces.
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut data = Vec::new();
     let mut good = Vec::new();
     let mut bad_lines = Vec::new();
@@ -213,11 +175,8 @@ fn random_bytes_and_good_lines_mixed_every_line_accounted_for() {
             good.push(line_no);
             data.extend(good_line(line_no).as_bytes());
         } else {
-            let len = 1 + rng.below(200) as usize;
-            let mut line: Vec<u8> = (0..len)
-                .map(|_| rng.next() as u8)
-                .filter(|&b| b != b'\n')
-                .collect();
+            let len = 1 + rng.below(200);
+            let mut line = random_line(&mut rng, len);
             // Some random lines start like JSON, to go deeper into the parser.
             if rng.below(3) == 0 {
                 line.insert(0, b'{');

@@ -2,13 +2,16 @@
 //! protobuf round trips (bare and length-delimited), JSON and protobuf
 //! agreeing on the same request, and bad input.
 
+mod common;
+use common::{assert_fixture_llm_events, attr, by_id, parse_file, random_line, T0_US};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
     any_value::Value as V, AnyValue, ArrayValue, KeyValue,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{span::Event, ResourceSpans, ScopeSpans, Span, Status};
-use overtime_model::{span_records, SpanRecord, SpanStatus, Stage};
+use overtime_model::{span_records, SpanStatus, Stage};
+use overtime_parse::fuzz::Rng;
 use overtime_parse::spans::{
     parse_otlp_json_line, parse_otlp_proto, parse_span_bytes, spans_from_otlp_request, ParsedSpans,
     SpanFormat,
@@ -20,26 +23,10 @@ const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/spans/collector_file_exporter.jsonl"
 );
-const T0_US: i64 = 1_714_561_200_000_000;
 const T0_NS: u64 = 1_714_561_200_000_000_000;
 
-fn attr<'a>(s: &'a SpanRecord, k: &str) -> Option<&'a str> {
-    s.attributes
-        .iter()
-        .find(|(n, _)| n == k)
-        .map(|(_, v)| v.as_str())
-}
-
-fn by_id<'a>(p: &'a ParsedSpans, id: &str) -> &'a SpanRecord {
-    p.spans
-        .iter()
-        .find(|s| s.span_id == id)
-        .unwrap_or_else(|| panic!("no span {id}"))
-}
-
 fn collector_fixture() -> ParsedSpans {
-    let data = std::fs::read(FIXTURE).unwrap();
-    parse_span_bytes(SpanFormat::OtlpJson, &data, "traces.jsonl")
+    parse_file(SpanFormat::OtlpJson, FIXTURE, "traces.jsonl")
 }
 
 #[test]
@@ -120,19 +107,7 @@ fn collector_file_exporter_lines_from_the_python_sdk() {
         attr(chat, "gen_ai.request.stop_sequences"),
         Some(r#"["\n\n"]"#)
     );
-    let evs: Vec<(&str, i64)> = chat
-        .events
-        .iter()
-        .map(|e| (e.name.as_str(), e.time_us - T0_US))
-        .collect();
-    assert_eq!(
-        evs,
-        vec![
-            ("chunk", 5_600_000),
-            ("heartbeat", 15_000_000),
-            ("chunk", 35_000_000)
-        ]
-    );
+    assert_fixture_llm_events(chat);
 
     let tool = by_id(&p, "eee19b7ec3c1b176");
     assert_eq!(tool.stage, Stage::Tool);
@@ -181,32 +156,48 @@ fn s(x: &str) -> V {
     V::StringValue(x.into())
 }
 
+/// A span of the test trace (id 01 02 … 10): `id` eight times over, under
+/// `parent` when there is one.
+fn span(id: u8, parent: Option<u8>, name: &str, start_ns: u64, end_ns: u64) -> Span {
+    Span {
+        trace_id: (1..=16).collect(),
+        span_id: vec![id; 8],
+        parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+        name: name.into(),
+        start_time_unix_nano: start_ns,
+        end_time_unix_nano: end_ns,
+        ..Default::default()
+    }
+}
+
+fn event(at_ns: u64, name: &str, attributes: Vec<KeyValue>) -> Event {
+    Event {
+        time_unix_nano: at_ns,
+        name: name.into(),
+        attributes,
+        ..Default::default()
+    }
+}
+
+fn error_status(message: &str) -> Option<Status> {
+    Some(Status {
+        code: 2,
+        message: message.into(),
+    })
+}
+
 fn request() -> ExportTraceServiceRequest {
     let root = Span {
-        trace_id: (1..=16).collect(),
-        span_id: vec![0xaa; 8],
-        name: "POST /v1/agent".into(),
         kind: 2,
-        start_time_unix_nano: T0_NS,
-        end_time_unix_nano: T0_NS + 60_001_000_000,
         attributes: vec![
             kv("http.response.status_code", V::IntValue(504)),
             kv("agent.budget_ms", V::IntValue(60000)),
         ],
-        status: Some(Status {
-            code: 2,
-            message: "deadline exceeded".into(),
-        }),
-        ..Default::default()
+        status: error_status("deadline exceeded"),
+        ..span(0xaa, None, "POST /v1/agent", T0_NS, T0_NS + 60_001_000_000)
     };
     let llm = Span {
-        trace_id: (1..=16).collect(),
-        span_id: vec![0xbb; 8],
-        parent_span_id: vec![0xaa; 8],
-        name: "chat m".into(),
         kind: 3,
-        start_time_unix_nano: T0_NS + 1_000_000_000,
-        end_time_unix_nano: T0_NS + 31_000_123_456,
         attributes: vec![
             kv("gen_ai.operation.name", s("chat")),
             kv("gen_ai.request.model", s("m")),
@@ -225,42 +216,39 @@ fn request() -> ExportTraceServiceRequest {
             kv("payload", V::BytesValue(vec![0xde, 0xad])),
         ],
         events: vec![
-            Event {
-                time_unix_nano: T0_NS + 2_000_000_000,
-                name: "chunk".into(),
-                ..Default::default()
-            },
-            Event {
-                time_unix_nano: T0_NS + 31_000_000_000,
-                name: "gen_ai.evaluation.result".into(),
-                attributes: vec![kv("gen_ai.evaluation.score.value", V::DoubleValue(0.9))],
-                ..Default::default()
-            },
+            event(T0_NS + 2_000_000_000, "chunk", vec![]),
+            event(
+                T0_NS + 31_000_000_000,
+                "gen_ai.evaluation.result",
+                vec![kv("gen_ai.evaluation.score.value", V::DoubleValue(0.9))],
+            ),
         ],
-        ..Default::default()
+        ..span(
+            0xbb,
+            Some(0xaa),
+            "chat m",
+            T0_NS + 1_000_000_000,
+            T0_NS + 31_000_123_456,
+        )
     };
     let tool = Span {
-        trace_id: (1..=16).collect(),
-        span_id: vec![0xcc; 8],
-        parent_span_id: vec![0xaa; 8],
-        name: "execute_tool search".into(),
-        start_time_unix_nano: T0_NS + 31_000_000_000,
-        end_time_unix_nano: T0_NS + 60_000_000_000,
         attributes: vec![
             kv("gen_ai.tool.name", s("search")),
             kv("agent.dns_ms", V::IntValue(15)),
         ],
-        events: vec![Event {
-            time_unix_nano: T0_NS + 31_000_000_000,
-            name: "connect".into(),
-            attributes: vec![kv("duration_ms", V::DoubleValue(2500.0))],
-            ..Default::default()
-        }],
-        status: Some(Status {
-            code: 2,
-            message: String::new(),
-        }),
-        ..Default::default()
+        events: vec![event(
+            T0_NS + 31_000_000_000,
+            "connect",
+            vec![kv("duration_ms", V::DoubleValue(2500.0))],
+        )],
+        status: error_status(""),
+        ..span(
+            0xcc,
+            Some(0xaa),
+            "execute_tool search",
+            T0_NS + 31_000_000_000,
+            T0_NS + 60_000_000_000,
+        )
     };
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
@@ -412,6 +400,14 @@ fn json_and_protobuf_of_one_request_give_the_same_rows() {
     assert_eq!(from_json, from_proto);
 }
 
+/// Each rejection's reason and position, in order.
+fn reasons_and_positions(p: &ParsedSpans) -> Vec<(&str, &str)> {
+    p.rejected
+        .iter()
+        .map(|r| (r.reason.as_str(), r.position.as_str()))
+        .collect()
+}
+
 #[test]
 fn one_bad_span_among_good_ones_rejects_only_it() {
     let mut req = request();
@@ -441,13 +437,8 @@ fn one_bad_span_among_good_ones_rejects_only_it() {
     parse_otlp_json_line(v.to_string().as_bytes(), "traces.jsonl", 8, &mut p);
     assert_eq!(p.spans.len(), 1);
     assert_eq!(p.spans[0].span_id, "bbbbbbbbbbbbbbbb");
-    let rej: Vec<(&str, &str)> = p
-        .rejected
-        .iter()
-        .map(|r| (r.reason.as_str(), r.position.as_str()))
-        .collect();
     assert_eq!(
-        rej,
+        reasons_and_positions(&p),
         vec![("bad_time", "line 8, span 1"), ("bad_id", "line 8, span 3")]
     );
     assert!(
@@ -469,13 +460,8 @@ fn spans_without_ids_are_each_rejected() {
         "spec.jsonl",
     );
     assert!(p.spans.is_empty());
-    let rej: Vec<(&str, &str)> = p
-        .rejected
-        .iter()
-        .map(|r| (r.reason.as_str(), r.position.as_str()))
-        .collect();
     assert_eq!(
-        rej,
+        reasons_and_positions(&p),
         vec![
             ("missing_field", "line 1, span 1"),
             ("missing_field", "line 1, span 2"),
@@ -485,30 +471,20 @@ fn spans_without_ids_are_each_rejected() {
     );
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 #[test]
 fn random_and_corrupted_protobuf_never_panics() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let good = request().encode_to_vec();
     for i in 0..3000u64 {
         let bytes: Vec<u8> = if i % 2 == 0 {
-            let len = (rng.next() % 300) as usize;
-            (0..len).map(|_| rng.next() as u8).collect()
+            let len = rng.below(300);
+            (0..len).map(|_| rng.next_u64() as u8).collect()
         } else {
             // Flip a few bytes of a valid request.
             let mut b = good.clone();
-            for _ in 0..1 + rng.next() % 4 {
-                let at = (rng.next() as usize) % b.len();
-                b[at] = rng.next() as u8;
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(b.len());
+                b[at] = rng.next_u64() as u8;
             }
             b
         };
@@ -549,29 +525,26 @@ fn random_and_corrupted_protobuf_never_panics() {
 
 #[test]
 fn random_otlp_json_lines_mixed_with_good_ones() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let good = request_json(&request()).to_string();
     let mut data = Vec::new();
     let mut good_lines = Vec::new();
     let mut bad_lines = Vec::new();
     for line_no in 1..=3000u64 {
-        match rng.next() % 4 {
+        match rng.below(4) {
             0 => {
                 good_lines.push(line_no);
                 data.extend(good.as_bytes());
             }
             1 => {
                 // Truncated JSON.
-                let cut = 1 + (rng.next() as usize) % (good.len() - 1);
+                let cut = 1 + rng.below(good.len() - 1);
                 bad_lines.push(line_no);
                 data.extend(&good.as_bytes()[..cut]);
             }
             _ => {
-                let len = 1 + (rng.next() % 120) as usize;
-                let mut l: Vec<u8> = (0..len)
-                    .map(|_| rng.next() as u8)
-                    .filter(|&b| b != b'\n')
-                    .collect();
+                let len = 1 + rng.below(120);
+                let mut l = random_line(&mut rng, len);
                 l.insert(0, b'#');
                 bad_lines.push(line_no);
                 data.extend(l);

@@ -103,6 +103,11 @@ impl Rng {
         (self.next_u64() % n.max(1) as u64) as usize
     }
 
+    /// One of `xs` (not empty), each as likely.
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+
     /// A mutation of a random seed (or, one time in eight, fresh random
     /// bytes): one to eight byte flips, inserts, deletes, duplications,
     /// splices with another seed, or dictionary-token insertions, in the
