@@ -267,3 +267,94 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
     );
     drop(serve);
 }
+
+/// The OTLP receivers' own token (`[otlp] token_env`), separate from the
+/// API's: without it, with the API token, with a near miss or another
+/// scheme an export is 401 and nothing is stored; with it, stored. The
+/// API token still guards the API, and the OTLP token does not open it.
+#[test]
+fn the_otlp_token_guards_the_receiver_when_set() {
+    const OTLP_TOKEN: &str = "faults-auth-otlp-9d2b";
+    let dir = tempfile::tempdir().unwrap();
+    let (api, otlp) = (free_port(), free_port());
+    let cfg = dir.path().join("overtime.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{api}\"\ntoken_env = \"FAULTS_AUTH_TOKEN\"\n\
+             [store]\ndata_dir = {data:?}\nflush_interval_ms = 500\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\ntoken_env = \"FAULTS_OTLP_TOKEN\"\n",
+            data = dir.path().join("data").display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut cmd = serve_command(&cfg);
+    cmd.env("FAULTS_AUTH_TOKEN", TOKEN)
+        .env("FAULTS_OTLP_TOKEN", OTLP_TOKEN);
+    let _serve = Serve::start_command(cmd, api);
+
+    let (trace, body) = otlp_failing_trace(0xa0a1, 1);
+    let post = |headers: &[(&str, &str)]| {
+        let mut h = vec![("Content-Type", "application/json")];
+        h.extend_from_slice(headers);
+        request(otlp, "POST", "/v1/traces", &h, body.as_bytes()).unwrap()
+    };
+    let near = auth(&OTLP_TOKEN[..OTLP_TOKEN.len() - 1]);
+    let api_bearer = auth(TOKEN);
+    let basic = format!("Basic {OTLP_TOKEN}");
+    for wrong in [
+        vec![],
+        vec![("Authorization", api_bearer.as_str())],
+        vec![("Authorization", near.as_str())],
+        vec![("Authorization", basic.as_str())],
+    ] {
+        let a = post(&wrong);
+        assert_eq!(a.status, 401, "{wrong:?}: {}", a.body);
+        assert_eq!(a.header("www-authenticate"), Some("Bearer"));
+    }
+    let otlp_bearer = auth(OTLP_TOKEN);
+    let a = post(&[("Authorization", otlp_bearer.as_str())]);
+    assert_eq!(a.status, 200, "{}", a.body);
+
+    // The OTLP token does not open the API; the API token does.
+    let a = request(
+        api,
+        "GET",
+        "/api/traces",
+        &[("Authorization", otlp_bearer.as_str())],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(a.status, 401);
+    let stored = |t: &str| {
+        sql_count(
+            api,
+            Some(TOKEN),
+            &format!("SELECT count(*) AS n FROM spans WHERE trace_id = '{t}'"),
+        )
+    };
+    wait_for(30, "the admitted export's spans", || stored(&trace) > 0);
+    let n = stored(&trace);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(stored(&trace), n, "refused exports were stored later");
+    let metrics = request(
+        api,
+        "GET",
+        "/metrics",
+        &[("Authorization", api_bearer.as_str())],
+        b"",
+    )
+    .unwrap()
+    .body;
+    assert!(
+        metrics.contains(
+            "overtime_records_rejected_total{source=\"otlp_http\",reason=\"unauthorized\"} 4"
+        ),
+        "refusals not counted:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("otlp"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

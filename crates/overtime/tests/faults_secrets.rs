@@ -1,10 +1,11 @@
 //! No secret is ever written to logs (or the data dir, or an answer).
-//! `overtime serve` runs with an API token, a Jira API token (both from
-//! the environment), an Alertmanager URL carrying basic-auth credentials
+//! `overtime serve` runs with an API token, an OTLP receiver token and a
+//! Jira API token (all from the environment), an Alertmanager URL
+//! carrying basic-auth credentials
 //! and a webhook URL carrying a token in its query string. Traffic drives
 //! every path that talks about those: requests with no, wrong and
-//! near-miss tokens, a failed UI sign-in, OTLP posts that carry an
-//! `Authorization` header, and an incident whose Jira ticket, page and
+//! near-miss tokens, a failed UI sign-in, OTLP posts with the right and
+//! with wrong tokens, and an incident whose Jira ticket, page and
 //! webhook all fail (HTTP 500 / 503, retried). The servers receiving the
 //! deliveries check the credentials did arrive (so a leak was possible).
 //! Then the collector is stopped with SIGTERM, and its stdout, stderr,
@@ -22,6 +23,7 @@ use std::time::Duration;
 use support::*;
 
 const API_TOKEN: &str = "apitok-SECRET-4f1d2c";
+const OTLP_TOKEN: &str = "otlptok-SECRET-31e0f9";
 const JIRA_TOKEN: &str = "jiratok-SECRET-9b8a7e";
 const JIRA_EMAIL: &str = "sre-bot@example.com";
 const AM_USER: &str = "am-user";
@@ -129,7 +131,7 @@ fn no_secret_reaches_logs_data_or_answers() {
         format!(
             "[server]\nlisten = \"127.0.0.1:{api}\"\ntoken_env = \"FAULTS_API_TOKEN\"\n\
              [store]\ndata_dir = {data:?}\nflush_interval_ms = 1000\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\ntoken_env = \"FAULTS_OTLP_TOKEN\"\n\
              [diagnose]\ngrace_ms = 300\n\
              [alerts]\nalertmanager_urls = [\"http://{AM_USER}:{AM_PASS}@127.0.0.1:{am}\"]\n\
              webhook_url = \"http://127.0.0.1:{hook}/hook?token={HOOK_TOKEN}\"\n\
@@ -147,27 +149,38 @@ fn no_secret_reaches_logs_data_or_answers() {
     let mut cmd = serve_command(&cfg);
     cmd.env("FAULTS_API_TOKEN", API_TOKEN)
         .env("FAULTS_JIRA_TOKEN", JIRA_TOKEN)
+        .env("FAULTS_OTLP_TOKEN", OTLP_TOKEN)
         .stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
         .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()));
     let mut serve = Serve::start_command(cmd, api);
 
     // Failing traces seen by the gateway as 504s: an incident to page and
-    // ticket. The exporters send an Authorization header, as some do.
+    // ticket. The exporters carry the OTLP token; wrong ones are refused.
     let bearer = format!("Bearer {API_TOKEN}");
+    let otlp_bearer = format!("Bearer {OTLP_TOKEN}");
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     for n in 0..20 {
         let (trace, body) = otlp_failing_trace(0x5ec2, n);
-        let a = request(
-            otlp,
-            "POST",
-            "/v1/traces",
-            &[
-                ("Content-Type", "application/json"),
-                ("Authorization", bearer.as_str()),
-            ],
-            body.as_bytes(),
-        )
-        .unwrap();
+        let post = |authorization: &str| {
+            request(
+                otlp,
+                "POST",
+                "/v1/traces",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Authorization", authorization),
+                ],
+                body.as_bytes(),
+            )
+            .unwrap()
+        };
+        // The API token is not the OTLP token, nor is a near miss.
+        let near = &otlp_bearer[..otlp_bearer.len() - 1];
+        for wrong in [bearer.as_str(), near] {
+            let a = post(wrong);
+            assert_eq!(a.status, 401, "{}", a.body);
+        }
+        let a = post(&otlp_bearer);
         assert_eq!(a.status, 200, "{}", a.body);
         f.write_all(overtime_line(&trace, "/v1/agent", 504).as_bytes())
             .unwrap();
@@ -293,6 +306,7 @@ fn no_secret_reaches_logs_data_or_answers() {
     }
     let secrets = [
         API_TOKEN,
+        OTLP_TOKEN,
         JIRA_TOKEN,
         AM_PASS,
         HOOK_TOKEN,

@@ -15,7 +15,9 @@ use overtime_config::{Config, Secrets};
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_ingest::file_tail::{spawn_file_tail, FileSourceConfig, FileTail};
-use overtime_ingest::otlp::{serve_otlp_grpc_on, serve_otlp_http_on, OtlpConfig, OtlpStats};
+use overtime_ingest::otlp::{
+    serve_otlp_grpc_on, serve_otlp_http_on, BearerToken, OtlpConfig, OtlpStats,
+};
 use overtime_kafka::{spawn_kafka_source, KafkaSource};
 use overtime_model::RecordSink;
 use overtime_server::metrics::Metrics;
@@ -182,13 +184,20 @@ async fn serve(cfg: Config) -> Result<()> {
                 ("bad_request".to_string(), s.bad_requests.load(Relaxed)),
                 ("too_large".to_string(), s.too_large.load(Relaxed)),
                 ("unsupported".to_string(), s.unsupported.load(Relaxed)),
+                ("unauthorized".to_string(), s.unauthorized.load(Relaxed)),
             ]
             .into()
         });
     }
+    let defaults = OtlpConfig::default();
     let otlp_cfg = OtlpConfig {
         max_body_bytes: cfg.otlp.max_body_bytes,
-        ..Default::default()
+        max_concurrent_decodes: match cfg.otlp.max_concurrent_decodes {
+            0 => defaults.max_concurrent_decodes,
+            n => n,
+        },
+        token: secrets.otlp_token.clone().map(BearerToken::new),
+        ..defaults
     };
     if let Some(l) = otlp_http {
         let work = serve_otlp_http_on(
