@@ -28,6 +28,7 @@
 pub mod config;
 mod context;
 pub mod decode;
+mod exposition;
 mod run;
 mod stats;
 
@@ -35,6 +36,7 @@ pub use config::{
     ConfigError, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat, TopicSettings,
     DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_PREFETCH_KBYTES,
 };
+pub use exposition::{render_prometheus, LabeledStats};
 pub use stats::KafkaStats;
 
 use overtime_model::RecordSink;

@@ -164,14 +164,27 @@ async fn serve(cfg: Config) -> Result<()> {
             .tails
             .push(spawn_file_tail(f, sink("file"), shutdown.clone()));
     }
+    // Every source's counters in one hook: one HELP/TYPE per family.
+    let mut kafka_stats = Vec::new();
     for k in plan.kafka {
+        let (group, brokers) = (k.group_id.clone(), k.brokers.clone());
         let c = spawn_kafka_source(k, sink("kafka"), shutdown.clone())
             .context("starting a Kafka consumer")?;
         let stats = c.stats().clone();
+        kafka_stats.push(overtime_kafka::LabeledStats {
+            group,
+            brokers,
+            stats: stats.clone(),
+        });
         state
             .metrics
             .register_kafka_lag(move || stats.lag_by_partition());
         running.consumers.push(c);
+    }
+    if !kafka_stats.is_empty() {
+        state
+            .metrics
+            .register_text(move || overtime_kafka::render_prometheus(&kafka_stats));
     }
     let otlp_stats = Arc::new(OtlpStats::default());
     {
