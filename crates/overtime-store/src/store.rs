@@ -70,6 +70,8 @@ pub(crate) struct State {
 #[derive(Default)]
 pub(crate) struct Kick {
     pub kicked: bool,
+    /// A write was refused since the last flush: flush whatever is held.
+    pub refused: bool,
     pub stop: bool,
 }
 
@@ -352,16 +354,21 @@ impl Store {
             batch.get_array_memory_size() as u64
         };
         let budget = i.cfg.memtable_bytes;
-        if cost > budget {
-            return Err(SinkError::Failed(format!(
-                "a batch of {cost} bytes is larger than the whole memtable budget ({budget} bytes); split it"
-            )));
-        }
+        // A batch larger than the whole budget (a big Kafka batch, a large
+        // OTLP request) would never fit: it is admitted once the memtable
+        // is at most half full, so memory peaks at half the budget plus
+        // that one batch, and the source is never stuck.
+        let limit = if cost > budget {
+            budget / 2 + cost
+        } else {
+            budget
+        };
         let before = i.reserved.fetch_add(cost, Ordering::SeqCst);
-        if before + cost > budget {
+        if before + cost > limit {
             i.reserved.fetch_sub(cost, Ordering::SeqCst);
             i.backpressure.fetch_add(1, Ordering::Relaxed);
-            i.kick_flusher();
+            // A refused write must not wait for the periodic flush.
+            i.kick_flusher_now();
             return Err(SinkError::Full {
                 retry_after_ms: RETRY_AFTER_MS,
             });
@@ -442,7 +449,7 @@ impl RecordSink for Store {
         if free >= budget / 8 {
             return None;
         }
-        i.kick_flusher();
+        i.kick_flusher_now();
         Some(RETRY_AFTER_MS)
     }
 }
@@ -454,6 +461,20 @@ impl Inner {
         }
         let (m, cv) = &self.kick;
         m.lock().expect("kick lock").kicked = true;
+        cv.notify_one();
+    }
+
+    /// Like [`Inner::kick_flusher`], but the flush happens even below half
+    /// the budget (as long as the memtable holds anything): a write was
+    /// refused, and its source waits for room.
+    pub(crate) fn kick_flusher_now(&self) {
+        if self.cfg.flush_interval_ms == 0 {
+            return;
+        }
+        let (m, cv) = &self.kick;
+        let mut k = m.lock().expect("kick lock");
+        k.kicked = true;
+        k.refused = true;
         cv.notify_one();
     }
 
@@ -478,6 +499,7 @@ fn flusher_loop(inner: &Arc<Inner>) {
     let interval = Duration::from_millis(inner.cfg.flush_interval_ms);
     let mut last = Instant::now();
     loop {
+        let refused;
         {
             let (m, cv) = &inner.kick;
             let mut k = m.lock().expect("kick lock");
@@ -495,9 +517,12 @@ fn flusher_loop(inner: &Arc<Inner>) {
                 }
                 k = cv.wait_timeout(k, left).expect("kick lock").0;
             }
+            refused = std::mem::take(&mut k.refused);
         }
         let due = last.elapsed() >= interval;
-        if !due && inner.memtable_bytes() * 2 < inner.cfg.memtable_bytes {
+        let held = inner.memtable_bytes();
+        let wanted = due || (refused && held > 0) || held * 2 >= inner.cfg.memtable_bytes;
+        if !wanted {
             continue;
         }
         let r = inner

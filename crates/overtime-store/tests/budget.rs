@@ -64,16 +64,74 @@ fn writes_beyond_the_budget_get_full_and_memory_stays_bounded() {
         .unwrap();
 }
 
+/// A batch larger than the whole budget never fits under it: it is let in
+/// once the memtable is at most half full (never stuck, memory at most
+/// half the budget plus that batch), and refused as `Full` before that.
 #[test]
-fn a_batch_larger_than_the_budget_fails_instead_of_waiting_forever() {
+fn a_batch_larger_than_the_budget_waits_for_half_the_budget_then_goes_in() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = cfg(dir.path());
-    c.memtable_bytes = 64 << 10;
+    c.memtable_bytes = 256 << 10;
+    c.flush_interval_ms = 0; // flushes only when asked
     let s = Store::open(c).unwrap();
-    let err = s
-        .write(Table::Spans, spans(0, 5_000, |i| T0 + i as i64), None)
-        .unwrap_err();
-    assert!(matches!(err, SinkError::Failed(_)), "{err}");
+    let big = spans(0, 5_000, |i| T0 + i as i64);
+    assert!(big.get_array_memory_size() > 256 << 10);
+    // Over half full: refused, nothing stored.
+    while s.memtable_bytes() <= 128 << 10 {
+        s.write(Table::Spans, spans(10_000, 100, |i| T0 + i as i64), None)
+            .unwrap();
+    }
+    let held = s.memtable_bytes();
+    let err = s.write(Table::Spans, big.clone(), None).unwrap_err();
+    assert!(matches!(err, SinkError::Full { .. }), "{err}");
+    assert_eq!(s.memtable_bytes(), held);
+    // Once flushed, in it goes, alone over the budget.
+    s.flush().unwrap();
+    s.write(Table::Spans, big, None).unwrap();
+    assert!(s.memtable_bytes() > 256 << 10);
+    assert_eq!(s.backpressure(), Some(overtime_store::RETRY_AFTER_MS));
+}
+
+/// A refused write makes the flusher flush at once even below half the
+/// budget: a source waiting with a large batch is not left for the
+/// periodic flush (60 s here).
+#[test]
+fn a_refused_write_is_not_left_waiting_for_the_periodic_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path());
+    c.memtable_bytes = 1 << 20;
+    c.flush_interval_ms = 60_000;
+    c.fsync = false;
+    let s = Store::open(c).unwrap();
+    let small = spans(0, 200, |i| T0 + i as i64);
+    s.write(Table::Spans, small, None).unwrap();
+    assert!(s.memtable_bytes() * 2 < 1 << 20, "below half: no flush yet");
+    // A batch that fits the budget but not beside what is held.
+    let mut n = 500;
+    let large = loop {
+        let b = spans(100_000, n, |i| T0 + i as i64);
+        let cost = b.get_array_memory_size() as u64;
+        if cost + s.memtable_bytes() > 1 << 20 && cost <= 1 << 20 {
+            break b;
+        }
+        n += 250;
+    };
+    let started = Instant::now();
+    loop {
+        match s.write(Table::Spans, large.clone(), None) {
+            Ok(()) => break,
+            Err(SinkError::Full { .. }) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "still refused after {:?}: waiting for the periodic flush",
+                    started.elapsed()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(s.stats().flushes >= 1);
 }
 
 #[test]
