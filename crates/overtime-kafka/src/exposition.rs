@@ -181,6 +181,33 @@ mod tests {
     use std::collections::BTreeSet;
     use std::sync::atomic::Ordering::Relaxed;
 
+    /// The families rendered are exactly those of docs/metrics.md's
+    /// "Kafka source" section.
+    #[test]
+    fn families_are_those_documented() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md"),
+        )
+        .unwrap();
+        let mut in_section = false;
+        let mut documented = BTreeSet::new();
+        for l in doc.lines() {
+            if l.starts_with("## ") {
+                in_section = l.starts_with("## Kafka source");
+            }
+            if let Some(rest) = l.strip_prefix("| `overtime_").filter(|_| in_section) {
+                documented.insert(format!("overtime_{}", &rest[..rest.find('`').unwrap()]));
+            }
+        }
+        let text = render_prometheus(&[source("g", "b:9092")]);
+        let rendered: BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect();
+        assert_eq!(rendered, documented);
+    }
+
     fn source(group: &str, brokers: &str) -> LabeledStats {
         LabeledStats {
             group: group.into(),

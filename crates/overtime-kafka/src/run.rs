@@ -172,7 +172,12 @@ impl Runner {
                 Event::Revoked { topic, partition } => {
                     // Whatever was not durable was not committed: the next
                     // owner reads it again.
-                    self.parts.remove(&(topic.clone(), partition));
+                    let gone = self.parts.remove(&(topic.clone(), partition));
+                    // No longer ours, so no longer paused by us: the
+                    // paused gauge (pauses − resumes) must not keep it.
+                    if gone.is_some_and(|p| p.paused) {
+                        self.stats.resumes.fetch_add(1, Relaxed);
+                    }
                     self.stats.set_lag(&format!("{topic}/{partition}"), None);
                 }
             }

@@ -64,7 +64,8 @@ impl KafkaStats {
     pub fn pauses(&self) -> u64 {
         self.pauses.load(Relaxed)
     }
-    /// Partitions resumed after their batch became durable.
+    /// Partitions resumed after their batch became durable, or revoked
+    /// while paused (no longer ours to resume).
     pub fn resumes(&self) -> u64 {
         self.resumes.load(Relaxed)
     }
