@@ -283,7 +283,28 @@ pub struct KafkaSource {
     pub group_id: String,
     #[serde(default = "default_prefetch")]
     pub max_prefetch_kbytes: u64,
+    /// A partition's batch is written at this many messages (default
+    /// 4096)…
+    #[serde(default)]
+    pub batch_max_messages: Option<usize>,
+    /// …or when its oldest message is this old (ms, default 200).
+    #[serde(default)]
+    pub batch_max_ms: Option<u64>,
+    /// `earliest` (default) or `latest`, for partitions with no committed
+    /// offset and no checkpoint.
+    #[serde(default = "default_offset_reset")]
+    pub auto_offset_reset: String,
+    /// More librdkafka settings (`security.protocol`, `sasl.*`,
+    /// `session.timeout.ms`…). A value `env:NAME` is read from the
+    /// environment variable NAME at start, so passwords stay out of the
+    /// file (and of `overtime config`).
+    #[serde(default)]
+    pub librdkafka_options: std::collections::BTreeMap<String, String>,
     pub topics: Vec<KafkaTopic>,
+}
+
+fn default_offset_reset() -> String {
+    "earliest".into()
 }
 
 fn default_group() -> String {

@@ -54,15 +54,40 @@ pub fn kafka_source(
         brokers: k.brokers.clone(),
         group_id: k.group_id.clone(),
         topics,
-        batch_max_messages: overtime_kafka::DEFAULT_BATCH_MAX_MESSAGES,
-        batch_max_ms: overtime_kafka::DEFAULT_BATCH_MAX_MS,
+        batch_max_messages: k
+            .batch_max_messages
+            .unwrap_or(overtime_kafka::DEFAULT_BATCH_MAX_MESSAGES),
+        batch_max_ms: k
+            .batch_max_ms
+            .unwrap_or(overtime_kafka::DEFAULT_BATCH_MAX_MS),
         max_prefetch_kbytes: k.max_prefetch_kbytes,
-        auto_offset_reset: "earliest".into(),
-        extra: Default::default(),
+        auto_offset_reset: k.auto_offset_reset.clone(),
+        extra: librdkafka_options(&k.librdkafka_options, |n| std::env::var(n).ok())?,
     };
     settings
         .build(&KafkaSourceSettings::builtin_or_body)
         .with_context(|| format!("kafka source {} (group {})", k.brokers, k.group_id))
+}
+
+/// `[kafka.librdkafka_options]` with each `env:NAME` value read from the
+/// environment (`env` looks a name up); a missing variable is an error
+/// naming it, never the value.
+pub fn librdkafka_options(
+    options: &std::collections::BTreeMap<String, String>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    options
+        .iter()
+        .map(|(k, v)| match v.strip_prefix("env:") {
+            Some(name) => env(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| (k.clone(), v))
+                .ok_or_else(|| {
+                    anyhow::anyhow!("kafka option {k}: environment variable {name} is not set")
+                }),
+            None => Ok((k.clone(), v.clone())),
+        })
+        .collect()
 }
 
 /// Resolves a `[[file]]` block into what the tail needs.
@@ -100,4 +125,24 @@ pub fn file_kind(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::librdkafka_options;
+
+    #[test]
+    fn env_values_are_read_from_the_environment_and_a_missing_one_is_named() {
+        let opts = [
+            ("sasl.username".to_string(), "overtime".to_string()),
+            ("sasl.password".to_string(), "env:KAFKA_PW".to_string()),
+        ]
+        .into();
+        let got =
+            librdkafka_options(&opts, |n| (n == "KAFKA_PW").then(|| "s3cret".into())).unwrap();
+        assert_eq!(got["sasl.password"], "s3cret");
+        assert_eq!(got["sasl.username"], "overtime");
+        let e = librdkafka_options(&opts, |_| None).unwrap_err().to_string();
+        assert!(e.contains("KAFKA_PW") && e.contains("sasl.password"), "{e}");
+    }
 }
