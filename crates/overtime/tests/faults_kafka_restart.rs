@@ -17,16 +17,15 @@ mod support;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::ClientContext;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::kafka::{tansu_bin, wait_port, Proc};
+use support::kafka::{tansu_bin, wait_port, Ctx, Deliveries, Proc};
 use support::*;
 
 const RECORDS: u64 = 300; // per topic
@@ -146,31 +145,6 @@ impl Cluster {
             "creating {name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-    }
-}
-
-/// Delivery reports of the producer, by record index.
-#[derive(Default)]
-struct Deliveries {
-    ok: AtomicU64,
-    failed: Mutex<Vec<String>>,
-}
-struct Ctx(Arc<Deliveries>);
-impl ClientContext for Ctx {}
-impl ProducerContext for Ctx {
-    type DeliveryOpaque = Box<u64>;
-    fn delivery(&self, r: &DeliveryResult<'_>, i: Box<u64>) {
-        match r {
-            Ok(_) => {
-                self.0.ok.fetch_add(1, Relaxed);
-            }
-            Err((e, _)) => self
-                .0
-                .failed
-                .lock()
-                .unwrap()
-                .push(format!("record {i}: {e}")),
-        }
     }
 }
 

@@ -30,16 +30,15 @@ use overtime_kafka::decode::{Decoder, Msg};
 use overtime_kafka::TopicFormat;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::ClientContext;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::kafka::{tansu_bin, wait_port, Proc};
+use support::kafka::{tansu_bin, wait_port, Ctx, Deliveries, Proc};
 use support::storm::Storm;
 use support::*;
 
@@ -180,26 +179,6 @@ fn span_line(i: u64, j: u64) -> String {
     s.to_string()
 }
 
-/// Delivery reports of the producer.
-#[derive(Default)]
-struct Deliveries {
-    ok: AtomicU64,
-    failed: Mutex<Vec<String>>,
-}
-struct Ctx(Arc<Deliveries>);
-impl ClientContext for Ctx {}
-impl ProducerContext for Ctx {
-    type DeliveryOpaque = ();
-    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
-        match r {
-            Ok(_) => {
-                self.0.ok.fetch_add(1, Relaxed);
-            }
-            Err((e, _)) => self.0.failed.lock().unwrap().push(e.to_string()),
-        }
-    }
-}
-
 /// Produces every span of `traces` keyed by trace id and waits for every
 /// delivery; returns the payload bytes. One record per record batch:
 /// tansu 0.6 returns nothing when a fetch starts inside a batch, and a
@@ -221,7 +200,9 @@ fn produce(addr: &str, traces: std::ops::Range<u64>) -> u64 {
             let payload = span_line(i, j);
             bytes += payload.len() as u64;
             n += 1;
-            let mut rec = BaseRecord::to(TOPIC).key(key.as_str()).payload(&payload);
+            let mut rec = BaseRecord::with_opaque_to(TOPIC, Box::new(n))
+                .key(key.as_str())
+                .payload(&payload);
             loop {
                 match producer.send(rec) {
                     Ok(()) => break,

