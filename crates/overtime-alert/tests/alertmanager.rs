@@ -2,7 +2,7 @@
 //! firing, resolving, re-sends keeping an alert alive, per-incident pages
 //! deduplicated by labels, and a rejected alert counted as failed.
 
-mod common;
+use crate::common;
 
 use chrono::Utc;
 use common::Alertmanager;

@@ -4,7 +4,7 @@
 //! recording rules. (Running each query against a live Prometheus fed by
 //! `overtime serve` is crates/overtime/tests/prometheus_e2e.rs.)
 
-mod common;
+use crate::common;
 
 use common::{find_program, repo_root};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! `promtool check config`, `amtool check-config`; and the alert names and
 //! severities of the rules against docs/metrics.md and the crate's catalog.
 
-mod common;
+use crate::common;
 
 use common::{find_program, repo_root};
 use std::collections::{BTreeMap, BTreeSet};

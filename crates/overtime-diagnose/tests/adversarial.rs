@@ -1,7 +1,7 @@
 //! Inputs built to break the diagnosis: it must finish, without a panic,
 //! and keep its invariants (critical-path time never exceeds the request).
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_diagnose::{diagnose, DiagnoseConfig};
 use overtime_model::{GatewayRecord, SpanRecord, SpanStatus, Stage};

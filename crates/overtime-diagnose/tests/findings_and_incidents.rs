@@ -1,7 +1,7 @@
 //! One fixture per finding of SPEC §4.2, and the incident grouping and
 //! report of SPEC §5.
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_model::{FindingKind as F, RootCauseKind as K, SpanStatus, Stage};

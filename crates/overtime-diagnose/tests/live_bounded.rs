@@ -2,7 +2,7 @@
 //! are forgotten oldest first, then waiting traces are diagnosed early,
 //! quietest first — each still observed once, nothing lost silently.
 
-mod common;
+use crate::common;
 
 use common::{cfg_with_timeout, Builder};
 use overtime_diagnose::live::LiveDiagnoser;

@@ -4,7 +4,7 @@
 //! period still ends in a final diagnosis, and the SLIs count the request
 //! once, with its spans.
 
-mod common;
+use crate::common;
 
 use common::{cfg_with_timeout, llm_timeout_trace, Builder};
 use overtime_diagnose::live::LiveDiagnoser;

@@ -3,7 +3,7 @@
 //! bare HTTP client span, a log format without `$request_time`, ASGI's
 //! `http send` spans as stream chunks.
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_model::{Outcome, RootCauseKind as K, SpanStatus, Stage};
 

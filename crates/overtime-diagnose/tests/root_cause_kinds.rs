@@ -1,7 +1,7 @@
 //! One fixture per root-cause kind of SPEC §4.1: each asserts the kind,
 //! the component and the numbers in the evidence.
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_model::{Outcome, RootCauseKind as K, SpanStatus, Stage};

@@ -2,7 +2,7 @@
 //! rotation by rename and by copytruncate mid-stream, restarts from the
 //! checkpoint (also across a rotation while down), and backpressure.
 
-mod common;
+use crate::common;
 
 use common::{wait_for, TestSink};
 use overtime_ingest::file_tail::{

@@ -3,7 +3,7 @@
 //! rename + `nginx -s reopen`, and every request's line must arrive exactly
 //! once.
 
-mod common;
+use crate::common;
 
 use common::{wait_for, TestSink};
 use overtime_ingest::file_tail::{spawn_file_tail, FileKind, FileSourceConfig};

@@ -6,7 +6,7 @@
 //! send it (as `OTEL_EXPORTER_OTLP_HEADERS` would) are stored. Plus a
 //! hand-built gRPC client for partial success and gzip.
 
-mod common;
+use crate::common;
 
 use common::TestSink;
 use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer, TracerProvider as _};

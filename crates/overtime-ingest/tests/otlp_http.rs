@@ -1,7 +1,7 @@
 //! OTLP/HTTP with hand-built requests: protobuf with partial success,
 //! JSON + gzip, error answers (400, 413, 415) and 429 backpressure.
 
-mod common;
+use crate::common;
 
 use common::{http_post, TestSink};
 use flate2::write::GzEncoder;

@@ -3,7 +3,7 @@
 //! and restarts — including a crash between Jira creating the issue and
 //! the outbox hearing about it.
 
-mod support;
+use crate::support;
 
 use chrono::{Duration as Days, Utc};
 use overtime_jira::client::body_text;

@@ -1,7 +1,7 @@
 //! The stand-in Jira refuses what Jira refuses: without this, the
 //! notifier's tests would prove nothing about its payloads.
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use serde_json::{json, Value};

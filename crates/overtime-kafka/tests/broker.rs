@@ -3,7 +3,7 @@
 //! a consumer restart mid-stream, a crash between the durable write and the
 //! commit, backpressure, and bad messages.
 
-mod common;
+use crate::common;
 
 use common::{jsonl_span, nginx_line, otlp_request, wait_until, Broker, MemSink};
 use overtime_kafka::{

@@ -2,7 +2,7 @@
 //! bytes, truncated lines, a format that does not match, mutated lines and
 //! random formats, all with a deterministic PRNG so a failure reproduces.
 
-mod common;
+use crate::common;
 use common::random_line;
 use overtime_model::{gateway_records, rejected_records, GatewayRecord, RejectedRecord};
 use overtime_parse::fuzz::Rng;

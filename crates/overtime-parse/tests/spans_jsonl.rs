@@ -1,7 +1,7 @@
 //! JSONL span logs end to end: a file with every SPEC §2.2 field, and bad
 //! input of every kind (random bytes, truncated JSON, mixtures).
 
-mod common;
+use crate::common;
 use common::{assert_fixture_llm_events, attr, by_name, parse_file, random_line, T0_US};
 use overtime_model::{span_records, SpanStatus, Stage};
 use overtime_parse::fuzz::Rng;

@@ -2,7 +2,7 @@
 //! protobuf round trips (bare and length-delimited), JSON and protobuf
 //! agreeing on the same request, and bad input.
 
-mod common;
+use crate::common;
 use common::{assert_fixture_llm_events, attr, by_id, parse_file, random_line, T0_US};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{

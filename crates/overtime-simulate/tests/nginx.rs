@@ -3,7 +3,7 @@
 //! read back with overtime's parser agree with what the clients saw. Needs
 //! nginx (Debian: `apt-get install -y nginx`; scripts/test installs it).
 
-mod common;
+use crate::common;
 
 use overtime_simulate::gateway::nginx::find_nginx;
 

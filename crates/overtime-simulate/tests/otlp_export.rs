@@ -3,7 +3,7 @@
 //! spans file has; an unreachable endpoint is counted and reported, never
 //! silent. And a simulation runs in the background until stopped.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

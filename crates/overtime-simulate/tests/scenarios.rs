@@ -3,7 +3,7 @@
 //! what the scenario does to the gateway, and the spans (read with
 //! overtime's OTLP JSON parser) carry what its root cause needs.
 
-mod common;
+use crate::common;
 
 use common::run;
 use overtime_model::{SpanRecord, SpanStatus, Stage};

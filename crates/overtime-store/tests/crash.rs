@@ -4,7 +4,7 @@
 //! write; the parent SIGKILLs it mid-stream, reopens the store and checks
 //! that every acknowledged record is there exactly once.
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_model::{Checkpoint, RecordSink, Table};
 use overtime_store::Store;

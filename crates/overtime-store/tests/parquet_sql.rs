@@ -2,7 +2,7 @@
 //! rows, sorted by time, bloom filter on trace_id, each row once across
 //! memtable ∪ Parquet, time pruning that skips files, trace lookups.
 
-mod common;
+use crate::common;
 use arrow::array::{Array, AsArray, Int64Array};
 use arrow::record_batch::RecordBatch;
 use common::*;

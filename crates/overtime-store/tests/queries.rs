@@ -2,7 +2,7 @@
 //! small incident (half in Parquet, half in the memtable) and returns the
 //! rows an SRE would expect.
 
-mod common;
+use crate::common;
 use arrow::array::{ArrayRef, Float64Array, StringArray, TimestampMicrosecondArray, UInt16Array};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::record_batch::RecordBatch;

@@ -1,6 +1,6 @@
 //! Retention by age and by size; checkpoints across restart and flush.
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_model::{Checkpoint, RecordSink, Table};
 use overtime_store::Store;

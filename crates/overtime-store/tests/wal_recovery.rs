@@ -1,6 +1,6 @@
 //! WAL round trip and recovery from torn and corrupt tails.
 
-mod common;
+use crate::common;
 use common::*;
 use overtime_model::{Checkpoint, RecordSink, Table};
 use overtime_store::wal::{list_segments, segment_path, HEADER_LEN};

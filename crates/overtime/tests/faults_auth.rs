@@ -13,7 +13,7 @@
 //! (`/metrics/`, `//metrics`, percent-encoding, a health path with a query)
 //! never reach a protected handler without the token.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

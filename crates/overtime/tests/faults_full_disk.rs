@@ -15,7 +15,7 @@
 //!
 //! The tmpfs is unmounted at the end, whatever happens (a Drop guard).
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -12,7 +12,7 @@
 //! with npm (s3rver is installed into ~/.cache/overtime-s3rver when
 //! missing); either missing fails the test with what to install.
 
-mod support;
+use crate::support;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};

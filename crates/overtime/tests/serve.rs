@@ -2,7 +2,7 @@
 //! gateway log and span log; the service's verdicts, read back over its
 //! API, are exactly those of `overtime diagnose` on the same files.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

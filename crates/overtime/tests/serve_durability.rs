@@ -8,7 +8,7 @@
 //!   once, and nothing is stored twice;
 //! - every failing trace has exactly one verdict.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

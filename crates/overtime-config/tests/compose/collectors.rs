@@ -3,8 +3,8 @@
 //! the compose Alertmanager, has its own store volume and port, and differs
 //! from the others only in `alerts.external_url`.
 
-use crate::dockerfile::{exec_form, instruction};
-use crate::yaml::{
+use super::dockerfile::{exec_form, instruction};
+use super::yaml::{
     bind_at, compose, container_ports, created_topics, host_port, kafka_listeners, mounts,
     published, rel, service, services, strings, Mount,
 };

@@ -1,8 +1,8 @@
 //! The Dockerfile: its stages and instructions, and the collector image's
 //! config against EXPOSE, VOLUME, HEALTHCHECK, CMD and .dockerignore.
 
-use crate::collectors::listen_port;
-use crate::yaml::{host_port, read, repo};
+use super::collectors::listen_port;
+use super::yaml::{host_port, read, repo};
 use overtime_config::Config;
 use std::collections::BTreeSet;
 

@@ -2,8 +2,8 @@
 //! collector and alerts the compose Alertmanager; Alertmanager and Grafana
 //! mount what their tests read.
 
-use crate::collectors::{collector_config, collectors, listen_port};
-use crate::yaml::{
+use super::collectors::{collector_config, collectors, listen_port};
+use super::yaml::{
     bind_at, compose, container_ports, host_path_of, host_port, mounts, read, read_path, rel, repo,
     same_file, service, strings, yaml, Mount,
 };

@@ -2,8 +2,8 @@
 //! (spans) write the collectors' topics on the compose broker, keyed by
 //! trace id with the same partitioner, from where the simulator writes.
 
-use crate::collectors::{collector_config, collectors};
-use crate::yaml::{
+use super::collectors::{collector_config, collectors};
+use super::yaml::{
     bind_at, compose, container_ports, host_port, kafka_listeners, mounts, read_path, service,
     strings, yaml, Mount,
 };

@@ -1,8 +1,8 @@
 //! The pipeline's own health: rejected records by reason, backpressure,
 //! Kafka lag and the bearer token; an idle collector's data-time clock.
 
-use crate::exposition::{parse_exposition, promtool_check, sum_by, value};
-use crate::harness::{call, feed, fixture, state};
+use super::exposition::{parse_exposition, promtool_check, sum_by, value};
+use super::harness::{call, feed, fixture, state};
 use axum::http::StatusCode;
 use overtime_model::{RecordSink, SinkError, Table};
 use overtime_parse::nginx::{GatewayParser, LogFormat};

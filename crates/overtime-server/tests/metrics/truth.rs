@@ -3,8 +3,8 @@
 //! counters, SLO gauges, incidents opened and `/api/slo`; incident C's
 //! judge, TTFT, fallback and tool counters.
 
-use crate::exposition::{histogram_count, parse_exposition, promtool_check, sum_by, total, value};
-use crate::harness::{call, feed, fixture, repo, state};
+use super::exposition::{histogram_count, parse_exposition, promtool_check, sum_by, total, value};
+use super::harness::{call, feed, fixture, repo, state};
 use axum::http::StatusCode;
 use overtime_parse::spans::{parse_span_bytes, SpanFormat};
 use serde_json::Value;

@@ -1,10 +1,10 @@
 //! Incident A (INCIDENTS.md): long-input LLM calls time out at the
 //! service's 30 s budget, nginx answers 504 at 60 s.
 
-use crate::harness::{doc, fixture_args, overtime, truth};
-use crate::helpers::{by_trace, fail_all, finding_summaries, incidents_of, s};
-use crate::shape::{check_shape, BUCKETS};
-use crate::truth::{check_failing, check_findings, check_incidents};
+use super::harness::{doc, fixture_args, overtime, truth};
+use super::helpers::{by_trace, fail_all, finding_summaries, incidents_of, s};
+use super::shape::{check_shape, BUCKETS};
+use super::truth::{check_failing, check_findings, check_incidents};
 
 #[test]
 fn every_failing_trace() {

@@ -1,9 +1,9 @@
 //! Checks over several fixtures: spans count once however often they are
 //! given, and verdicts start inside each fixture's traffic window.
 
-use crate::harness::{diagnose, doc, fixture_args, truth};
-use crate::helpers::{by_trace, fail_all, rfc3339, s, verdicts};
-use crate::shape::check_shape;
+use super::harness::{diagnose, doc, fixture_args, truth};
+use super::helpers::{by_trace, fail_all, rfc3339, s, verdicts};
+use super::shape::check_shape;
 use serde_json::Value;
 
 /// Everything but the incident ids, which may be minted per run.

@@ -1,8 +1,8 @@
 //! Incident B (INCIDENTS.md): a tool call with no timeout, streams cut by
 //! `proxy_read_timeout`.
 
-use crate::shape::check_shape;
-use crate::truth::{check_failing, check_findings, check_incidents};
+use super::shape::check_shape;
+use super::truth::{check_failing, check_findings, check_incidents};
 
 #[test]
 fn every_failing_trace() {

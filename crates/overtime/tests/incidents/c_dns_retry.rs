@@ -1,8 +1,8 @@
 //! Incident C (INCIDENTS.md): a 2.8 s DNS lookup, a 5 s tool timeout and
 //! one retry under a 10 s gateway timeout.
 
-use crate::shape::check_shape;
-use crate::truth::{check_failing, check_findings, check_incidents};
+use super::shape::check_shape;
+use super::truth::{check_failing, check_findings, check_incidents};
 
 #[test]
 fn every_failing_trace() {

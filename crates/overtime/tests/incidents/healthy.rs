@@ -1,8 +1,8 @@
 //! The healthy baseline: no failure, no incident.
 
-use crate::harness::doc;
-use crate::helpers::{incidents, s, verdicts};
-use crate::shape::check_shape;
+use super::harness::doc;
+use super::helpers::{incidents, s, verdicts};
+use super::shape::check_shape;
 
 #[test]
 fn has_no_failure_and_no_incident() {

@@ -2,8 +2,8 @@
 //! types and the closed sets of stages, statuses, outcomes, kinds,
 //! findings and token buckets.
 
-use crate::harness::doc;
-use crate::helpers::{evidence, fail_all, items, rfc3339, s, verdicts};
+use super::harness::doc;
+use super::helpers::{evidence, fail_all, items, rfc3339, s, verdicts};
 use serde_json::Value;
 use std::collections::BTreeSet;
 

@@ -1,11 +1,11 @@
 //! Verdicts, incidents and findings against a fixture's truth.json.
 
-use crate::harness::{doc, truth};
-use crate::helpers::{
+use super::harness::{doc, truth};
+use super::helpers::{
     by_trace, cause_count, evidence, fail_all, finding_kinds, finding_summaries, incidents,
     incidents_of, items, s, seconds_in, verdicts,
 };
-use crate::shape::check_incident_shape;
+use super::shape::check_incident_shape;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,0 +1,13 @@
+//! Every integration test of this crate, in one test binary: each module
+//! below was its own binary once, and linking each against the whole
+//! dependency graph cost more than the tests themselves. Under
+//! `cargo nextest` every test still runs in its own process.
+
+mod adversarial;
+mod common;
+mod findings_and_incidents;
+mod live_bounded;
+mod live_early;
+mod live_parity;
+mod real_world_shapes;
+mod root_cause_kinds;

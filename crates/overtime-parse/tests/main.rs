@@ -1,0 +1,11 @@
+//! Every integration test of this crate, in one test binary: each module
+//! below was its own binary once, and linking each against the whole
+//! dependency graph cost more than the tests themselves. Under
+//! `cargo nextest` every test still runs in its own process.
+
+mod common;
+mod fuzz_bounded;
+mod nginx_bad_input;
+mod real_nginx;
+mod spans_jsonl;
+mod spans_otlp;

@@ -1,0 +1,20 @@
+//! Every integration test of this crate, in one test binary: each module
+//! below was its own binary once, and linking each against the whole
+//! dependency graph cost more than the tests themselves. Under
+//! `cargo nextest` every test still runs in its own process.
+
+mod cli_usage;
+mod faults_auth;
+mod faults_full_disk;
+mod faults_kafka_restart;
+mod faults_kill_loop;
+mod faults_overload;
+mod faults_overload_kafka;
+mod faults_secrets;
+mod faults_sql_abuse;
+mod incidents;
+mod prometheus_e2e;
+mod serve;
+mod serve_durability;
+mod support;
+mod ui_browser;
