@@ -64,14 +64,22 @@ fn crash_child() {
 #[test]
 fn kill_9_mid_stream_loses_no_ack() {
     let dir = tempfile::tempdir().unwrap();
+    // The child is this binary running only `crash_child` (its name is
+    // relative to the test binary's root: `crash::crash_child`).
+    let child_test = format!(
+        "{}::crash_child",
+        module_path!().split_once("::").map_or("", |(_, m)| m)
+    );
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([&child_test, "--exact", "--nocapture", "--test-threads=1"])
         .env(ENV, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
     let reader = std::thread::spawn(move || {
         let mut acks: Vec<(u64, u64)> = Vec::new();
         for line in BufReader::new(stdout).lines() {
@@ -81,13 +89,22 @@ fn kill_9_mid_stream_loses_no_ack() {
                 let t = p.next().unwrap().parse().unwrap();
                 let b = p.next().unwrap().parse().unwrap();
                 acks.push((t, b));
+                counter.store(acks.len(), std::sync::atomic::Ordering::Relaxed);
             }
         }
         acks
     });
-    // Let it run past a few flushes, then kill -9.
+    // Let it run past a few flushes (thread 0 flushes every 40 batches),
+    // however slow the machine, then kill -9.
     let started = Instant::now();
-    std::thread::sleep(Duration::from_millis(1500));
+    while seen.load(std::sync::atomic::Ordering::Relaxed) <= 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the child acknowledged only {} writes in 120 s",
+            seen.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let acks = reader.join().unwrap();
