@@ -292,11 +292,25 @@ fn simulate_inner(
     if cli {
         let stop = stop.clone();
         rt.spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("overtime simulate: stopping (requests in flight finish; Ctrl-C again to quit now)");
+            // SIGINT (Ctrl-C) or SIGTERM (`kill`, a supervisor, the demo's
+            // cleanup): stop gracefully — nginx is stopped and the spans of
+            // requests in flight are exported; a second signal quits now
+            // (nginx still dies with us: `die_with_parent`).
+            let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            else {
+                return;
+            };
+            let first = tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                r = term.recv() => r.is_some(),
+            };
+            if first {
+                eprintln!("overtime simulate: stopping (requests in flight finish; a second Ctrl-C quits now)");
                 stop.store(true, SeqCst);
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => std::process::exit(130),
+                    _ = term.recv() => std::process::exit(143),
                 }
             }
         });

@@ -4,6 +4,7 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod cli_usage;
+mod demo;
 mod faults_auth;
 mod faults_full_disk;
 mod faults_kafka_restart;

@@ -122,6 +122,34 @@ pub struct Nginx {
     child: Option<Child>,
 }
 
+/// Makes the child get SIGTERM when the thread that started it ends — on a
+/// graceful stop that is after [`Nginx::stop`], on SIGKILL or a crash of the
+/// simulator it is at once — so the nginx master (which stops its workers
+/// on SIGTERM) never outlives the simulator, reparented to PID 1 and still
+/// listening.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (prctl, getppid, _exit), and nothing is allocated.
+    let parent = std::process::id() as libc::pid_t;
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before prctl took effect: no signal will come.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
+
 impl Nginx {
     /// Writes the conf, checks it (`nginx -t`) and starts nginx; returns
     /// once it accepts connections (at most 10 s).
@@ -163,8 +191,8 @@ impl Nginx {
         }
         let stderr = fs::File::create(dir.path().join("stderr.log"))
             .map_err(|e| SimulateError::io("creating nginx's stderr log", e))?;
-        let child = Command::new(bin)
-            .arg("-p")
+        let mut cmd = Command::new(bin);
+        cmd.arg("-p")
             .arg(dir.path())
             .arg("-c")
             .arg(&conf)
@@ -172,7 +200,9 @@ impl Nginx {
             .arg("daemon off;")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
+            .stderr(stderr);
+        die_with_parent(&mut cmd);
+        let child = cmd
             .spawn()
             .map_err(|e| SimulateError::Nginx(format!("cannot start {}: {e}", bin.display())))?;
         let mut n = Nginx {
