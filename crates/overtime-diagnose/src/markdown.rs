@@ -29,6 +29,52 @@ pub fn latency_table(rows: &[BucketRow]) -> String {
     s
 }
 
+/// `dns_per_attempt_ms` → `dns per attempt`.
+fn stat_name(key: &str) -> String {
+    key.strip_suffix("_ms").unwrap_or(key).replace('_', " ")
+}
+
+/// A statistic for people, as the UI shows it: durations for `*_ms` keys,
+/// counts as integers, other numbers to two decimals; a distribution as
+/// `n 22 · P50 28.1 s · P90 41.0 s · P99 58.7 s · max 60.0 s`.
+///
+/// ```
+/// use overtime_diagnose::markdown::stat_value;
+/// let v = serde_json::json!({"p50": 536.6999999999999, "p90": 1800.0, "n": 3, "p99": null});
+/// assert_eq!(stat_value("latency_ms", &v), "n 3 · P50 537 ms · P90 1.8 s · P99 none");
+/// let t = serde_json::json!({"median": 412.0, "p90": 488.5, "threshold": 300, "n": 22});
+/// assert_eq!(stat_value("input_tokens", &t), "n 22 · median 412 · P90 488.50 · threshold 300");
+/// ```
+pub fn stat_value(key: &str, v: &serde_json::Value) -> String {
+    let durations = key.ends_with("_ms");
+    let one = |x: &serde_json::Value| match x.as_f64() {
+        None if x.is_null() => "none".to_string(),
+        None => x.to_string(),
+        Some(f) if durations => dur(f),
+        Some(f) if f.fract() == 0.0 => format!("{f:.0}"),
+        Some(f) => format!("{f:.2}"),
+    };
+    let Some(map) = v.as_object() else {
+        return one(v);
+    };
+    const ORDER: [&str; 7] = ["n", "median", "p50", "p90", "p99", "max", "threshold"];
+    let rank = |k: &str| ORDER.iter().position(|o| *o == k).unwrap_or(ORDER.len());
+    let mut entries: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+    entries.sort_by_key(|(k, _)| (rank(k), (*k).clone()));
+    entries
+        .into_iter()
+        .map(|(k, x)| {
+            let label = match k.as_str() {
+                "p50" | "p90" | "p99" => k.to_uppercase(),
+                _ => k.clone(),
+            };
+            let value = if k == "n" { x.to_string() } else { one(x) };
+            format!("{label} {value}")
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
 /// One incident's report.
 pub fn incident(r: &IncidentReport) -> String {
     let mut s = String::new();
@@ -39,6 +85,12 @@ pub fn incident(r: &IncidentReport) -> String {
         r.id, r.status, r.trace_count
     );
     let _ = writeln!(s, "- window {} → {}", r.window.start, r.window.end);
+    let h = &r.headline_share;
+    let _ = writeln!(
+        s,
+        "- the headline's share: {} of the {} {} from {} to {} (this incident's window joined with every incident overlapping it)",
+        h.count, h.total, h.of, h.window.start, h.window.end
+    );
     let t = &r.totals;
     let _ = writeln!(
         s,
@@ -56,9 +108,9 @@ pub fn incident(r: &IncidentReport) -> String {
             pct(c.share)
         );
     }
-    s.push_str("\n### Statistics of this cause\n\n");
+    s.push_str("\n### Statistics of this cause\n\n| statistic | value |\n|---|---|\n");
     for (k, v) in &r.cause_stats {
-        let _ = writeln!(s, "- {k}: `{v}`");
+        let _ = writeln!(s, "| {} | {} |", stat_name(k), stat_value(k, v));
     }
     s.push_str("\n### LLM latency by input-token bucket\n\n");
     s.push_str(&latency_table(&r.llm_latency_by_input_tokens));

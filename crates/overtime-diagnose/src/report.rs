@@ -34,6 +34,21 @@ pub struct CauseShare {
     pub share: f64,
 }
 
+/// The denominator of an incident's headline, stated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadlineShare {
+    /// `504s` when every failure in `window` was a gateway 504, `gateway
+    /// timeouts` when each was a 504 or a stream the gateway cut, else
+    /// `failures`.
+    pub of: String,
+    /// This incident's failures among them.
+    pub count: usize,
+    /// All of them in `window`.
+    pub total: usize,
+    /// This incident's window joined with every incident overlapping it.
+    pub window: Window,
+}
+
 /// One row of the LLM latency by input-token bucket table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BucketRow {
@@ -67,6 +82,10 @@ pub struct IncidentReport {
     pub status: String,
     pub window: Window,
     pub headline: String,
+    /// What the headline's share is a share of: the failures (or 504s) in
+    /// the window of every incident overlapping this one, so the shares of
+    /// incidents that overlap in time add up.
+    pub headline_share: HeadlineShare,
     pub totals: Totals,
     pub causes: Vec<CauseShare>,
     pub cause_stats: BTreeMap<String, serde_json::Value>,
@@ -165,13 +184,17 @@ pub fn incidents(
             _ => runs.push(vec![(v, s)]),
         }
     }
+    let runs: Vec<((K, String), Run)> = groups
+        .into_iter()
+        .flat_map(|(fp, runs)| runs.into_iter().map(move |r| (fp.clone(), r)))
+        .collect();
+    let spans: Vec<(i64, i64)> = runs.iter().map(|(_, r)| run_span(r)).collect();
+    let scopes = overlap_scopes(&spans);
     let mut out = Vec::new();
-    for ((kind, component), runs) in groups {
-        for run in runs {
-            out.push(report(
-                kind, &component, &run, &failing, summaries, data_end, quiet_us, cfg,
-            ));
-        }
+    for (((kind, component), run), scope) in runs.into_iter().zip(scopes) {
+        out.push(report(
+            kind, &component, &run, &failing, summaries, data_end, quiet_us, scope, cfg,
+        ));
     }
     out.sort_by(|a, b| {
         a.window
@@ -191,10 +214,10 @@ fn report(
     summaries: &[TraceSummary],
     data_end: i64,
     quiet_us: i64,
+    scope: (i64, i64),
     cfg: &DiagnoseConfig,
 ) -> IncidentReport {
-    let start = run.iter().map(|x| x.1.start_us).min().unwrap_or(0);
-    let end = run.iter().map(|x| x.1.end_us).max().unwrap_or(start);
+    let (start, end) = run_span(run);
     let in_window = |s: &TraceSummary| s.start_us >= start && s.start_us <= end;
     let window_traces: Vec<&TraceSummary> = summaries.iter().filter(|s| in_window(s)).collect();
     let totals = Totals {
@@ -236,44 +259,18 @@ fn report(
         .collect();
     causes.sort_by(|a, b| b.count.cmp(&a.count).then(a.kind.cmp(&b.kind)));
 
-    // Headline: share of 504s (or of failures) this cause explains.
-    let is_504 = |x: &&&(&Verdict, &TraceSummary)| x.0.outcome == Outcome::GatewayTimeout;
-    let all_504 = window_failing.iter().filter(is_504).count();
-    let mine_504 = window_failing
-        .iter()
-        .filter(is_504)
-        .filter(|x| x.0.root_cause.kind == kind && x.0.root_cause.component == component)
-        .count();
-    let mine = window_failing
-        .iter()
-        .filter(|x| x.0.root_cause.kind == kind && x.0.root_cause.component == component)
-        .count();
-    // "504s" when the gateway really answered 504; a stream it cut and
-    // logged as 200 is a gateway timeout all the same.
-    let all_real_504 = window_failing
-        .iter()
-        .filter(is_504)
-        .all(|x| x.1.gateway_status == Some(504));
-    let (share, of) = if mine_504 > 0 {
-        (
-            mine_504 as f64 / all_504 as f64,
-            if all_real_504 {
-                "504s"
-            } else {
-                "gateway timeouts"
-            },
-        )
-    } else {
-        (mine as f64 / n_fail as f64, "failures")
-    };
+    // Headline: this cause's share of the failures in the window of every
+    // incident overlapping it (one denominator for all of them, stated).
     let (stats, stat_line) = crate::cause_stats::cause_stats(kind, run, cfg);
-    let headline = match stat_line {
-        Some(s) => format!(
-            "{} of {of} came from {kind} on {component}; {s}",
-            pct(share)
-        ),
-        None => format!("{} of {of} came from {kind} on {component}", pct(share)),
-    };
+    let share = headline_share(kind, component, failing, scope);
+    let headline = format!(
+        "{} of {} came from {kind} on {component} ({} of {}){}",
+        pct(share.count as f64 / share.total.max(1) as f64),
+        share.of,
+        share.count,
+        share.total,
+        stat_line.map(|s| format!("; {s}")).unwrap_or_default()
+    );
 
     let mut findings: BTreeMap<FindingKind, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
     for (v, _) in run {
@@ -313,6 +310,7 @@ fn report(
             end: rfc3339(end),
         },
         headline,
+        headline_share: share,
         totals,
         causes,
         cause_stats: stats,
@@ -324,6 +322,86 @@ fn report(
             .map(|x| x.0.trace_id.clone())
             .collect(),
         trace_count: run.len(),
+    }
+}
+
+/// First start and last end of a run's traces.
+fn run_span(run: &[(&Verdict, &TraceSummary)]) -> (i64, i64) {
+    let start = run.iter().map(|x| x.1.start_us).min().unwrap_or(0);
+    let end = run.iter().map(|x| x.1.end_us).max().unwrap_or(start);
+    (start, end)
+}
+
+/// For each interval, the union of the group of intervals that overlap it
+/// (transitively): incidents that overlap in time share one headline
+/// denominator, so their shares add up for whoever reads them together.
+///
+/// ```
+/// use overtime_diagnose::report::overlap_scopes;
+/// let s = overlap_scopes(&[(0, 10), (5, 20), (30, 40), (18, 25)]);
+/// assert_eq!(s, vec![(0, 25), (0, 25), (30, 40), (0, 25)]);
+/// ```
+pub fn overlap_scopes(spans: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|&i| spans[i]);
+    let mut out = vec![(0, 0); spans.len()];
+    let mut group: Vec<usize> = Vec::new();
+    let mut cur = (i64::MIN, i64::MIN);
+    let mut close = |group: &mut Vec<usize>, cur: (i64, i64)| {
+        for &i in group.iter() {
+            out[i] = cur;
+        }
+        group.clear();
+    };
+    for i in order {
+        let (s, e) = spans[i];
+        if group.is_empty() || s > cur.1 {
+            close(&mut group, cur);
+            cur = (s, e);
+        } else {
+            cur.1 = cur.1.max(e);
+        }
+        group.push(i);
+    }
+    close(&mut group, cur);
+    out
+}
+
+/// The headline's share: this fingerprint's failures among all failures
+/// that started within `scope`, named `504s` when all of those were gateway
+/// 504s, `gateway timeouts` when all were 504s or cut streams.
+fn headline_share(
+    kind: K,
+    component: &str,
+    failing: &[(&Verdict, &TraceSummary)],
+    scope: (i64, i64),
+) -> HeadlineShare {
+    let in_scope: Vec<&(&Verdict, &TraceSummary)> = failing
+        .iter()
+        .filter(|x| x.1.start_us >= scope.0 && x.1.start_us <= scope.1)
+        .collect();
+    let count = in_scope
+        .iter()
+        .filter(|x| x.0.root_cause.kind == kind && x.0.root_cause.component == component)
+        .count();
+    let of = if in_scope.iter().all(|x| x.1.gateway_status == Some(504)) {
+        "504s"
+    } else if in_scope
+        .iter()
+        .all(|x| x.0.outcome == Outcome::GatewayTimeout)
+    {
+        "gateway timeouts"
+    } else {
+        "failures"
+    };
+    HeadlineShare {
+        of: of.into(),
+        count,
+        total: in_scope.len(),
+        window: Window {
+            start: rfc3339(scope.0),
+            end: rfc3339(scope.1),
+        },
     }
 }
 

@@ -6,6 +6,7 @@
 mod adversarial;
 mod common;
 mod findings_and_incidents;
+mod headlines;
 mod live_bounded;
 mod live_early;
 mod live_parity;
