@@ -16,8 +16,16 @@ use std::process::ExitCode;
 pub struct UsageError(pub String);
 
 impl std::fmt::Display for UsageError {
+    /// One line: a multi-line message (a TOML parse error with its source
+    /// snippet) keeps its text lines, joined, and drops the snippet.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        let lines: Vec<&str> = self
+            .0
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.contains('|'))
+            .collect();
+        f.write_str(&lines.join("; "))
     }
 }
 

@@ -460,3 +460,32 @@ fn a_span_file_of_random_bytes_is_rejected_line_by_line_not_fatal() {
         "every 504 still gets a verdict"
     );
 }
+
+#[test]
+fn a_missing_or_broken_config_is_a_usage_error_on_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "[server]\nlisten = \n").unwrap();
+    let unknown = dir.path().join("unknown.toml");
+    std::fs::write(&unknown, "[server]\nlisten_on = \"127.0.0.1:1\"\n").unwrap();
+    for (path, says) in [
+        (PathBuf::from("/nonexistent/overtime.toml"), "No such file"),
+        (broken, "broken.toml"),
+        (unknown, "listen_on"),
+    ] {
+        let out = overtime(&["serve", "--config", path.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(says), "{path:?}: {err}");
+        assert!(
+            err.contains(path.to_str().unwrap()),
+            "names the file: {err}"
+        );
+        assert_eq!(
+            err.matches("os error").count(),
+            err.contains("os error") as usize,
+            "the OS error once: {err}"
+        );
+    }
+}

@@ -36,8 +36,10 @@ pub use sources::{file_kind, kafka_source};
 /// Runs the collector with the config at `config` (the embedded default
 /// without one) until a signal stops it.
 pub fn run(config: Option<PathBuf>) -> Result<()> {
+    // A config that cannot be read, parsed or accepted is a usage error:
+    // one line, exit 2.
     let cfg = match &config {
-        Some(p) => Config::load(p)?,
+        Some(p) => Config::load(p).map_err(|e| crate::UsageError(e.to_string()))?,
         None => Config::default(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
