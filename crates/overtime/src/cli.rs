@@ -131,4 +131,9 @@ pub struct DiagnoseArgs {
     /// Worker threads for parsing (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Diagnose even when most lines of a gateway log do not match its
+    /// format, or the format gives neither $status nor $request_time
+    /// (otherwise an error: the format is likely wrong).
+    #[arg(long = "allow-rejects")]
+    pub allow_rejects: bool,
 }

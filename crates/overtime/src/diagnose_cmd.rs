@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 struct LogInput {
     path: PathBuf,
     format: LogFormat,
+    /// The format as given: a built-in name, a body, or `NAME in FILE`.
+    format_label: String,
     layer: String,
     conf_timeout_ms: Option<f64>,
 }
@@ -74,7 +76,9 @@ fn resolve_logs(a: &DiagnoseArgs) -> Result<Vec<LogInput>> {
             ),
             None => None,
         };
+        let format_label;
         let format = if let Some(f) = pick(&a.log_format, i) {
+            format_label = f.clone();
             match LogFormat::builtin(&f) {
                 Some(b) => b,
                 None => {
@@ -90,6 +94,7 @@ fn resolve_logs(a: &DiagnoseArgs) -> Result<Vec<LogInput>> {
                 }
             }
         } else if let (Some(text), Some(name)) = (&conf_text, pick(&a.format_name, i)) {
+            format_label = name.clone();
             LogFormat::from_nginx_conf(text, &name)
                 .map_err(|e| usage(format!("--nginx-conf with --format-name {name}: {e}")))?
         } else {
@@ -101,6 +106,7 @@ fn resolve_logs(a: &DiagnoseArgs) -> Result<Vec<LogInput>> {
         out.push(LogInput {
             path: path.clone(),
             format,
+            format_label,
             layer: pick(&a.layer_name, i).unwrap_or_else(|| layer_name_of(path)),
             conf_timeout_ms: conf_text.as_deref().and_then(read_timeout_ms),
         });
@@ -184,6 +190,17 @@ pub fn run(a: DiagnoseArgs) -> Result<()> {
         let layer_idx = layers.iter().position(|x| x.name == l.layer).unwrap_or(0) as u32;
         let data = read_file(&l.path)?;
         let parsed = parse_nginx(&data, &l.format, &l.layer, layer_idx, threads);
+        if !a.allow_rejects {
+            let p = crate::format_check::Parsed {
+                path: &l.path,
+                format_label: &l.format_label,
+                rows: parsed.rows,
+                rejected_rows: parsed.rejected_rows,
+                gateway: &parsed.gateway,
+                rejected: &parsed.rejected,
+            };
+            crate::format_check::check(&p, &data).map_err(usage)?;
+        }
         drop(data);
         gateway.extend(parsed.gateway);
         report_lines.push(rejected_line(

@@ -4,6 +4,7 @@
 mod cli;
 mod conf_timeouts;
 mod diagnose_cmd;
+mod format_check;
 mod inputs;
 mod query_cmd;
 mod serve;
@@ -23,13 +24,20 @@ impl std::fmt::Display for UsageError {
             .0
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.contains('|'))
+            .filter(|l| !l.is_empty() && !is_snippet(l))
             .collect();
         f.write_str(&lines.join("; "))
     }
 }
 
 impl std::error::Error for UsageError {}
+
+/// A source-snippet line of a parse error: `|`, `2 | listen =`, `|     ^`.
+fn is_snippet(line: &str) -> bool {
+    line.trim_start_matches(|c: char| c.is_ascii_digit())
+        .trim_start()
+        .starts_with('|')
+}
 
 fn main() -> ExitCode {
     let cli = match cli::Cli::try_parse() {

@@ -410,6 +410,8 @@ fn a_log_of_random_bytes_is_rejected_line_by_line_not_fatal() {
         &random_lines(40, 0x9e3779b97f4a7c15),
     );
     let spans = fixture("a_prefill", "spans.jsonl");
+    // A log that is all garbage looks like a wrong format: an error, unless
+    // the user says to go on (see the next tests).
     diagnose_tolerates(
         &[
             "diagnose",
@@ -420,8 +422,74 @@ fn a_log_of_random_bytes_is_rejected_line_by_line_not_fatal() {
             "--spans",
             &spans,
             "--json",
+            "--allow-rejects",
         ],
         40,
+    );
+}
+
+#[test]
+fn a_format_that_matches_no_line_is_an_error_that_names_the_likely_format() {
+    let log = fixture("a_prefill", "access.log");
+    let spans = fixture("a_prefill", "spans.jsonl");
+    let out = overtime(&[
+        "diagnose",
+        "--nginx-log",
+        &log,
+        "--log-format",
+        "combined",
+        "--spans",
+        &spans,
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("334 of 334 lines do not match"), "{err}");
+    assert!(err.contains("first rejected, line 1"), "{err}");
+    assert!(
+        err.contains("--log-format overtime"),
+        "names the likely format: {err}"
+    );
+    assert!(err.contains("--allow-rejects"), "{err}");
+    assert!(out.stdout.is_empty(), "no report from a wrong format");
+}
+
+#[test]
+fn a_format_without_status_or_request_time_is_an_error() {
+    let log = fixture("a_prefill", "access.log");
+    let out = overtime(&[
+        "diagnose",
+        "--nginx-log",
+        &log,
+        "--log-format",
+        "$remote_addr $bogus",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gives neither $status nor $request_time")
+            && err.contains("--log-format overtime"),
+        "{err}"
+    );
+}
+
+#[test]
+fn allow_rejects_diagnoses_a_mismatched_log_from_its_spans_and_counts_every_line() {
+    let log = fixture("a_prefill", "access.log");
+    let spans = fixture("a_prefill", "spans.jsonl");
+    diagnose_tolerates(
+        &[
+            "diagnose",
+            "--nginx-log",
+            &log,
+            "--log-format",
+            "combined",
+            "--spans",
+            &spans,
+            "--json",
+            "--allow-rejects",
+        ],
+        334,
     );
 }
 

@@ -1,0 +1,136 @@
+//! Is the log format the user gave the one the file was written in?
+//!
+//! A format that matches nothing must not "succeed": when most lines of a
+//! gateway log are rejected, or the lines parse but the format gives neither
+//! `$status` nor `$request_time` (so no request can be seen to fail or to
+//! take long), `diagnose` stops with one line that says so, shows the first
+//! rejected line and names the built-in format the first lines match, if
+//! any. `--allow-rejects` diagnoses anyway (the rejections stay counted).
+
+use arrow::record_batch::RecordBatch;
+use overtime_model::{rejected_records, GatewayRows};
+use overtime_parse::nginx::{GatewayParser, LogFormat};
+use std::path::Path;
+
+/// Built-in formats tried on the first lines, in this order (a name the
+/// parser does not know is skipped).
+const BUILTINS: [&str; 3] = ["overtime", "ingress-nginx", "combined"];
+/// Lines tried against the built-ins.
+const SAMPLE_LINES: usize = 50;
+
+/// What one gateway log gave, for the check.
+pub struct Parsed<'a> {
+    pub path: &'a Path,
+    /// The format as the user named it (a built-in name or the body).
+    pub format_label: &'a str,
+    pub rows: usize,
+    pub rejected_rows: usize,
+    pub gateway: &'a [RecordBatch],
+    pub rejected: &'a [RecordBatch],
+}
+
+/// `Err(message)` when the format does not fit the file (see the module
+/// header); the message is one line.
+pub fn check(p: &Parsed, data: &[u8]) -> Result<(), String> {
+    let total = p.rows + p.rejected_rows;
+    if total == 0 {
+        return Ok(());
+    }
+    let problem = if p.rejected_rows * 2 > total {
+        format!(
+            "{} of {total} lines do not match the format {}",
+            p.rejected_rows,
+            short(p.format_label)
+        )
+    } else if !gives_status_or_time(p.gateway) {
+        format!(
+            "the format {} gives neither $status nor $request_time for any of the {} lines read, \
+             so no request can be seen to fail",
+            short(p.format_label),
+            p.rows
+        )
+    } else {
+        return Ok(());
+    };
+    let first = first_rejected(p.rejected)
+        .map(|(line, raw)| format!("; first rejected, line {line}: {}", short(&raw)))
+        .unwrap_or_default();
+    let likely = match likely_format(data) {
+        Some((name, _, _)) if name == p.format_label => String::new(),
+        Some((name, n, of)) => format!(
+            "; {n} of the first {of} lines match the built-in format `{name}`: --log-format {name}"
+        ),
+        None => "; no built-in format matches its first lines either: give the log_format body \
+                 as written in nginx.conf (--log-format, or --nginx-conf with --format-name)"
+            .into(),
+    };
+    Err(format!(
+        "{}: {problem}{first}{likely} (or --allow-rejects to diagnose anyway)",
+        p.path.display()
+    ))
+}
+
+/// Whether any parsed row has a status or a request time.
+fn gives_status_or_time(batches: &[RecordBatch]) -> bool {
+    batches.iter().any(|b| {
+        GatewayRows::new(b).is_ok_and(|r| {
+            (0..r.len()).any(|i| r.status(i).is_some() || r.request_time_ms(i).is_some())
+        })
+    })
+}
+
+fn first_rejected(batches: &[RecordBatch]) -> Option<(u64, String)> {
+    batches
+        .iter()
+        .filter_map(|b| rejected_records(b).ok())
+        .flatten()
+        .min_by_key(|r| r.line)
+        .map(|r| (r.line, r.raw))
+}
+
+/// The built-in format that accepts most of the first lines (at least
+/// half of them, with a status): (name, lines accepted, lines tried).
+pub fn likely_format(data: &[u8]) -> Option<(&'static str, usize, usize)> {
+    let mut end = 0;
+    let mut lines = 0;
+    for (i, b) in data.iter().enumerate() {
+        if *b == b'\n' {
+            lines += 1;
+            end = i + 1;
+            if lines == SAMPLE_LINES {
+                break;
+            }
+        }
+    }
+    if lines < SAMPLE_LINES {
+        end = data.len();
+        lines += usize::from(data.last().is_some_and(|b| *b != b'\n'));
+    }
+    let sample = &data[..end];
+    let mut best: Option<(&'static str, usize)> = None;
+    for name in BUILTINS {
+        let Some(format) = LogFormat::builtin(name) else {
+            continue;
+        };
+        let mut p = GatewayParser::new(format, "sample", 0);
+        p.push_bytes(sample, 1);
+        let (g, _) = p.finish();
+        let ok = GatewayRows::new(&g)
+            .map(|r| (0..r.len()).filter(|&i| r.status(i).is_some()).count())
+            .unwrap_or(0);
+        if ok * 2 >= lines.max(1) && best.is_none_or(|(_, n)| ok > n) {
+            best = Some((name, ok));
+        }
+    }
+    best.map(|(name, n)| (name, n, lines))
+}
+
+/// A long format body or line, cut for a one-line message.
+fn short(s: &str) -> String {
+    let s = s.trim();
+    let mut out: String = s.chars().take(120).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    format!("{out:?}")
+}
