@@ -11,6 +11,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+/// On every answer to a request signed in by the browser's session cookie.
+pub const SESSION_HEADER: &str = "x-overtime-session";
+
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -30,14 +33,15 @@ pub async fn require_token(
     if path == "/healthz" || path == "/readyz" {
         return next.run(req).await;
     }
-    let given = req
+    let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(String::from)
-        // Browsers: the cookie set by POST /ui/login (see ui_routes).
-        .or_else(|| crate::ui_routes::cookie_token(req.headers()));
+        .map(String::from);
+    let by_cookie = bearer.is_none();
+    // Browsers: the cookie set by POST /ui/login (see ui_routes).
+    let given = bearer.or_else(|| crate::ui_routes::cookie_token(req.headers()));
     if path == "/"
         && !given
             .as_deref()
@@ -49,7 +53,17 @@ pub async fn require_token(
         return overtime_ui::login_response(StatusCode::UNAUTHORIZED, why);
     }
     match given {
-        Some(g) if constant_time_eq(g.trim().as_bytes(), token.as_bytes()) => next.run(req).await,
+        Some(g) if constant_time_eq(g.trim().as_bytes(), token.as_bytes()) => {
+            let mut answer = next.run(req).await;
+            if by_cookie {
+                // A signed-in browser session: the UI shows "Sign out"
+                // only then (without a token there is nothing to sign out of).
+                answer
+                    .headers_mut()
+                    .insert(SESSION_HEADER, header::HeaderValue::from_static("cookie"));
+            }
+            answer
+        }
         Some(_) => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "bad_token",

@@ -29,6 +29,8 @@
     if (a < 1000) return Math.round(ms) + ' ms';
     return (ms / 1000).toFixed(1) + ' s';
   }
+  // `1 incident`, `3 incidents`.
+  const count = (n, one, many = one + 's') => `${esc(n)} ${Number(n) === 1 ? one : many}`;
   const pct = (x) => (num(x) ? Math.round(x * 100) + ' %' : '—');
   const when = (iso) => (iso ? String(iso).replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '—');
   const outcomeBadge = (o) => `<span class="badge o-${esc(o)}">${esc(o)}</span>`;
@@ -45,6 +47,8 @@
   async function api(path) {
     const r = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
     if (r.status === 401) throw new ApiError(401, 'signed out');
+    // "Sign out" only for a browser signed in with the server's token.
+    if (r.headers.get('x-overtime-session') === 'cookie') document.getElementById('logout-form').hidden = false;
     let body = null;
     try { body = await r.json(); } catch (_) { /* not JSON */ }
     if (!r.ok) throw new ApiError(r.status, (body && body.error) || `${r.status} ${r.statusText}`);
@@ -152,7 +156,7 @@
     const id = (params.get('trace_id') || '').toLowerCase();
     const open = !data.traces.length && /^[0-9a-f]{32}$/.test(id)
       ? `<p>No verdict for this id among the live ones. <a href="#/trace/${id}" id="open-from-store">Diagnose trace ${id} from the store</a>.</p>` : '';
-    res.innerHTML = `<p class="summary-line" id="result-count">${data.traces.length} of ${data.total} traces, newest first</p>${open}
+    res.innerHTML = `<p class="summary-line" id="result-count">${data.traces.length} of ${count(data.total, 'trace')}, newest first</p>${open}
 <table class="list" id="results-table"><thead><tr><th>started</th><th>trace id</th><th>request id</th><th>outcome</th>
 <th class="num">status</th><th>root cause</th><th>component</th><th class="num">share</th><th class="num">elapsed</th></tr></thead>
 <tbody>${rows}</tbody></table>`;
@@ -308,14 +312,31 @@
       marks.push({ cls: 'gwto', at: gwTimeout, text: `read timeout ${dur(gwTimeout)}`, title: 'the gateway read timeout' });
     }
     marks.sort((a, b) => a.at - b.at);
+    // Marks at (about) the same time are one label: "deadline · gateway cut 60.0 s".
+    for (let i = marks.length - 1; i > 0; i--) {
+      const [a, b] = [marks[i - 1], marks[i]];
+      if (Math.abs(b.at - a.at) < maxT * 0.01) {
+        a.text = `${a.text.replace(/ \S+ \S+$/, '')} · ${b.text}`;
+        a.title = `${a.title}; ${b.title}`;
+        marks.splice(i, 1);
+      }
+    }
     const step = niceStep(maxT);
     const axis = [];
     for (let t = 0; t <= maxT; t += step) axis.push(`<span class="t" style="left:${X(t)}%">${t === 0 ? '0' : dur(t)}</span>`);
-    marks.forEach((m, i) => {
-      const up = i > 0 && m.at - marks[i - 1].at < maxT * 0.12 && !marks[i - 1].low;
-      m.low = up;
-      const edge = m.at / maxT > 0.8 ? ' end' : m.at / maxT < 0.1 ? ' start' : '';
-      axis.push(`<span class="mark ${m.cls}${edge}" style="left:${X(m.at)}%;${up ? 'top:15px' : ''}" title="${esc(m.title)}">${esc(m.text)}</span>`);
+    // Two lanes of labels above the time ticks: each label goes to the
+    // first lane where it does not run into the one before it (extents
+    // estimated from the text at 11 px bold, in % of the track).
+    const trackPx = Math.max(200, (main().clientWidth || 1200) - (innerWidth < 900 ? 280 + 3 * 54 : 360 + 3 * 62) - 14);
+    const laneEnd = [-Infinity, -Infinity];
+    marks.forEach((m) => {
+      const at = (m.at / maxT) * 100;
+      const edge = at > 80 ? ' end' : at < 10 ? ' start' : '';
+      const w = ((m.text.length * 6.6 + 10) / trackPx) * 100;
+      const [from, to] = edge === ' end' ? [at - w, at] : edge === ' start' ? [at, at + w] : [at - w / 2, at + w / 2];
+      const lane = laneEnd[0] <= from ? 0 : laneEnd[1] <= from ? 1 : laneEnd[0] <= laneEnd[1] ? 0 : 1;
+      laneEnd[lane] = to;
+      axis.push(`<span class="mark ${m.cls}${edge}${lane ? ' lane2' : ''}" style="left:${X(m.at)}%" title="${esc(m.title)}">${esc(m.text)}</span>`);
     });
     const lines = marks.map((m) => `<div class="vline ${m.cls}" style="left:${X(m.at)}%" data-ms="${m.at}" title="${esc(m.title)}"></div>`).join('');
     const hotMs = elapsed * 0.05;
@@ -333,8 +354,10 @@
             ? seg('gw-wait', conn, hdr, `waiting for the response header: header at ${dur(hdr)}`) + seg('gw-resp', hdr, resp, `response body until ${dur(resp)}`)
             : seg('gw-nohdr', conn, Math.max(resp, g.request_time_ms || 0), `no response header within ${dur(resp)}`));
         if (gwTimeout != null) track += tick(gwTimeout, maxT, X, `gateway read timeout ${dur(gwTimeout)}`);
+        // Short enough for the label column; the full breakdown is in the
+        // tooltip and in the segments' own titles.
         label = `<span class="stage" style="background:var(--gateway)">gateway</span><span class="nm">${esc(g.source || 'gateway')} · ${esc(g.status ?? '—')}` +
-          ` <span class="comp">connect ${dur(g.upstream_connect_ms)} · header ${dur(g.upstream_header_ms)} · response ${dur(g.upstream_response_ms)}</span></span>`;
+          ` <span class="comp">${hdr != null ? `header ${dur(hdr)}` : 'no header'}</span></span>`;
         tip = `gateway ${g.source || ''} ${g.status ?? ''}: connect ${dur(g.upstream_connect_ms)}, header ${dur(g.upstream_header_ms)}, response ${dur(g.upstream_response_ms)}`;
         d = dur(g.request_time_ms);
         left = dur(v.budget.total_ms);
@@ -450,7 +473,7 @@
     wf.dataset.trace = v.trace_id;
     wf.dataset.spans = String(spanCount);
     wf.dataset.renderMs = (t2 - t1).toFixed(1);
-    $('#perf').textContent = `${spanCount} spans: data ${Math.round(t1 - t0)} ms, drawn in ${Math.round(t2 - t1)} ms`;
+    $('#perf').textContent = `${count(spanCount, 'span')}: data ${Math.round(t1 - t0)} ms, drawn in ${Math.round(t2 - t1)} ms`;
     wf.addEventListener('keydown', waterfallKeys);
     wf.addEventListener('click', (e) => {
       const row = e.target.closest('.wf-body .wf-row');
@@ -569,7 +592,7 @@
     const rows = data.incidents.map((i) => `<tr class="row" tabindex="0" data-href="#/incidents/${enc(i.id)}" data-id="${esc(i.id)}">
 <td>${esc(i.status)}</td><td class="wrap">${esc(i.headline)}</td><td class="kind">${esc(i.kind)}</td><td>${esc(i.component)}</td>
 <td>${esc(when(i.window && i.window.start))} → ${esc(when(i.window && i.window.end))}</td><td class="num">${esc(i.trace_count)}</td></tr>`).join('');
-    main().innerHTML = `<h1>Incidents</h1><p class="summary-line">${data.incidents.length} incidents (failing traces grouped by root cause and component)</p>
+    main().innerHTML = `<h1>Incidents</h1><p class="summary-line">${count(data.incidents.length, 'incident')} (failing traces grouped by root cause and component)</p>
 <table class="list" id="incidents-table"><thead><tr><th>status</th><th>headline</th><th>root cause</th><th>component</th><th>window</th><th class="num">traces</th></tr></thead><tbody>${rows}</tbody></table>`;
     listKeys($('#incidents-table'));
     main().focus({ preventScroll: true });
@@ -594,7 +617,7 @@
     const stats = Object.entries(r.cause_stats || {}).map(([k, val]) => `<tr><td>${esc(k)}</td><td>${statText(k, val)}</td></tr>`).join('');
     const llm = (r.llm_latency_by_input_tokens || []).map((b) => `<tr><td>${esc(b.bucket)}</td><td class="num">${esc(b.calls)}</td>
 <td class="num">${dur(b.p50_ms)}</td><td class="num">${dur(b.p90_ms)}</td><td class="num">${dur(b.p99_ms)}</td><td class="num">${dur(b.max_ms)}</td><td class="num">${pct(b.share_504)}</td></tr>`).join('');
-    const findings = (r.findings || []).map((f) => `<li><span class="kind">${esc(f.kind)}</span> ${clamp(f.summary)} <span class="muted">(${esc(f.traces)} traces)</span></li>`).join('');
+    const findings = (r.findings || []).map((f) => `<li><span class="kind">${esc(f.kind)}</span> ${clamp(f.summary)} <span class="muted">(${count(f.traces, 'trace')})</span></li>`).join('');
     const examples = (r.example_trace_ids || []).map((x) => `<li><a class="mono" href="#/trace/${enc(x)}">${esc(x)}</a></li>`).join('');
     main().innerHTML = `<p class="muted"><a href="#/incidents">Incidents</a> / <span class="mono">${esc(r.id)}</span></p>
 <h1 class="headline" id="incident-headline">${esc(r.headline)}</h1>

@@ -264,6 +264,35 @@ fn assert_fits(b: &mut Browser, what: &str) {
     assert!(w <= 1366.0, "{what}: the page is {w}px wide at 1366×768");
 }
 
+/// The waterfall's axis labels (deadline, gateway cut, read timeout, the
+/// time ticks) do not overlap one another, and the gateway row's label is
+/// not cut.
+fn assert_axis_readable(b: &mut Browser, what: &str) {
+    let clashes = b.eval(
+        "(() => { const r = (e) => e.getBoundingClientRect();
+          const marks = [...document.querySelectorAll('#waterfall .axis .mark')];
+          const ticks = [...document.querySelectorAll('#waterfall .axis .t')];
+          const hit = (a, b) => { const x = r(a), y = r(b);
+            return x.left < y.right - 1 && y.left < x.right - 1 && x.top < y.bottom - 1 && y.top < x.bottom - 1; };
+          const out = [];
+          marks.forEach((m, i) => { marks.slice(i + 1).forEach((n) => { if (hit(m, n)) out.push(m.textContent + ' / ' + n.textContent); });
+                                   ticks.forEach((t) => { if (hit(m, t)) out.push(m.textContent + ' / tick ' + t.textContent); }); });
+          return out; })()",
+    );
+    assert_eq!(
+        clashes,
+        serde_json::json!([]),
+        "{what}: axis labels overlap"
+    );
+    let gw = b.eval(
+        "(() => { const n = document.querySelector('#waterfall .wf-body .wf-row[data-i=\"0\"] .wf-label .nm');
+          return n ? [n.textContent, n.scrollWidth <= n.clientWidth + 1] : null; })()",
+    );
+    if !gw.is_null() {
+        assert_eq!(gw[1], true, "{what}: the gateway row's text is cut: {gw}");
+    }
+}
+
 #[test]
 fn search_waterfall_incidents_and_keyboard_in_chromium() {
     let server = Server::start(&incidents_b_and_c(), None, |dir| {
@@ -293,6 +322,11 @@ fn search_waterfall_incidents_and_keyboard_in_chromium() {
         "the trace list",
     );
     assert_fits(&mut b, "the trace list");
+    assert_eq!(
+        b.eval("document.getElementById('logout-form').hidden && document.getElementById('logout').offsetParent === null"),
+        true,
+        "no 'Sign out' when the server has no token"
+    );
     b.press("/");
     assert_eq!(active(&mut b)["id"], "q-trace", "`/` focuses the search");
     b.type_text(&tool_id);
@@ -379,6 +413,7 @@ fn search_waterfall_incidents_and_keyboard_in_chromium() {
     );
     assert!(text(&mut b, "#findings").contains("no_timeout"));
     assert_fits(&mut b, "the waterfall");
+    assert_axis_readable(&mut b, "the tool trace");
     b.screenshot(&out.join("trace-tool-no-timeout.png"), true);
 
     // Keyboard in the waterfall: arrows, Enter for details, Escape back.
@@ -433,6 +468,7 @@ fn search_waterfall_incidents_and_keyboard_in_chromium() {
         b.eval("document.querySelectorAll('.bar .dns').length") == 2,
         "DNS shown on both attempts"
     );
+    assert_axis_readable(&mut b, "the retried DNS trace");
     b.screenshot(&out.join("trace-retry-dns.png"), true);
 
     // Incident B's cut stream: the silent gap beyond the read timeout.
@@ -451,6 +487,7 @@ fn search_waterfall_incidents_and_keyboard_in_chromium() {
         b.eval("document.querySelectorAll('#waterfall .wf-row .ev').length > 3") == true,
         "the chunks are drawn"
     );
+    assert_axis_readable(&mut b, "the stream trace");
     b.screenshot(&out.join("trace-stream-gap.png"), true);
 
     // Incidents: the list, then a report with its headline and LLM table.
@@ -468,9 +505,17 @@ fn search_waterfall_incidents_and_keyboard_in_chromium() {
         "the incident list",
     );
     let n = b.eval("document.querySelectorAll('#incidents-table tbody tr').length");
-    assert_eq!(
-        n.as_u64(),
-        Some(incidents["incidents"].as_array().unwrap().len() as u64)
+    let listed = incidents["incidents"].as_array().unwrap().len();
+    assert_eq!(n.as_u64(), Some(listed as u64));
+    let line = b.eval("document.querySelector('.summary-line').textContent");
+    let want = if listed == 1 {
+        "1 incident (".to_string()
+    } else {
+        format!("{listed} incidents (")
+    };
+    assert!(
+        line.as_str().unwrap().starts_with(&want),
+        "the count agrees with its noun: {line}"
     );
     b.eval(&format!(
         "document.querySelector('#incidents-table tr[data-id={:?}]').focus()",
@@ -585,6 +630,11 @@ fn a_browser_signs_in_with_the_token() {
         "",
         "the token cookie is HttpOnly"
     );
+    assert_eq!(
+        b.eval("document.getElementById('logout').offsetParent !== null"),
+        true,
+        "'Sign out' shows for a signed-in browser"
+    );
     b.screenshot(&out.join("signed-in.png"), false);
 
     b.eval("document.getElementById('logout').click()");
@@ -593,4 +643,38 @@ fn a_browser_signs_in_with_the_token() {
         "the sign-in page after signing out",
     );
     assert_eq!(b.eval("fetch('/api/traces').then(r => r.status)"), 401);
+}
+
+#[test]
+fn the_first_view_is_useful_before_the_script_runs() {
+    let server = Server::start(&incidents_b_and_c(), None, |_| String::new());
+    server.wait_for_verdicts(68);
+    let out = artifacts();
+    let mut b = Browser::launch();
+    // A browser that does not run the page's script (slow, blocked, off).
+    b.call(
+        "Emulation.setScriptExecutionDisabled",
+        serde_json::json!({"value": true}),
+    );
+    b.goto(&server.url("/"));
+    b.call(
+        "Emulation.setScriptExecutionDisabled",
+        serde_json::json!({"value": false}),
+    );
+    let links =
+        b.eval("[...document.querySelectorAll('#first-view a')].map(a => a.getAttribute('href'))");
+    for want in ["/api/incidents", "/api/traces?outcome=gateway_timeout"] {
+        assert!(
+            links.as_array().unwrap().iter().any(|l| l == want),
+            "the first view links {want}: {links}"
+        );
+    }
+    assert!(
+        text(&mut b, "#first-view").contains("Where the time budget"),
+        "it says what the page is"
+    );
+    b.screenshot(&out.join("first-view-without-script.png"), false);
+    // The links it gives answer.
+    let (st, _) = server.api("/api/incidents").unwrap();
+    assert_eq!(st, 200);
 }
