@@ -19,6 +19,10 @@
 #   scripts/lib/build.sh ARGS...            # cargo ARGS... in this environment
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/overtime-target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-always}
+# No incremental caches for the workspace's crates: they held 7 GB of a
+# 15 GB target dir and slow a cold build down; a change to one crate still
+# recompiles only that crate and those above it.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 overtime_cargo() {
     local driver
