@@ -3,6 +3,7 @@
 
 use crate::calls::{Call, CallKind};
 use crate::fmt::dur;
+use crate::outcome::ServiceAnswer;
 use crate::timeouts::LayerTimeout;
 use overtime_model::{Finding, FindingKind as F, GatewayRecord, Stage};
 use std::collections::BTreeMap;
@@ -17,8 +18,8 @@ pub struct FindingFacts<'a> {
     pub gateway: &'a [GatewayRecord],
     pub deciding: Option<usize>,
     pub timeouts: &'a BTreeMap<String, LayerTimeout>,
-    /// The service's own answer (status, at ms) when it came before the gateway's end.
-    pub service_answer: Option<(u16, f64)>,
+    /// The service's own answer, before or after the gateway's.
+    pub service_answer: Option<ServiceAnswer>,
 }
 
 pub fn findings(f: &FindingFacts) -> Vec<Finding> {
@@ -108,11 +109,18 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
 
     // semantic_mask: the service said one thing, the client saw another.
     if let Some(g) = gw {
-        if let (Some(client), Some((svc, at))) = (g.status, f.service_answer) {
-            if client >= 500 && svc >= 500 && client != svc {
+        // Whichever answered first: a service that gave up after the
+        // gateway had already cut sent its status to a closed connection.
+        if let (Some(client), Some(a)) = (g.status, f.service_answer) {
+            if client >= 500 && a.status >= 500 && client != a.status {
+                let when = if a.after_gateway {
+                    ", after the gateway had already answered: its status went to a closed connection"
+                } else {
+                    ""
+                };
                 out.push(Finding {
                     kind: F::SemanticMask,
-                    summary: format!("{} answered {svc} at {} but the client saw {client} from gateway {} at {}: the gateway hid the real status", f.service, dur(at), g.source, dur(f.elapsed_ms)),
+                    summary: format!("{} answered {} at {}{when}, but the client saw {client} from gateway {} at {}: the gateway hid the real status", f.service, a.status, dur(a.at_ms), g.source, dur(f.elapsed_ms)),
                 });
             }
         }
