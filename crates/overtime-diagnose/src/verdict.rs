@@ -150,6 +150,9 @@ fn build_verdict(
     } else {
         root_cause(&facts)
     };
+    if !tree.orphans.is_empty() {
+        root_cause.evidence.push(orphan_evidence(trace, tree));
+    }
     if root_cause.kind == RootCauseKind::Unknown && trace.spans.is_empty() {
         root_cause
             .evidence
@@ -194,6 +197,27 @@ fn build_verdict(
         contributing,
         findings,
     }
+}
+
+/// How many spans arrived without their parent, and where they went.
+fn orphan_evidence(trace: &Trace, tree: &TraceTree) -> String {
+    let mut hosts: BTreeMap<String, usize> = BTreeMap::new();
+    for o in &tree.orphans {
+        let host = o
+            .placed_under
+            .map(|h| format!("{} ({})", trace.spans[h].name, trace.spans[h].service))
+            .unwrap_or_else(|| "the request's root".into());
+        *hosts.entry(host).or_default() += 1;
+    }
+    let placed: Vec<String> = hosts
+        .iter()
+        .map(|(h, n)| format!("{n} under {h}"))
+        .collect();
+    format!(
+        "{} span(s) arrived without their parent (never exported): placed {}",
+        tree.orphans.len(),
+        placed.join(", ")
+    )
 }
 
 fn timeline(trace: &Trace, tree: &TraceTree) -> Vec<TimelineEntry> {
