@@ -260,7 +260,7 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
         let Some(si) = node.span else { continue };
         if node.lead_us > 0
             && matches!(spans[si].stage, Stage::Service | Stage::Other)
-            && !node.children.is_empty()
+            && node.children.iter().any(|&c| !tree.nodes[c].moment)
         {
             calls.push(pseudo(
                 CallKind::PoolWait,

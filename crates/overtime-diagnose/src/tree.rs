@@ -36,6 +36,9 @@ pub struct Node {
     /// time the node waited (for a worker, a connection) before work began.
     /// Zero for a leaf.
     pub lead_us: i64,
+    /// An ASGI event span (`http send`, `http receive`): a moment of the
+    /// request, not work; the critical path does not walk through it.
+    pub moment: bool,
 }
 
 impl Node {
@@ -52,6 +55,7 @@ impl Node {
             children: vec![],
             critical_us: 0,
             lead_us: 0,
+            moment: false,
         }
     }
 }
@@ -314,6 +318,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         let id = nodes.len();
         nodes.push(Node {
             raw_end_us: raw_e,
+            moment: is_asgi_event(&spans[i]),
             ..Node::new(Some(i), s, e, parent)
         });
         if let Some(p) = parent {
@@ -352,7 +357,12 @@ fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
         picked: bool,
     }
     let frame = |tree: &TraceTree, node: usize, limit: i64| {
-        let mut kids = tree.nodes[node].children.clone();
+        let mut kids: Vec<usize> = tree.nodes[node]
+            .children
+            .iter()
+            .copied()
+            .filter(|&c| !tree.nodes[c].moment)
+            .collect();
         kids.sort_by_key(|&c| std::cmp::Reverse((tree.nodes[c].end_us, tree.nodes[c].start_us)));
         Frame {
             node,
@@ -395,7 +405,7 @@ fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
         n.critical_us += f.own + lead;
         // Children that all began after the end (the work never started
         // before the request was cut): the whole time was a wait.
-        if f.picked || !n.children.is_empty() {
+        if f.picked || !f.kids.is_empty() {
             n.lead_us += lead;
         }
     }

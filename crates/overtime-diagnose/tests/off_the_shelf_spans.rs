@@ -236,3 +236,25 @@ fn an_orphan_is_placed_under_the_span_that_was_running_and_counted() {
     assert_eq!(v.root_cause.component, "crm.internal:8443");
     assert_evidence(&v, "1 span(s) arrived without their parent (never exported): placed 1 under POST /v1/agent/run (agent-api)");
 }
+
+#[test]
+fn asgi_event_spans_are_moments_not_work_on_the_critical_path() {
+    // A report job waited 2.4 s for one of the service's workers: the
+    // ASGI instrumentation's `http receive` at the start and its
+    // `http.disconnect` receive over the whole request are no work.
+    let mut b = served(50, 504, 3_000.0, 3_700.0);
+    let r = b.child("8", "agent-api", Stage::Other, 1.0, 1.5);
+    r.name = "POST /v1/agent/report http receive".into();
+    r.attributes
+        .push(("asgi.event.type".into(), "http.request".into()));
+    let d = b.child("9", "agent-api", Stage::Other, 1.0, 3_690.0);
+    d.name = "POST /v1/agent/report http receive".into();
+    d.attributes
+        .push(("asgi.event.type".into(), "http.disconnect".into()));
+    let l = b.child("2", "agent-api", Stage::Llm, 2_400.0, 3_000.0);
+    l.model = Some("deepseek-v4".into());
+    b.tool("3", "agent-api", "crm_api", 3_000.0, 3_600.0);
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::PoolSaturation, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "agent-api");
+}
