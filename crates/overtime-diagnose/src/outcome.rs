@@ -51,6 +51,10 @@ pub struct StreamGap {
     depth: usize,
 }
 
+/// How long before the gateway's end a stream's span may end and still
+/// count as running into the cut (µs).
+const AT_END_TOLERANCE_US: i64 = 500_000;
+
 fn is_stream_event(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n == "chunk"
@@ -82,6 +86,9 @@ fn is_body_send(s: &SpanRecord) -> bool {
 pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
     let root = &tree.nodes[tree.root];
     let end = root.end_us;
+    let gw_precision_us = tree
+        .gateway
+        .map_or(0, |g| trace.gateway[g].time_precision_us.max(0));
     // Owner node → (span standing for it, chunk times).
     let mut streams: BTreeMap<usize, (usize, Vec<i64>)> = BTreeMap::new();
     for (n, node) in tree.nodes.iter().enumerate() {
@@ -135,9 +142,14 @@ pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
             gap = gap.max(t - prev);
             prev = *t;
         }
-        let tail_end = if s_end >= end { end } else { s_end.min(end) };
+        // A span that ended about when the gateway did ran to the end: the
+        // service notices the closed connection a moment before or after
+        // nginx writes its line.
+        let at_end_tol = AT_END_TOLERANCE_US.max(gw_precision_us);
+        let ran_to_end = s_end >= end - at_end_tol;
+        let tail_end = if ran_to_end { end } else { s_end.min(end) };
         let tail = tail_end - prev;
-        let at_end = tail >= gap && s_end >= end - 1_000;
+        let at_end = tail >= gap && ran_to_end;
         found.push(StreamGap {
             span,
             gap_ms: gap.max(tail) as f64 / 1000.0,

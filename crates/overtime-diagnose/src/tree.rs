@@ -153,10 +153,15 @@ fn adopt_orphans(
         });
         let host = hosts.into_iter().find(|&j| !leads_back(j, parent_of));
         parent_of[i] = host;
-        out.push(Orphan {
-            span: i,
-            placed_under: host,
-        });
+        // A server span with nothing around it is where the trace entered
+        // this system: its parent is the caller's, never ours to see.
+        let entry = host.is_none() && matches!(o.kind.as_deref(), Some("server" | "consumer"));
+        if !entry {
+            out.push(Orphan {
+                span: i,
+                placed_under: host,
+            });
+        }
     }
     out
 }
