@@ -506,6 +506,16 @@ def analyze(binary, meta, truth, out_dir):
             healthy_docs[variant] = overtime(binary, hargs, htraces)[0]
     rep = report(truth, docs, healthy_docs, list(meta))
     rep["cmds"] = cmds
+    # The same files with the log_format bodies on the command line and no
+    # nginx.conf: read timeouts inferred from the 504s.
+    noconf = {v: overtime(binary, m["args_noconf"], m["traces"])[0] for v, m in meta.items() if m.get("args_noconf")}
+    if noconf:
+        res = score(truth, noconf)
+        n = sum(r["n"] for r in res["rows"].values())
+        ok = sum(r["ok"] for r in res["rows"].values())
+        rep["noconf"] = (f"Without nginx.conf (format bodies on the command line, read timeouts inferred): "
+                         f"{ok}/{n} right ({pct(ok, n)}), {len(res['missing'])} failing requests without a verdict, "
+                         f"{len(res['healthy_bad'])} failing verdicts for requests that did not fail.")
     return rep
 
 
@@ -513,6 +523,7 @@ def render(rep, out_dir, took_s):
     return "\n".join([
         "## Accuracy (kind and component of every failing request)", "", rep["table"], "",
         f"Overall: {100 * rep['accuracy']:.1f} % right; failing requests without a verdict: {rep['missing']}; {rep['mask']}.",
+        "", rep.get("noconf", ""),
         "", "## Healthy traffic", "", rep["healthy"], "",
         f"## Mismatches ({rep['n_mismatches']})", "", rep["mismatches"] or "none", "",
         "## Commands", "", "```", *rep["cmds"], "```", "",
@@ -585,7 +596,8 @@ def main():
                 r["service_status"] = svc
                 # The gateway hid the service's answer (before or after its own).
                 r["expect_mask"] = bool(r["status"] and r["status"] >= 500 and svc and svc >= 500 and svc != r["status"])
-        meta = {d.variant: {"args": d.gw["args"], "traces": d.traces, "mark": marks.get(d.variant)} for d in deps}
+        meta = {d.variant: {"args": d.gw["args"], "args_noconf": d.gw["args_noconf"], "traces": d.traces,
+                            "mark": marks.get(d.variant)} for d in deps}
         json.dump(truth, open(os.path.join(out_dir, "truth.json"), "w"), indent=1)
         json.dump(meta, open(os.path.join(out_dir, "run.json"), "w"), indent=1)
     binary = build(a.overtime)

@@ -113,9 +113,9 @@ def failing() -> list[Scenario]:
     ))
     s.append(Scenario(
         "pool_saturation", "pool_saturation", "agent-api",
-        rep(7, lambda i: Req("/v1/agent/report", [llm(sim={"decode_s": 0.25}), tool("crm_api", 0.25)])),
-        concurrency=7, gap_ms=10,
-        note="7 report jobs at once on one worker, 0.5 s of work each: the later ones wait > 2.5 s for the worker before any work",
+        rep(9, lambda i: Req("/v1/agent/report", [llm(sim={"decode_s": 0.25}), tool("crm_api", 0.25)])),
+        concurrency=9, gap_ms=10,
+        note="9 report jobs at once on one worker, 0.5 s of work each: the later ones wait > 2.5 s for the worker before any work",
     ))
     s.append(Scenario(
         "judge_slow", "judge_slow", "judge",
