@@ -187,3 +187,46 @@ fn traceloop_chat_spans_are_llm_calls_and_bare_tools_are_network_calls() {
     assert_eq!(chat.status, SpanStatus::Timeout);
     assert_eq!(chat.error_type.as_deref(), Some("APITimeoutError"));
 }
+
+#[test]
+fn traceloop_tool_and_task_spans_and_old_names() {
+    use overtime_parse::spans::{parse_otlp_json_line, ParsedSpans};
+    let span = |id: &str, name: &str, attrs: serde_json::Value| {
+        serde_json::json!({"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": id, "name": name,
+            "parentSpanId": "00f067aa0ba902b7", "kind": 1,
+            "startTimeUnixNano": "1714561200000000000", "endTimeUnixNano": "1714561201000000000",
+            "attributes": attrs})
+    };
+    let kv = |k: &str, v: &str| serde_json::json!({"key": k, "value": {"stringValue": v}});
+    let line = serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+        span("b7ad6b7169203331", "weather.tool", serde_json::json!([
+            kv("traceloop.span.kind", "tool"), kv("traceloop.entity.name", "weather")])),
+        span("b7ad6b7169203332", "plan.task", serde_json::json!([
+            kv("traceloop.span.kind", "task"), kv("traceloop.entity.name", "plan"),
+            kv("gen_ai.request.model", "gpt-4o")])),
+        span("b7ad6b7169203333", "openai.chat", serde_json::json!([
+            kv("llm.request.type", "chat"), kv("gen_ai.system", "openai"),
+            kv("gen_ai.request.model", "gpt-4o"),
+            {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "412"}},
+            {"key": "llm.usage.completion_tokens", "value": {"intValue": "9"}}])),
+    ]}]}]});
+    let mut out = ParsedSpans::default();
+    parse_otlp_json_line(line.to_string().as_bytes(), "t", 1, &mut out);
+    assert!(out.rejected.is_empty(), "{:#?}", out.rejected);
+    let s = &out.spans;
+    assert_eq!(
+        (s[0].stage, s[0].tool.as_deref()),
+        (Stage::Tool, Some("weather"))
+    );
+    assert_eq!(
+        s[1].stage,
+        Stage::Other,
+        "a task is the application's own span"
+    );
+    assert_eq!(s[1].tool, None);
+    assert_eq!(s[2].stage, Stage::Llm);
+    assert_eq!(
+        (s[2].input_tokens, s[2].output_tokens),
+        (Some(412), Some(9))
+    );
+}
