@@ -121,14 +121,10 @@ fn build_verdict(
         .unwrap_or_else(|| "service".into());
     let service_budget_ms = outcome::service_budget_ms(trace, tree);
     let stream = outcome::stream_gap(trace, tree);
-    let stream_component = stream.as_ref().map(|s| {
-        let sp = &trace.spans[s.span];
-        if matches!(sp.stage, Stage::Service | Stage::Other | Stage::Gateway) {
-            sp.service.clone()
-        } else {
-            component_of(sp)
-        }
-    });
+    // The gateway cut the response a service was streaming to it: that
+    // service is what went silent (and what must send heartbeats), also
+    // when the chunks it relayed are seen only on its LLM call's span.
+    let stream_component = stream.as_ref().map(|s| trace.spans[s.span].service.clone());
     let facts = Facts {
         outcome,
         calls,

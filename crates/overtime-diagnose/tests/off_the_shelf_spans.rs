@@ -258,3 +258,22 @@ fn asgi_event_spans_are_moments_not_work_on_the_critical_path() {
     assert_eq!(v.root_cause.kind, K::PoolSaturation, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "agent-api");
 }
+
+#[test]
+fn a_cut_stream_seen_only_on_the_llm_spans_chunk_events_names_the_service() {
+    // Traceloop writes one `gen_ai.content.completion.chunk` event per
+    // chunk on its `openai.chat` span; no `http send` spans arrived.
+    let mut b = Builder::new(51);
+    b.gateway(200, 3_500.0);
+    b.root("agent-api", 1.0, 3_503.0).kind = Some("server".into());
+    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_502.0);
+    chat.name = "openai.chat".into();
+    chat.model = Some("deepseek-v4-pro".into());
+    for t in [100.0, 250.0, 400.0] {
+        b.event("2", "gen_ai.content.completion.chunk", t);
+    }
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "agent-api");
+    assert_evidence(&v, "silent for 3.1 s");
+}
