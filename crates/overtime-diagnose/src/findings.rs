@@ -112,7 +112,13 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
         // Whichever answered first: a service that gave up after the
         // gateway had already cut sent its status to a closed connection.
         if let (Some(client), Some(a)) = (g.status, f.service_answer) {
-            if client >= 500 && a.status >= 500 && client != a.status {
+            // Timeouts either way: the service's 503 (or its own timeout)
+            // behind the gateway's 504, or the reverse.
+            let timeout_answer = |s: u16| s == 503 || s == 504;
+            let hidden = timeout_answer(client)
+                && client != a.status
+                && (timeout_answer(a.status) || (a.timed_out && client == 504));
+            if hidden {
                 let when = if a.after_gateway {
                     ", after the gateway had already answered: its status went to a closed connection"
                 } else {

@@ -329,13 +329,12 @@ pub fn service_answer(trace: &Trace, tree: &TraceTree) -> Option<ServiceAnswer> 
         .filter(|(_, s)| s.kind.as_deref() != Some("client"))
         .min_by_key(|(c, s)| (tree.nodes[*c].start_us, s.span_id.as_str()))
         .and_then(|(c, s)| {
-            let status = s.http_status.or(match s.status {
-                SpanStatus::Timeout => Some(503),
-                _ => None,
-            })?;
+            let timed_out = s.status == SpanStatus::Timeout;
+            let status = s.http_status.or(timed_out.then_some(503))?;
             let end = tree.nodes[c].raw_end_us;
             Some(ServiceAnswer {
                 status,
+                timed_out,
                 at_ms: (end - root.start_us) as f64 / 1000.0,
                 after_gateway: end > root.end_us,
             })
@@ -346,6 +345,8 @@ pub fn service_answer(trace: &Trace, tree: &TraceTree) -> Option<ServiceAnswer> 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceAnswer {
     pub status: u16,
+    /// Its span ended in a timeout (whatever status went out).
+    pub timed_out: bool,
     /// When, ms after the request's start.
     pub at_ms: f64,
     /// It came after the gateway had already answered.

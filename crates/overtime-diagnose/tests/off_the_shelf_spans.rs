@@ -207,8 +207,9 @@ fn a_503_sent_after_the_gateways_504_is_a_semantic_mask() {
 }
 
 #[test]
-fn no_semantic_mask_when_the_service_answered_what_the_client_saw_or_succeeded_late() {
-    for (gateway, service) in [(503, 503), (504, 200)] {
+fn no_semantic_mask_when_the_service_answered_what_the_client_saw_or_no_timeout_late() {
+    // Same status; a late success; a late failure that was no timeout.
+    for (gateway, service) in [(503, 503), (504, 200), (504, 502)] {
         let mut b = served(48, gateway, 3_000.0, 4_000.0);
         b.spans[0].http_status = Some(service);
         b.tool("2", "agent-api", "crm_api", 10.0, 3_990.0);
@@ -276,4 +277,23 @@ fn a_cut_stream_seen_only_on_the_llm_spans_chunk_events_names_the_service() {
     assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "agent-api");
     assert_evidence(&v, "silent for 3.1 s");
+}
+
+#[test]
+fn a_service_whose_own_budget_timed_out_after_the_cut_is_a_semantic_mask() {
+    // An unhandled TimeoutError: FastAPI answers 500, its span records
+    // the exception — the service's timeout, hidden behind nginx's 504.
+    let mut b = served(52, 504, 3_000.0, 4_000.0);
+    b.spans[0].http_status = Some(500);
+    b.spans[0].status = SpanStatus::Timeout;
+    b.spans[0].error_type = Some("TimeoutError".into());
+    b.tool("2", "agent-api", "crm_api", 10.0, 3_990.0);
+    let v = verdict(b, 3_000.0);
+    assert!(
+        v.findings
+            .iter()
+            .any(|f| f.kind == FindingKind::SemanticMask),
+        "{:#?}",
+        v.findings
+    );
 }
