@@ -22,6 +22,14 @@ pub struct FindingFacts<'a> {
     pub service_answer: Option<ServiceAnswer>,
 }
 
+/// Do this trace's spans record the timeouts calls were given (not only
+/// the ones that fired)?
+pub fn timeouts_recorded(calls: &[Call]) -> bool {
+    calls
+        .iter()
+        .any(|c| c.timeout_ms.is_some() && !c.timeout_observed)
+}
+
 pub fn findings(f: &FindingFacts) -> Vec<Finding> {
     let mut out = Vec::new();
     let gw = f.deciding.map(|i| &f.gateway[i]);
@@ -150,8 +158,12 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
         }
     }
 
-    // no_timeout: a call on the critical path ran with no timeout.
-    for c in &critical {
+    // no_timeout: a call on the critical path ran with no timeout. Spans
+    // that record configured timeouts say so by their absence; spans that
+    // only show a timeout when it fires (off-the-shelf instrumentation)
+    // say so only for a call still running when the request ended.
+    let recorded = timeouts_recorded(f.calls);
+    for c in critical.iter().filter(|c| c.cut || recorded) {
         let share = c.critical_us as f64 / 1000.0 / f.elapsed_ms.max(1.0);
         if c.timeout_ms.is_none()
             && share >= 0.05

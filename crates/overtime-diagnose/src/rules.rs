@@ -160,7 +160,13 @@ fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
                 "{} ran with no timeout: it was still running when the request ended, and no timeout is recorded anywhere",
                 c.component
             )),
-            (None, _) => ev.push(format!("{} ran with no timeout", c.component)),
+            (None, _) if crate::findings::timeouts_recorded(f.calls) => {
+                ev.push(format!("{} ran with no timeout", c.component))
+            }
+            (None, _) => ev.push(format!(
+                "no timeout is recorded for {} (it did not fire)",
+                c.component
+            )),
             (Some(t), true) if c.timeout_observed => ev.push(format!(
                 "its timeout fired after {} (observed: it ended in {}; the timeout it was given is not recorded)",
                 dur(t),

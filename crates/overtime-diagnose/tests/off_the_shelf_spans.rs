@@ -53,6 +53,31 @@ fn phases_captured_on_the_http_child_belong_to_the_llm_call() {
 }
 
 #[test]
+fn a_call_that_finished_is_not_said_to_have_had_no_timeout() {
+    // Off-the-shelf spans record no configured timeout: a call that ended
+    // without one firing may well have had one.
+    let mut b = served(53, 504, 3_000.0, 3_500.0);
+    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 2_900.0);
+    chat.model = Some("deepseek-v4".into());
+    let post = http_post(&mut b, "3", "2", 8.0, 2_890.0);
+    let r = "queue_wait=0.010s,kv_cache_build=2.500s,decode_loop=0.300s";
+    post.llm_reason = Some(r.into());
+    post.phases = parse_llm_reason(r);
+    b.tool("4", "agent-api", "calc", 2_950.0, 2_990.0);
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);
+    assert_evidence(
+        &v,
+        "no timeout is recorded for deepseek-v4 (it did not fire)",
+    );
+    assert!(
+        v.findings.iter().all(|f| f.kind != FindingKind::NoTimeout),
+        "{:#?}",
+        v.findings
+    );
+}
+
+#[test]
 fn an_llm_clients_own_retries_are_attempts_of_one_call() {
     let mut b = served(41, 504, 3_000.0, 3_400.0);
     let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_300.0);
