@@ -135,8 +135,11 @@ fn adopt_orphans(
             }
             true
         };
+        // An ASGI event whose parent is missing lost its server span: it
+        // is a moment of the request itself, not of whatever ran then.
+        let adoptable = !is_asgi_event(o);
         let mut hosts: Vec<usize> =
-            if spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
+            if adoptable && spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
                 (0..spans.len())
                     .filter(|&j| j != i && !is_asgi_event(&spans[j]))
                     .filter(|&j| spans[j].start_us <= o.start_us && o.start_us < spans[j].end_us)

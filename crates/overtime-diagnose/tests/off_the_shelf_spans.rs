@@ -167,7 +167,8 @@ fn cut_stream(n: u32, with_server_span: bool) -> Builder {
     d.name = "POST /v1/agent/stream http receive".into();
     d.attributes
         .push(("asgi.event.type".into(), "http.disconnect".into()));
-    let post = b.span("20", Some("99"), "agent-api", Stage::Network, 5.0, 40.0);
+    // The POST runs while the first chunks go out.
+    let post = b.span("20", Some("99"), "agent-api", Stage::Network, 5.0, 130.0);
     post.name = "POST".into();
     post.kind = Some("client".into());
     if !with_server_span {
@@ -193,6 +194,9 @@ fn a_cut_stream_whose_server_span_never_arrived_still_gets_its_verdict() {
     assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "agent-api");
     assert_evidence(&v, "placed");
+    // Every chunk is the request's own, also those sent while the orphan
+    // POST was running.
+    assert_evidence(&v, "after 5 events");
 }
 
 #[test]
