@@ -45,6 +45,11 @@ pub struct Call {
     pub timeout_ms: Option<f64>,
     /// Some attempt ended by its own timeout.
     pub timed_out: bool,
+    /// `timeout_ms` is not a configured value but the duration at which a
+    /// timeout error ended the call (instrumentation records no timeouts).
+    pub timeout_observed: bool,
+    /// The error that ended the call, when it failed.
+    pub error_type: Option<String>,
     /// Some attempt was still running when the request ended (cut).
     pub cut: bool,
     pub phases: LlmPhases,
@@ -255,7 +260,7 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
         let Some(si) = node.span else { continue };
         if node.lead_us > 0
             && matches!(spans[si].stage, Stage::Service | Stage::Other)
-            && !node.children.is_empty()
+            && node.children.iter().any(|&c| !tree.nodes[c].moment)
         {
             calls.push(pseudo(
                 CallKind::PoolWait,
@@ -332,6 +337,8 @@ fn pseudo(
         attempt_raw_ms: Vec::new(),
         timeout_ms: None,
         timed_out: false,
+        timeout_observed: false,
+        error_type: None,
         cut: false,
         phases: LlmPhases::default(),
         dns_connect_ms: None,
@@ -379,6 +386,96 @@ fn inside_judge(trace: &Trace, tree: &TraceTree, node: usize) -> bool {
         anc = tree.nodes[a].parent;
     }
     false
+}
+
+/// The HTTP client spans directly under a call's span, in start order.
+fn http_children(trace: &Trace, tree: &TraceTree, node: usize) -> Vec<usize> {
+    let mut kids: Vec<usize> = tree.nodes[node]
+        .children
+        .iter()
+        .copied()
+        .filter(|&k| {
+            tree.nodes[k]
+                .span
+                .is_some_and(|i| trace.spans[i].stage == Stage::Network)
+        })
+        .collect();
+    kids.sort_by_key(|&k| tree.nodes[k].start_us);
+    kids
+}
+
+/// Several HTTP client spans one after the other under one call (an LLM
+/// client's or an SDK's own retries) are that call's attempts: their
+/// durations and critical time are the attempts', and the phases each
+/// attempt's reply reported add up.
+fn client_retries(trace: &Trace, tree: &TraceTree, node: usize, c: &mut Call) {
+    let kids = http_children(trace, tree, node);
+    let sequential = kids
+        .windows(2)
+        .all(|w| tree.nodes[w[1]].start_us >= tree.nodes[w[0]].raw_end_us - 1_000);
+    if kids.len() < 2 || !sequential {
+        return;
+    }
+    c.attempt_critical_us = kids.iter().map(|&k| tree.subtree_critical_us(k)).collect();
+    c.attempt_duration_us = kids
+        .iter()
+        .map(|&k| tree.nodes[k].end_us - tree.nodes[k].start_us)
+        .collect();
+    c.attempt_raw_ms = kids
+        .iter()
+        .map(|&k| trace.spans[tree.nodes[k].span.expect("filtered")].duration_ms())
+        .collect();
+    let mut phases = LlmPhases::default();
+    for &k in &kids {
+        let found = descendants(tree, k)
+            .into_iter()
+            .filter_map(|d| tree.nodes[d].span)
+            .map(|i| span_phases(&trace.spans[i]))
+            .find(|p| !p.is_empty());
+        if let Some(p) = found {
+            merge_phases(&mut phases, &p);
+        }
+    }
+    if !phases.is_empty() {
+        c.phases = phases;
+    }
+}
+
+/// Instrumentation records no configured timeouts, only the errors they
+/// raise: a call (or one of its attempts, or the HTTP request under it)
+/// that ended in a timeout error had a timeout, and it fired at about that
+/// span's duration. A configured timeout (`timeout_ms`) is kept as it is.
+fn observe_timeout(trace: &Trace, tree: &TraceTree, nodes: &[usize], c: &mut Call) {
+    let mut fired: Vec<(f64, Option<String>)> = Vec::new();
+    for &n in nodes {
+        let own = tree.nodes[n].span.map(|i| &trace.spans[i]);
+        let kids = http_children(trace, tree, n);
+        let spans = own.into_iter().chain(
+            kids.iter()
+                .filter_map(|&k| tree.nodes[k].span)
+                .map(|i| &trace.spans[i]),
+        );
+        for s in spans {
+            if s.status == SpanStatus::Timeout {
+                fired.push((s.duration_ms(), s.error_type.clone()));
+            } else if c.error_type.is_none() && s.status == SpanStatus::Error {
+                c.error_type = s.error_type.clone();
+            }
+        }
+    }
+    if fired.is_empty() {
+        return;
+    }
+    c.timed_out = true;
+    c.error_type = fired
+        .iter()
+        .find_map(|(_, e)| e.clone())
+        .or(c.error_type.take());
+    if c.timeout_ms.is_none() {
+        // The shortest: an attempt's timeout, not the whole retry loop's.
+        c.timeout_ms = fired.iter().map(|(d, _)| *d).reduce(f64::min);
+        c.timeout_observed = true;
+    }
 }
 
 fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
@@ -455,6 +552,10 @@ fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
             c.timeout_ms = nested_timeout;
         }
     }
+    if let [only] = nodes {
+        client_retries(trace, tree, *only, &mut c);
+    }
+    observe_timeout(trace, tree, nodes, &mut c);
     // An LLM call made inside an application span that is a judge
     // (`judge_answer`, or one carrying the evaluation result) is the judge.
     if c.stage == Stage::Llm && inside_judge(trace, tree, nodes[0]) {

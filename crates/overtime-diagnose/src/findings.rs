@@ -3,6 +3,7 @@
 
 use crate::calls::{Call, CallKind};
 use crate::fmt::dur;
+use crate::outcome::ServiceAnswer;
 use crate::timeouts::LayerTimeout;
 use overtime_model::{Finding, FindingKind as F, GatewayRecord, Stage};
 use std::collections::BTreeMap;
@@ -17,8 +18,16 @@ pub struct FindingFacts<'a> {
     pub gateway: &'a [GatewayRecord],
     pub deciding: Option<usize>,
     pub timeouts: &'a BTreeMap<String, LayerTimeout>,
-    /// The service's own answer (status, at ms) when it came before the gateway's end.
-    pub service_answer: Option<(u16, f64)>,
+    /// The service's own answer, before or after the gateway's.
+    pub service_answer: Option<ServiceAnswer>,
+}
+
+/// Do this trace's spans record the timeouts calls were given (not only
+/// the ones that fired)?
+pub fn timeouts_recorded(calls: &[Call]) -> bool {
+    calls
+        .iter()
+        .any(|c| c.timeout_ms.is_some() && !c.timeout_observed)
 }
 
 pub fn findings(f: &FindingFacts) -> Vec<Finding> {
@@ -108,11 +117,24 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
 
     // semantic_mask: the service said one thing, the client saw another.
     if let Some(g) = gw {
-        if let (Some(client), Some((svc, at))) = (g.status, f.service_answer) {
-            if client >= 500 && svc >= 500 && client != svc {
+        // Whichever answered first: a service that gave up after the
+        // gateway had already cut sent its status to a closed connection.
+        if let (Some(client), Some(a)) = (g.status, f.service_answer) {
+            // Timeouts either way: the service's 503 (or its own timeout)
+            // behind the gateway's 504, or the reverse.
+            let timeout_answer = |s: u16| s == 503 || s == 504;
+            let hidden = timeout_answer(client)
+                && client != a.status
+                && (timeout_answer(a.status) || (a.timed_out && client == 504));
+            if hidden {
+                let when = if a.after_gateway {
+                    ", after the gateway had already answered: its status went to a closed connection"
+                } else {
+                    ""
+                };
                 out.push(Finding {
                     kind: F::SemanticMask,
-                    summary: format!("{} answered {svc} at {} but the client saw {client} from gateway {} at {}: the gateway hid the real status", f.service, dur(at), g.source, dur(f.elapsed_ms)),
+                    summary: format!("{} answered {} at {}{when}, but the client saw {client} from gateway {} at {}: the gateway hid the real status", f.service, a.status, dur(a.at_ms), g.source, dur(f.elapsed_ms)),
                 });
             }
         }
@@ -136,8 +158,12 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
         }
     }
 
-    // no_timeout: a call on the critical path ran with no timeout.
-    for c in &critical {
+    // no_timeout: a call on the critical path ran with no timeout. Spans
+    // that record configured timeouts say so by their absence; spans that
+    // only show a timeout when it fires (off-the-shelf instrumentation)
+    // say so only for a call still running when the request ended.
+    let recorded = timeouts_recorded(f.calls);
+    for c in critical.iter().filter(|c| c.cut || recorded) {
         let share = c.critical_us as f64 / 1000.0 / f.elapsed_ms.max(1.0);
         if c.timeout_ms.is_none()
             && share >= 0.05

@@ -108,6 +108,10 @@ fn call_spans(spans: &[SpanRecord]) -> Vec<usize> {
                 return false;
             }
             let nearest = ancestors(i).find(|&a| is_call_stage(spans[a].stage));
+            // The HTTP request a call made is that call, not another one.
+            if s == Stage::Network && nearest.is_some() {
+                return false;
+            }
             nearest.is_none_or(|a| family(spans[a].stage) != family(s))
         })
         .collect()

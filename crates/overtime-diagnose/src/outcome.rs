@@ -37,14 +37,23 @@ pub fn deciding_gateway(trace: &Trace, timeouts: &BTreeMap<String, LayerTimeout>
 /// The longest silence of a streamed response, up to the gateway's end.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamGap {
-    /// Span index of the streaming span.
+    /// Span index of the streaming span (for chunks whose parent never
+    /// arrived: the first of them).
     pub span: usize,
     pub gap_ms: f64,
     /// The gap ran into the end of the request (the cut came in it).
     pub at_end: bool,
     /// Stream events (chunks, heartbeats) before the end.
     pub events: usize,
+    /// When the last of them was sent, ms after the request's start.
+    pub last_event_ms: f64,
+    /// How deep the stream sits under the request (0: the request itself).
+    depth: usize,
 }
+
+/// How long before the gateway's end a stream's span may end and still
+/// count as running into the cut (µs).
+const AT_END_TOLERANCE_US: i64 = 500_000;
 
 fn is_stream_event(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
@@ -53,75 +62,117 @@ fn is_stream_event(name: &str) -> bool {
         || n.ends_with(".chunk")
         || n.starts_with("chunk")
         || n.contains("heartbeat")
+        || n.contains("token stream event")
 }
 
-/// The streaming span with the longest silence (from the request's start
-/// or a previous chunk/heartbeat to the next one, or to the request's end).
+/// An ASGI `http send` span of a response body (one per streamed chunk).
+fn is_body_send(s: &SpanRecord) -> bool {
+    let body = s
+        .attributes
+        .iter()
+        .find(|(k, _)| k == "asgi.event.type")
+        .is_none_or(|(_, v)| v == "http.response.body");
+    body && s.name.to_ascii_lowercase().ends_with("http send")
+}
+
+/// The streams of a request and their longest silences (from the
+/// request's start or a chunk/heartbeat to the next one, or to the
+/// request's end). A stream's chunks are its span's chunk and heartbeat
+/// events, or the ASGI `http send` body spans under it; `http send` spans
+/// whose server span never arrived are the request's own stream. The one
+/// returned is the longest silence, or — when the request was cut in a
+/// silence about as long — the outermost stream that ran into the cut:
+/// the stream the gateway was reading.
 pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
     let root = &tree.nodes[tree.root];
     let end = root.end_us;
-    let mut best: Option<StreamGap> = None;
-    // ASGI instrumentation writes each body chunk sent as a child span
-    // `… http send` (asgi.event.type http.response.body): chunks too.
-    let mut sends: std::collections::HashMap<usize, Vec<i64>> = std::collections::HashMap::new();
-    for n in &tree.nodes {
-        let (Some(i), Some(p)) = (n.span, n.parent.and_then(|p| tree.nodes[p].span)) else {
-            continue;
-        };
+    let gw_precision_us = tree
+        .gateway
+        .map_or(0, |g| trace.gateway[g].time_precision_us.max(0));
+    // Owner node → (span standing for it, chunk times).
+    let mut streams: BTreeMap<usize, (usize, Vec<i64>)> = BTreeMap::new();
+    for (n, node) in tree.nodes.iter().enumerate() {
+        let Some(i) = node.span else { continue };
         let s = &trace.spans[i];
-        let body = s
-            .attributes
-            .iter()
-            .find(|(k, _)| k == "asgi.event.type")
-            .is_none_or(|(_, v)| v == "http.response.body");
-        if body && s.name.to_ascii_lowercase().ends_with("http send") {
-            sends
-                .entry(p)
-                .or_default()
-                .push(s.start_us + tree.shift_us[i]);
-        }
-    }
-    for (i, s) in trace.spans.iter().enumerate() {
         let shift = tree.shift_us[i];
-        let mut times: Vec<i64> = s
+        if is_body_send(s) {
+            if let Some(p) = node.parent {
+                let owner = tree.nodes[p].span.unwrap_or(i);
+                streams
+                    .entry(p)
+                    .or_insert((owner, Vec::new()))
+                    .1
+                    .push(s.start_us + shift);
+            }
+        }
+        let events = s
             .events
             .iter()
             .filter(|e| is_stream_event(&e.name))
-            .map(|e| e.time_us + shift)
-            .chain(sends.get(&i).into_iter().flatten().copied())
-            .filter(|&t| t <= end)
-            .collect();
+            .map(|e| e.time_us + shift);
+        streams.entry(n).or_insert((i, Vec::new())).1.extend(events);
+    }
+    let depth = |mut n: usize| {
+        let mut d = 0;
+        while let Some(p) = tree.nodes[n].parent {
+            d += 1;
+            n = p;
+        }
+        d
+    };
+    let mut found: Vec<StreamGap> = Vec::new();
+    for (owner, (span, times)) in streams {
+        let mut times: Vec<i64> = times.into_iter().filter(|&t| t <= end).collect();
         if times.is_empty() {
             continue;
         }
         times.sort_unstable();
-        let n = times.len();
-        let mut prev = root.start_us.max((s.start_us + shift).min(times[0]));
+        let node = &tree.nodes[owner];
+        // The span's own extent; the request's for chunks with no span.
+        let (s_start, s_end) = match node.span {
+            Some(i) => {
+                let sh = tree.shift_us[i];
+                (trace.spans[i].start_us + sh, trace.spans[i].end_us + sh)
+            }
+            None => (root.start_us, end),
+        };
+        let mut prev = root.start_us.max(s_start.min(times[0]));
         let mut gap = 0i64;
         for t in &times {
             gap = gap.max(t - prev);
             prev = *t;
         }
-        let span_end = (s.end_us + shift).min(end);
-        let tail_end = if s.end_us + shift >= end {
-            end
-        } else {
-            span_end
-        };
+        // A span that ended about when the gateway did ran to the end: the
+        // service notices the closed connection a moment before or after
+        // nginx writes its line.
+        let at_end_tol = AT_END_TOLERANCE_US.max(gw_precision_us);
+        let ran_to_end = s_end >= end - at_end_tol;
+        let tail_end = if ran_to_end { end } else { s_end.min(end) };
         let tail = tail_end - prev;
-        let at_end = tail >= gap && s.end_us + shift >= end - 1_000;
-        gap = gap.max(tail);
-        let g = StreamGap {
-            span: i,
-            gap_ms: gap as f64 / 1000.0,
+        let at_end = tail >= gap && ran_to_end;
+        found.push(StreamGap {
+            span,
+            gap_ms: gap.max(tail) as f64 / 1000.0,
             at_end,
-            events: n,
-        };
-        if best.as_ref().is_none_or(|b| g.gap_ms > b.gap_ms) {
-            best = Some(g);
-        }
+            events: times.len(),
+            last_event_ms: (prev - root.start_us) as f64 / 1000.0,
+            depth: depth(owner),
+        });
     }
-    best
+    let longest = found
+        .iter()
+        .map(|g| g.gap_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let outer_cut = found
+        .iter()
+        .filter(|g| g.at_end && g.gap_ms >= 0.9 * longest)
+        .min_by_key(|g| g.depth)
+        .cloned();
+    outer_cut.or_else(|| {
+        found
+            .into_iter()
+            .max_by(|a, b| a.gap_ms.total_cmp(&b.gap_ms))
+    })
 }
 
 fn top_spans<'a>(trace: &'a Trace, tree: &TraceTree) -> Vec<&'a SpanRecord> {
@@ -138,7 +189,12 @@ fn top_spans<'a>(trace: &'a Trace, tree: &TraceTree) -> Vec<&'a SpanRecord> {
 }
 
 /// Did the gateway cut a response that was still running (logged as a
-/// success because the headers had gone out)?
+/// success because the headers had gone out)? Yes when the response's
+/// stream had been silent from its last chunk to the gateway's end for
+/// about the gateway's read timeout (at least 90 % of it; 5 s when the
+/// timeout is not known): nginx logs exactly that when
+/// `proxy_read_timeout` fires mid-stream. Also when the service ran on
+/// past the gateway's end and its span says the client went away.
 pub fn cut_stream(
     trace: &Trace,
     tree: &TraceTree,
@@ -148,29 +204,29 @@ pub fn cut_stream(
     if gw.status.is_some_and(|s| s >= 300) {
         return false;
     }
+    let silent = stream_gap(trace, tree).is_some_and(|g| {
+        g.at_end && read_timeout_ms.map_or(g.gap_ms >= 5_000.0, |t| g.gap_ms >= 0.9 * t)
+    });
+    if silent {
+        return true;
+    }
     let root = &tree.nodes[tree.root];
     let tol = 1_000_000 + gw.time_precision_us.max(0);
     let ran_on = root
         .children
         .iter()
         .any(|&c| tree.nodes[c].raw_end_us > root.end_us + tol);
-    if !ran_on {
-        return false;
-    }
-    let reset = top_spans(trace, tree).iter().any(|s| {
-        s.status == SpanStatus::Cancelled
-            || s.error_type.as_deref().is_some_and(|e| {
-                let e = e.to_ascii_lowercase();
-                e.contains("reset")
-                    || e.contains("disconnect")
-                    || e.contains("broken")
-                    || e.contains("cancel")
-            })
-    });
-    let silent = stream_gap(trace, tree).is_some_and(|g| {
-        g.at_end && read_timeout_ms.map_or(g.gap_ms >= 5_000.0, |t| g.gap_ms >= 0.9 * t)
-    });
-    reset || silent
+    ran_on
+        && top_spans(trace, tree).iter().any(|s| {
+            s.status == SpanStatus::Cancelled
+                || s.error_type.as_deref().is_some_and(|e| {
+                    let e = e.to_ascii_lowercase();
+                    e.contains("reset")
+                        || e.contains("disconnect")
+                        || e.contains("broken")
+                        || e.contains("cancel")
+                })
+        })
 }
 
 /// The outcome and whether the trace failed.
@@ -261,22 +317,38 @@ pub fn service_budget_ms(trace: &Trace, tree: &TraceTree) -> Option<f64> {
         .or_else(|| trace.spans.iter().find_map(|s| s.budget_ms))
 }
 
-/// The HTTP status the service itself answered with, if it answered
-/// before the gateway gave up.
-pub fn service_answer(trace: &Trace, tree: &TraceTree) -> Option<(u16, f64)> {
+/// The service's own answer: the HTTP status its top span answered with
+/// (a span that ended in a timeout answered 503), when it answered, ms
+/// after the request's start — before the gateway's end, or after it,
+/// to a connection the gateway had already closed.
+pub fn service_answer(trace: &Trace, tree: &TraceTree) -> Option<ServiceAnswer> {
     let root = &tree.nodes[tree.root];
     root.children
         .iter()
         .filter_map(|&c| tree.nodes[c].span.map(|i| (c, &trace.spans[i])))
-        .filter(|(c, _)| tree.nodes[*c].raw_end_us <= root.end_us)
-        .find_map(|(c, s)| {
-            let status = s.http_status.or(match s.status {
-                SpanStatus::Timeout => Some(503),
-                _ => None,
-            })?;
-            Some((
+        .filter(|(_, s)| s.kind.as_deref() != Some("client"))
+        .min_by_key(|(c, s)| (tree.nodes[*c].start_us, s.span_id.as_str()))
+        .and_then(|(c, s)| {
+            let timed_out = s.status == SpanStatus::Timeout;
+            let status = s.http_status.or(timed_out.then_some(503))?;
+            let end = tree.nodes[c].raw_end_us;
+            Some(ServiceAnswer {
                 status,
-                (tree.nodes[c].raw_end_us - root.start_us) as f64 / 1000.0,
-            ))
+                timed_out,
+                at_ms: (end - root.start_us) as f64 / 1000.0,
+                after_gateway: end > root.end_us,
+            })
         })
+}
+
+/// What the service itself answered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServiceAnswer {
+    pub status: u16,
+    /// Its span ended in a timeout (whatever status went out).
+    pub timed_out: bool,
+    /// When, ms after the request's start.
+    pub at_ms: f64,
+    /// It came after the gateway had already answered.
+    pub after_gateway: bool,
 }

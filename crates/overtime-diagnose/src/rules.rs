@@ -81,17 +81,22 @@ pub fn call_kind(c: &Call, f: &Facts) -> K {
     if c.stage == Stage::Judge {
         return K::JudgeSlow;
     }
+    let retried = c.attempts() >= 2
+        && c.attempt_critical_us
+            .iter()
+            .all(|&a| (a as f64 / 1000.0) < 0.5 * f.elapsed_ms);
     if c.is_llm() {
+        // A model call the client retried, no attempt holding half the
+        // request: the retries are what ran the time out.
+        if retried {
+            return K::RetryAmplification;
+        }
         return llm_phase_kind(c).map(|x| x.0).unwrap_or(K::LlmSlow);
     }
     if connect_heavy {
         return K::UpstreamConnectSlow;
     }
-    if c.attempts() >= 2
-        && c.attempt_critical_us
-            .iter()
-            .all(|&a| (a as f64 / 1000.0) < 0.5 * f.elapsed_ms)
-    {
+    if retried {
         return K::RetryAmplification;
     }
     match c.stage {
@@ -151,7 +156,22 @@ fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
     }
     if c.kind == CallKind::Span {
         match (c.timeout_ms, c.timed_out) {
-            (None, _) => ev.push(format!("{} ran with no timeout", c.component)),
+            (None, _) if c.cut => ev.push(format!(
+                "{} ran with no timeout: it was still running when the request ended, and no timeout is recorded anywhere",
+                c.component
+            )),
+            (None, _) if crate::findings::timeouts_recorded(f.calls) => {
+                ev.push(format!("{} ran with no timeout", c.component))
+            }
+            (None, _) => ev.push(format!(
+                "no timeout is recorded for {} (it did not fire)",
+                c.component
+            )),
+            (Some(t), true) if c.timeout_observed => ev.push(format!(
+                "its timeout fired after {} (observed: it ended in {}; the timeout it was given is not recorded)",
+                dur(t),
+                c.error_type.as_deref().unwrap_or("a timeout error")
+            )),
             (Some(t), true) => ev.push(format!("its timeout of {} fired", dur(t))),
             (Some(t), false) => ev.push(format!("its timeout was {}", dur(t))),
         }
@@ -245,8 +265,8 @@ pub fn root_cause(f: &Facts) -> (RootCause, Vec<Contributing>) {
                     .unwrap_or_else(|| f.service.clone());
                 let t = dur_or_none(f.gateway_timeout_ms);
                 let ev = with_gw(vec![
-                    format!("the stream of {comp} went silent for {} (no chunk or heartbeat) after {} events", dur(s.gap_ms), s.events),
-                    format!("the gap exceeded the gateway read timeout {t}, and the gateway cut the stream"),
+                    format!("the stream of {comp} went silent for {} (no chunk or heartbeat) after {} events, the last at {}", dur(s.gap_ms), s.events, dur(s.last_event_ms)),
+                    format!("the gap from the last chunk to the cut exceeded the gateway read timeout {t}, and the gateway cut the stream"),
                 ]);
                 return (
                     RootCause {
@@ -411,6 +431,10 @@ fn summary(kind: K, c: &Call, f: &Facts, component: &str) -> String {
         K::ToolNoTimeout => {
             format!("{component} ran {d} with no timeout while the request's {of} ran out")
         }
+        K::ToolSlow if c.timed_out => format!(
+            "{component} held {d} of {of}; its timeout fired after {}",
+            dur_or_none(c.timeout_ms)
+        ),
         K::ToolSlow => format!(
             "{component} held {d} of {of} within its timeout of {}",
             dur_or_none(c.timeout_ms)

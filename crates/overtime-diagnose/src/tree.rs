@@ -36,6 +36,9 @@ pub struct Node {
     /// time the node waited (for a worker, a connection) before work began.
     /// Zero for a leaf.
     pub lead_us: i64,
+    /// An ASGI event span (`http send`, `http receive`): a moment of the
+    /// request, not work; the critical path does not walk through it.
+    pub moment: bool,
 }
 
 impl Node {
@@ -52,6 +55,7 @@ impl Node {
             children: vec![],
             critical_us: 0,
             lead_us: 0,
+            moment: false,
         }
     }
 }
@@ -64,6 +68,105 @@ pub struct TraceTree {
     pub gateway: Option<usize>,
     /// Span shift applied for skew, by span index (µs).
     pub shift_us: Vec<i64>,
+    /// Spans whose parent never arrived, and where each was placed.
+    pub orphans: Vec<Orphan>,
+}
+
+/// A span whose parent never arrived (a parent cancelled mid-stream is
+/// often never exported).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    /// Index into `Trace::spans`.
+    pub span: usize,
+    /// The span it was placed under (`None`: the request's root).
+    pub placed_under: Option<usize>,
+}
+
+/// Most span comparisons spent placing orphans in one trace; past it the
+/// rest hang from the root (a trace of a million orphans stays linear).
+const MAX_ADOPTION_WORK: usize = 50_000_000;
+
+/// An ASGI event span (`… http send`, `… http receive`): a moment of the
+/// request, never anyone's parent.
+fn is_asgi_event(s: &overtime_model::SpanRecord) -> bool {
+    s.attributes.iter().any(|(k, _)| k == "asgi.event.type")
+        || s.name.ends_with(" http send")
+        || s.name.ends_with(" http receive")
+}
+
+/// Places every span whose parent never arrived under its nearest known
+/// ancestor: the innermost span of the trace that was running when it
+/// started (the latest start, then the shortest), else nothing (it hangs
+/// from the request's root). ASGI event spans never adopt. A candidate
+/// whose own chain of parents leads back to the orphan is skipped, so no
+/// cycle is made.
+///
+/// ```
+/// use overtime_diagnose::{tree::build, Trace};
+/// use overtime_model::SpanRecord;
+/// let t = "0af7651916cd43dd8448eb211c80319c";
+/// let server = SpanRecord::new(t, "00000000000000a1", "api", "POST /chat", 0, 10_000_000);
+/// let mut post = SpanRecord::new(t, "00000000000000a3", "api", "POST", 5_000, 20_000);
+/// post.parent_span_id = Some("00000000000000a2".into()); // the chat span never arrived
+/// let trace = Trace { id: t.into(), gateway: vec![], spans: vec![server, post] };
+/// let tree = build(&trace, None, 0.0);
+/// assert_eq!(tree.orphans.len(), 1);
+/// assert_eq!(tree.orphans[0].placed_under, Some(0));
+/// ```
+fn adopt_orphans(
+    spans: &[overtime_model::SpanRecord],
+    parent_of: &mut [Option<usize>],
+) -> Vec<Orphan> {
+    let orphans: Vec<usize> = (0..spans.len())
+        .filter(|&i| parent_of[i].is_none() && spans[i].parent_span_id.is_some())
+        .collect();
+    let mut out = Vec::with_capacity(orphans.len());
+    for i in orphans {
+        let o = &spans[i];
+        let leads_back = |mut c: usize, parent_of: &[Option<usize>]| {
+            for _ in 0..spans.len() {
+                if c == i {
+                    return true;
+                }
+                match parent_of[c] {
+                    Some(p) => c = p,
+                    None => return false,
+                }
+            }
+            true
+        };
+        // An ASGI event whose parent is missing lost its server span: it
+        // is a moment of the request itself, not of whatever ran then.
+        let adoptable = !is_asgi_event(o);
+        let mut hosts: Vec<usize> =
+            if adoptable && spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
+                (0..spans.len())
+                    .filter(|&j| j != i && !is_asgi_event(&spans[j]))
+                    .filter(|&j| spans[j].start_us <= o.start_us && o.start_us < spans[j].end_us)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+        hosts.sort_by_key(|&j| {
+            std::cmp::Reverse((
+                spans[j].start_us,
+                std::cmp::Reverse(spans[j].end_us - spans[j].start_us),
+                std::cmp::Reverse(j),
+            ))
+        });
+        let host = hosts.into_iter().find(|&j| !leads_back(j, parent_of));
+        parent_of[i] = host;
+        // A server span with nothing around it is where the trace entered
+        // this system: its parent is the caller's, never ours to see.
+        let entry = host.is_none() && matches!(o.kind.as_deref(), Some("server" | "consumer"));
+        if !entry {
+            out.push(Orphan {
+                span: i,
+                placed_under: host,
+            });
+        }
+    }
+    out
 }
 
 impl TraceTree {
@@ -126,7 +229,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         .enumerate()
         .map(|(i, s)| (s.span_id.as_str(), i))
         .collect();
-    let parent_of: Vec<Option<usize>> = spans
+    let mut parent_of: Vec<Option<usize>> = spans
         .iter()
         .enumerate()
         .map(|(i, s)| {
@@ -136,6 +239,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
                 .filter(|&p| p != i)
         })
         .collect();
+    let orphans = adopt_orphans(spans, &mut parent_of);
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
     let mut tops = Vec::new();
     for (i, p) in parent_of.iter().enumerate() {
@@ -222,6 +326,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         let id = nodes.len();
         nodes.push(Node {
             raw_end_us: raw_e,
+            moment: is_asgi_event(&spans[i]),
             ..Node::new(Some(i), s, e, parent)
         });
         if let Some(p) = parent {
@@ -240,6 +345,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         root,
         gateway,
         shift_us: shift,
+        orphans,
     };
     let end = tree.nodes[root].end_us;
     critical_path(&mut tree, root, end);
@@ -259,7 +365,12 @@ fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
         picked: bool,
     }
     let frame = |tree: &TraceTree, node: usize, limit: i64| {
-        let mut kids = tree.nodes[node].children.clone();
+        let mut kids: Vec<usize> = tree.nodes[node]
+            .children
+            .iter()
+            .copied()
+            .filter(|&c| !tree.nodes[c].moment)
+            .collect();
         kids.sort_by_key(|&c| std::cmp::Reverse((tree.nodes[c].end_us, tree.nodes[c].start_us)));
         Frame {
             node,
@@ -302,7 +413,7 @@ fn critical_path(tree: &mut TraceTree, node: usize, limit: i64) {
         n.critical_us += f.own + lead;
         // Children that all began after the end (the work never started
         // before the request was cut): the whole time was a wait.
-        if f.picked || !n.children.is_empty() {
+        if f.picked || !f.kids.is_empty() {
             n.lead_us += lead;
         }
     }

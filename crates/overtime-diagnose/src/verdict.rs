@@ -121,14 +121,10 @@ fn build_verdict(
         .unwrap_or_else(|| "service".into());
     let service_budget_ms = outcome::service_budget_ms(trace, tree);
     let stream = outcome::stream_gap(trace, tree);
-    let stream_component = stream.as_ref().map(|s| {
-        let sp = &trace.spans[s.span];
-        if matches!(sp.stage, Stage::Service | Stage::Other | Stage::Gateway) {
-            sp.service.clone()
-        } else {
-            component_of(sp)
-        }
-    });
+    // The gateway cut the response a service was streaming to it: that
+    // service is what went silent (and what must send heartbeats), also
+    // when the chunks it relayed are seen only on its LLM call's span.
+    let stream_component = stream.as_ref().map(|s| trace.spans[s.span].service.clone());
     let facts = Facts {
         outcome,
         calls,
@@ -150,6 +146,9 @@ fn build_verdict(
     } else {
         root_cause(&facts)
     };
+    if !tree.orphans.is_empty() {
+        root_cause.evidence.push(orphan_evidence(trace, tree));
+    }
     if root_cause.kind == RootCauseKind::Unknown && trace.spans.is_empty() {
         root_cause
             .evidence
@@ -194,6 +193,27 @@ fn build_verdict(
         contributing,
         findings,
     }
+}
+
+/// How many spans arrived without their parent, and where they went.
+fn orphan_evidence(trace: &Trace, tree: &TraceTree) -> String {
+    let mut hosts: BTreeMap<String, usize> = BTreeMap::new();
+    for o in &tree.orphans {
+        let host = o
+            .placed_under
+            .map(|h| format!("{} ({})", trace.spans[h].name, trace.spans[h].service))
+            .unwrap_or_else(|| "the request's root".into());
+        *hosts.entry(host).or_default() += 1;
+    }
+    let placed: Vec<String> = hosts
+        .iter()
+        .map(|(h, n)| format!("{n} under {h}"))
+        .collect();
+    format!(
+        "{} span(s) arrived without their parent (never exported): placed {}",
+        tree.orphans.len(),
+        placed.join(", ")
+    )
 }
 
 fn timeline(trace: &Trace, tree: &TraceTree) -> Vec<TimelineEntry> {

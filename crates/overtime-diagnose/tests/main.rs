@@ -10,5 +10,6 @@ mod headlines;
 mod live_bounded;
 mod live_early;
 mod live_parity;
+mod off_the_shelf_spans;
 mod real_world_shapes;
 mod root_cause_kinds;

@@ -6,6 +6,8 @@
 mod common;
 mod fuzz_bounded;
 mod nginx_bad_input;
+mod real_instrumentation;
 mod real_nginx;
+mod span_conventions_doc;
 mod spans_jsonl;
 mod spans_otlp;

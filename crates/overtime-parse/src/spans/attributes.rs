@@ -7,13 +7,17 @@
 //! them: status, stage, peer, DNS/connect times. The attribute → column
 //! table is in the README and in the module docs of [`super`].
 
+use super::conventions::{self, clean_error_type, Slot};
 use super::stage::{derive_stage, says_judge, StageHints};
 use super::status::{parse_status_word, refine_status};
-use super::value::{any_bool, any_f64, any_i64, any_str, any_to_string};
+use super::value::{
+    any_bool, any_f64, any_i64, any_joined, any_str, any_to_string, plain_json_to_any,
+};
 use crate::duration::parse_duration_ms;
 use crate::llm_reason::{parse_llm_duration, parse_llm_reason};
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use overtime_model::{SpanEvent, SpanRecord, SpanStatus};
+use std::collections::HashMap;
 
 /// Builds one [`SpanRecord`] from fields, attributes and events.
 #[derive(Debug)]
@@ -22,7 +26,12 @@ pub struct SpanBuilder {
     base_status: SpanStatus,
     explicit_stage: Option<String>,
     operation: Option<String>,
-    response_model: Option<String>,
+    /// OpenInference / Traceloop span kind, lowercase.
+    convention_kind: Option<String>,
+    /// `traceloop.entity.name`: the tool's name on a tool span.
+    entity_name: Option<String>,
+    /// Per slot group: the rank, key and value of the attribute that filled it.
+    winners: HashMap<&'static str, (usize, String, String)>,
     db_system: bool,
     http_client: bool,
     judge: bool,
@@ -41,6 +50,34 @@ fn text(v: &AnyValue) -> Option<String> {
     match any_str(v) {
         Some(s) => Some(s.trim().to_string()).filter(|s| !s.is_empty()),
         None => any_f64(v).map(|_| any_to_string(v)),
+    }
+}
+
+/// Keys whose value names what a span is (a model, an agent, a role):
+/// a judge named there makes the span a judge. Message contents are not
+/// among them (a prompt may well say "evaluate").
+fn names_a_role(key: &str) -> bool {
+    key.starts_with("agent.")
+        || key.ends_with(".model")
+        || key.ends_with(".model_name")
+        || key == "gen_ai.agent.name"
+        || key == "traceloop.entity.name"
+}
+
+/// Sets `slot` to the value's text when it has one.
+fn set_text(slot: &mut Option<String>, v: &AnyValue) -> bool {
+    match text(v) {
+        Some(t) => {
+            *slot = Some(t);
+            true
+        }
+        None => false,
+    }
+}
+
+fn string_value(s: String) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::StringValue(s)),
     }
 }
 
@@ -79,7 +116,9 @@ impl SpanBuilder {
             base_status: SpanStatus::Unset,
             explicit_stage: None,
             operation: None,
-            response_model: None,
+            convention_kind: None,
+            entity_name: None,
+            winners: HashMap::new(),
             db_system: false,
             http_client: false,
             judge: false,
@@ -208,75 +247,144 @@ impl SpanBuilder {
     }
 
     /// Applies one OTLP attribute (or a JSONL `attributes` entry): the
-    /// conventions of SPEC §2.2 first, then `agent.<field>`; anything else
-    /// is kept in `attributes` as a string.
+    /// names of [`conventions::ATTRIBUTE_MAPPINGS`] first (within a column
+    /// the one listed first wins, whatever the arrival order; a value that
+    /// loses and differs is kept in `attributes`), then `agent.<field>`;
+    /// anything else is kept in `attributes` as a string.
     pub fn attribute(&mut self, key: &str, v: &AnyValue) {
-        if (key.starts_with("agent.") || key.starts_with("gen_ai."))
-            && !key.starts_with("gen_ai.evaluation.")
-            && any_str(v).is_some_and(says_judge)
-        {
+        if names_a_role(key) && any_str(v).is_some_and(says_judge) {
             self.judge = true;
         }
-        let mapped = match key {
-            "gen_ai.operation.name" => {
-                self.operation = text(v);
-                true
+        let rows = conventions::ranked(key);
+        if rows.is_empty() {
+            let mapped = match key {
+                "dns_ms" | "connect_ms" => self.field(key, v),
+                _ => match key.strip_prefix("agent.") {
+                    Some(field) => self.field(field, v),
+                    None => false,
+                },
+            };
+            if !mapped {
+                self.keep(key, v);
             }
-            "gen_ai.request.model" => self.field("model", v),
-            "gen_ai.response.model" => {
-                self.response_model = text(v);
-                true
+            return;
+        }
+        let rendered = any_to_string(v);
+        let mut keep = false;
+        let mut used = false;
+        for (rank, row) in rows {
+            keep |= row.keep;
+            let group = conventions::group(row.slot);
+            match self.winners.get(group) {
+                Some((r, _, _)) if *r <= rank => continue,
+                _ => {}
             }
-            "gen_ai.usage.input_tokens" => self.field("input_tokens", v),
-            "gen_ai.usage.prompt_tokens" if self.rec.input_tokens.is_none() => {
-                self.field("input_tokens", v)
+            if !self.apply(row.slot, v) {
+                continue;
             }
-            "gen_ai.usage.output_tokens" => self.field("output_tokens", v),
-            "gen_ai.usage.completion_tokens" if self.rec.output_tokens.is_none() => {
-                self.field("output_tokens", v)
+            used = true;
+            let old = self
+                .winners
+                .insert(group, (rank, key.to_string(), rendered.clone()));
+            if let Some((_, old_key, old_value)) = old {
+                if old_value != rendered && old_key != key && !self.kept(&old_key) {
+                    self.rec.attributes.push((old_key, old_value));
+                }
             }
-            "gen_ai.request.max_tokens" => self.field("max_tokens", v),
-            "gen_ai.request.temperature" => self.field("temperature", v),
-            "gen_ai.response.time_to_first_chunk" => match any_f64(v) {
+        }
+        let differs = !used
+            && !self
+                .winners
+                .values()
+                .any(|(_, _, value)| *value == rendered);
+        if keep || (!used && differs) {
+            self.keep(key, v);
+        }
+    }
+
+    fn kept(&self, key: &str) -> bool {
+        self.rec.attributes.iter().any(|(k, _)| k == key)
+    }
+
+    /// Reads one attribute into its slot; `false` when the value cannot be
+    /// read as the slot's type.
+    fn apply(&mut self, slot: Slot, v: &AnyValue) -> bool {
+        let param = |names: &[&str]| {
+            let doc: serde_json::Value = serde_json::from_str(any_str(v)?).ok()?;
+            let o = doc.as_object()?;
+            names
+                .iter()
+                .find_map(|n| o.get(*n).filter(|x| !x.is_null()))
+                .map(plain_json_to_any)
+        };
+        match slot {
+            Slot::Operation => set_text(&mut self.operation, v),
+            Slot::ConventionKind => {
+                set_text(&mut self.convention_kind, v)
+                    && self
+                        .convention_kind
+                        .as_mut()
+                        .map(|k| k.make_ascii_lowercase())
+                        .is_some()
+            }
+            Slot::EntityName => set_text(&mut self.entity_name, v),
+            Slot::Model => self.field("model", v),
+            Slot::InvocationModel => {
+                param(&["model", "model_name"]).is_some_and(|m| self.field("model", &m))
+            }
+            Slot::InvocationMaxTokens => {
+                param(&["max_tokens", "max_completion_tokens", "max_output_tokens"])
+                    .is_some_and(|m| self.field("max_tokens", &m))
+            }
+            Slot::InvocationTemperature => {
+                param(&["temperature"]).is_some_and(|t| self.field("temperature", &t))
+            }
+            Slot::InputTokens => self.field("input_tokens", v),
+            Slot::OutputTokens => self.field("output_tokens", v),
+            Slot::MaxTokens => self.field("max_tokens", v),
+            Slot::Temperature => self.field("temperature", v),
+            Slot::TtftSeconds => match any_f64(v) {
                 Some(s) => {
                     self.rec.ttft_ms = Some(s * 1000.0);
                     true
                 }
                 None => false,
             },
-            "gen_ai.tool.name" => self.field("tool", v),
-            "gen_ai.evaluation.score.value" => self.field("judge_score", v),
-            "http.response.header.x-llm-reason" => self.field("llm_reason", v),
-            "http.response.header.x-llm-duration" => self.field("llm_duration", v),
-            "http.request.header.x-max-wait" => self.field("max_wait", v),
-            "http.request.header.x-request-id" => self.field("request_id", v),
-            "http.response.status_code" | "http.status_code" => self.field("http_status", v),
-            "error.type" => self.field("error_type", v),
-            "server.address" | "net.peer.name" => {
-                self.server_address = text(v).or(self.server_address.take());
-                true
-            }
-            "server.port" | "net.peer.port" => {
-                self.server_port = any_i64(v).or(self.server_port);
-                true
-            }
-            "dns_ms" | "connect_ms" => self.field(key, v),
-            _ => match key.strip_prefix("agent.") {
-                Some(field) => self.field(field, v),
+            Slot::Tool => self.field("tool", v),
+            Slot::JudgeScore => self.field("judge_score", v),
+            Slot::LlmReason => match any_joined(v) {
+                Some(s) => self.field("llm_reason", &string_value(s)),
                 None => false,
             },
-        };
-        match key {
-            "db.system" | "db.system.name" => self.db_system = true,
-            "http.request.method" | "http.method" => self.http_client = true,
-            "url.full" | "http.url" => {
+            Slot::LlmDuration => self.field("llm_duration", v),
+            Slot::MaxWait => self.field("max_wait", v),
+            Slot::RequestId => self.field("request_id", v),
+            Slot::HttpStatus => self.field("http_status", v),
+            Slot::ErrorType => match any_str(v) {
+                Some(s) => self.field("error_type", &string_value(clean_error_type(s).into())),
+                None => self.field("error_type", v),
+            },
+            Slot::ServerAddress => set_text(&mut self.server_address, v),
+            Slot::ServerPort => match any_i64(v) {
+                Some(p) => {
+                    self.server_port = Some(p);
+                    true
+                }
+                None => false,
+            },
+            Slot::HttpMethod => {
+                self.http_client = true;
+                true
+            }
+            Slot::Url => {
                 self.http_client = true;
                 self.url_host = any_str(v).and_then(url_host).or(self.url_host.take());
+                true
             }
-            _ => {}
-        }
-        if !mapped {
-            self.keep(key, v);
+            Slot::DbSystem => {
+                self.db_system = true;
+                true
+            }
         }
     }
 
@@ -299,6 +407,10 @@ impl SpanBuilder {
         match name.to_ascii_lowercase().as_str() {
             "dns" => self.dns_event_ms = self.dns_event_ms.or(duration_ms),
             "connect" => self.connect_event_ms = self.connect_event_ms.or(duration_ms),
+            // OpenInference marks the first streamed token with an event.
+            "first token stream event" if self.rec.ttft_ms.is_none() => {
+                self.rec.ttft_ms = Some((time_us - self.rec.start_us).max(0) as f64 / 1000.0);
+            }
             "gen_ai.evaluation.result" => {
                 if let Some(s) = attr("gen_ai.evaluation.score.value").and_then(any_f64) {
                     self.rec.judge_score = Some(s);
@@ -321,12 +433,8 @@ impl SpanBuilder {
     /// Settles status, stage, peer and DNS/connect and returns the span.
     pub fn finish(mut self) -> SpanRecord {
         let r = &mut self.rec;
-        match (&r.model, self.response_model) {
-            (None, m) => r.model = m,
-            (Some(req), Some(resp)) if *req != resp => {
-                r.attributes.push(("gen_ai.response.model".into(), resp))
-            }
-            _ => {}
+        if r.tool.is_none() && self.convention_kind.as_deref() == Some("tool") {
+            r.tool = self.entity_name.take();
         }
         let address = match (self.server_address, self.server_port) {
             (Some(a), Some(p)) => Some(format!("{a}:{p}")),
@@ -358,6 +466,7 @@ impl SpanBuilder {
             name: &r.name,
             kind: r.kind.as_deref(),
             operation: self.operation.as_deref(),
+            convention: self.convention_kind.as_deref(),
             model: r.model.is_some(),
             tool: r.tool.is_some(),
             db_system: self.db_system,
@@ -366,9 +475,6 @@ impl SpanBuilder {
             is_root: r.parent_span_id.is_none(),
         };
         r.stage = derive_stage(&hints);
-        if let Some(op) = self.operation {
-            r.attributes.push(("gen_ai.operation.name".into(), op));
-        }
         if let Some(s) = self.explicit_stage {
             if super::stage::parse_stage_lenient(&s).is_none() {
                 r.attributes.push(("stage".into(), s));
@@ -396,149 +502,5 @@ fn max_wait(v: &AnyValue) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::spans::value::plain_json_to_any;
-    use overtime_model::Stage;
-    use serde_json::json;
-
-    fn span() -> SpanBuilder {
-        let mut r = SpanRecord::new(
-            "0af7651916cd43dd8448eb211c80319c",
-            "b7ad6b7169203331",
-            "agent",
-            "chat",
-            0,
-            1000,
-        );
-        r.parent_span_id = Some("00f067aa0ba902b7".into());
-        SpanBuilder::new(r)
-    }
-
-    fn a(v: serde_json::Value) -> AnyValue {
-        plain_json_to_any(&v)
-    }
-
-    #[test]
-    fn gen_ai_attributes_fill_columns() {
-        let mut b = span();
-        b.attribute("gen_ai.operation.name", &a(json!("chat")));
-        b.attribute("gen_ai.request.model", &a(json!("deepseek-v4-pro")));
-        b.attribute("gen_ai.response.model", &a(json!("deepseek-v4-pro-0501")));
-        b.attribute("gen_ai.usage.input_tokens", &a(json!(412)));
-        b.attribute("gen_ai.response.time_to_first_chunk", &a(json!(0.75)));
-        b.attribute(
-            "http.response.header.x-llm-reason",
-            &a(json!(["kv_cache_build=3.2s"])),
-        );
-        b.attribute("http.request.header.x-max-wait", &a(json!(["60"])));
-        b.attribute("agent.timeout_ms", &a(json!(30000)));
-        b.attribute("agent.attempt", &a(json!("1")));
-        b.attribute("customer.tier", &a(json!("gold")));
-        let r = b.finish();
-        assert_eq!(r.stage, Stage::Llm);
-        assert_eq!(r.model.as_deref(), Some("deepseek-v4-pro"));
-        assert_eq!(r.input_tokens, Some(412));
-        assert_eq!(r.ttft_ms, Some(750.0));
-        assert_eq!(r.phases.prefill_ms, Some(3200.0));
-        assert_eq!(r.max_wait_ms, Some(60000.0));
-        assert_eq!(r.timeout_ms, Some(30000.0));
-        assert_eq!(r.attempt, Some(1));
-        assert!(r
-            .attributes
-            .contains(&("customer.tier".into(), "gold".into())));
-        assert!(r.attributes.contains(&(
-            "gen_ai.response.model".into(),
-            "deepseek-v4-pro-0501".into()
-        )));
-        assert!(r
-            .attributes
-            .contains(&("gen_ai.operation.name".into(), "chat".into())));
-    }
-
-    #[test]
-    fn unreadable_values_are_kept_not_lost() {
-        let mut b = span();
-        b.attribute("agent.attempt", &a(json!("first")));
-        assert!(!b.field("input_tokens", &a(json!("many"))));
-        assert!(b.field("timeout_ms", &a(json!(null))));
-        assert!(b.field("timeout_ms", &a(json!(0))));
-        let r = b.finish();
-        assert_eq!(r.attempt, None);
-        assert_eq!(r.timeout_ms, None);
-        assert!(r
-            .attributes
-            .contains(&("agent.attempt".into(), "first".into())));
-    }
-
-    #[test]
-    fn peer_status_and_events() {
-        let mut b = span();
-        b.set_kind(Some("client"));
-        b.attribute("http.request.method", &a(json!("GET")));
-        b.attribute("url.full", &a(json!("https://api.weather.com/v1/now")));
-        b.attribute("http.response.status_code", &a(json!(504)));
-        b.event(
-            "dns",
-            10,
-            &[KeyValue {
-                key: "duration_ms".into(),
-                value: Some(a(json!(12.5))),
-                ..Default::default()
-            }],
-        );
-        b.event("chunk", 20, &[]);
-        let r = b.finish();
-        assert_eq!(r.stage, Stage::Network);
-        assert_eq!(r.peer.as_deref(), Some("api.weather.com"));
-        assert_eq!(r.status, SpanStatus::Error);
-        assert_eq!(r.dns_ms, Some(12.5));
-        assert_eq!(r.events.len(), 2);
-        assert_eq!(r.events[0].duration_ms, Some(12.5));
-
-        let mut b = span();
-        b.attribute("server.address", &a(json!("10.0.0.7")));
-        b.attribute("server.port", &a(json!(8000)));
-        b.set_status(SpanStatus::Error);
-        let exc = |k: &str, v: &str| KeyValue {
-            key: k.into(),
-            value: Some(a(json!(v))),
-            ..Default::default()
-        };
-        b.event(
-            "exception",
-            30,
-            &[
-                exc("exception.type", "httpx.ReadTimeout"),
-                exc("exception.message", "timed out"),
-            ],
-        );
-        b.event(
-            "gen_ai.evaluation.result",
-            40,
-            &[KeyValue {
-                key: "gen_ai.evaluation.score.value".into(),
-                value: Some(a(json!(0.4))),
-                ..Default::default()
-            }],
-        );
-        let r = b.finish();
-        assert_eq!(r.peer.as_deref(), Some("10.0.0.7:8000"));
-        assert_eq!(r.status, SpanStatus::Timeout);
-        assert_eq!(r.error_type.as_deref(), Some("httpx.ReadTimeout"));
-        assert_eq!(r.judge_score, Some(0.4));
-    }
-
-    #[test]
-    fn judge_hint_from_agent_attribute() {
-        let mut b = span();
-        b.attribute("gen_ai.operation.name", &a(json!("chat")));
-        b.attribute("agent.role", &a(json!("llm-as-judge")));
-        assert_eq!(b.finish().stage, Stage::Judge);
-        let mut b = span();
-        b.field("stage", &a(json!("warp")));
-        let r = b.finish();
-        assert_eq!(r.stage, Stage::Other);
-        assert!(r.attributes.contains(&("stage".into(), "warp".into())));
-    }
-}
+#[path = "attributes_tests.rs"]
+mod tests;

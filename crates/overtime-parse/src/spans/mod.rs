@@ -10,33 +10,16 @@
 //!
 //! # OTLP attributes → `spans` columns
 //!
-//! | column | from (first present wins where several are listed) |
-//! |---|---|
-//! | `service` | resource `service.name` (else `unknown_service`) |
-//! | `name`, `kind` | span name, span kind (`server` `client` `internal` `producer` `consumer`) |
-//! | `status` | status code: `ERROR` → `error`, refined to `timeout` when `error.type` (else the exception type or status message) says timeout/deadline, `cancelled` when it says cancel/client reset; `OK` → `ok`; `UNSET` → `unset`, but `error` when `http.response.status_code` ≥ 500 and `timeout` when `error.type` says so |
-//! | `status_message` | status message |
-//! | `http_status` | `http.response.status_code`, `http.status_code` |
-//! | `error_type` | `error.type`, else the `exception` event's `exception.type` |
-//! | `model` | `gen_ai.request.model`, else `gen_ai.response.model` |
-//! | `input_tokens` / `output_tokens` | `gen_ai.usage.input_tokens` / `gen_ai.usage.output_tokens` (`prompt_tokens` / `completion_tokens` accepted) |
-//! | `max_tokens`, `temperature` | `gen_ai.request.max_tokens`, `gen_ai.request.temperature` |
-//! | `ttft_ms` | `gen_ai.response.time_to_first_chunk` (seconds × 1000), `agent.ttft_ms` |
-//! | `tool` | `gen_ai.tool.name`, `agent.tool` |
-//! | `judge_score` | event `gen_ai.evaluation.result`'s `gen_ai.evaluation.score.value`, or that attribute on the span |
-//! | `llm_reason` + phases | `http.response.header.x-llm-reason` (string array or string), `agent.llm_reason` |
-//! | `llm_duration_ms` | `http.response.header.x-llm-duration` (`47.2s` / `47.2`) |
-//! | `max_wait_ms` | `http.request.header.x-max-wait` (`60s`, `1500ms`, bare = seconds) |
-//! | `request_id` | `http.request.header.x-request-id`, `agent.request_id` |
-//! | `peer` | `server.address`[`:server.port`], else the host of `url.full` (not on server spans) |
-//! | `dns_ms` / `connect_ms` | attributes `dns_ms`/`connect_ms`/`agent.dns_ms`/`agent.connect_ms`, else the duration of a `dns`/`connect` event |
-//! | `stage`, `timeout_ms`, `budget_ms`, `remaining_budget_ms`, `attempt`, `fallback`, `fallback_accepted`, `gpu_load` … | `agent.<column>` (any JSONL field name works after `agent.`) |
-//! | `events` | every span event (name, time); duration from its `duration_ms`/`dns_ms`/`connect_ms` attribute |
-//! | `attributes` | every other span attribute, as a string (arrays/maps as JSON, bytes as hex) |
+//! Resource `service.name` → `service`; span name, kind and status; then
+//! every attribute through the one table of [`conventions`] (HTTP old and
+//! stable, captured headers, GenAI, OpenInference, Traceloop), then
+//! `agent.<column>`; everything else is kept in `attributes`. The table
+//! is shown in `docs/span-conventions.md`.
 //!
 //! A `stage` not given explicitly is derived by [`stage::derive_stage`].
 
 pub mod attributes;
+pub mod conventions;
 pub mod ids;
 mod jsonl;
 mod otlp;

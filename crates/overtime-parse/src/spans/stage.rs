@@ -16,8 +16,12 @@ pub struct StageHints<'a> {
     pub name: &'a str,
     /// Span kind: `server`, `client`, `internal`, `producer`, `consumer`.
     pub kind: Option<&'a str>,
-    /// `gen_ai.operation.name`.
+    /// `gen_ai.operation.name` (or Traceloop's `llm.request.type`).
     pub operation: Option<&'a str>,
+    /// The span kind of OpenInference (`openinference.span.kind`) or
+    /// Traceloop (`traceloop.span.kind`), lowercase: `llm`, `tool`,
+    /// `retriever`, `evaluator`, `chain`, `agent`, `workflow`, `task`…
+    pub convention: Option<&'a str>,
     /// The span names a model although no operation says what it did
     /// (JSONL `model`, or OTLP `gen_ai.request.model` without
     /// `gen_ai.operation.name`).
@@ -132,19 +136,23 @@ fn says_queue(l: &str, kind: Option<&str>) -> bool {
 /// Picks a span's stage. Rules, first match wins:
 ///
 /// 1. an explicit `stage`/`agent.stage` that [`parse_stage_lenient`] reads;
-/// 2. an LLM call — `gen_ai.operation.name` `chat`, `text_completion` or
+/// 2. an OpenInference / Traceloop span kind: `llm` (judge when it says
+///    so, as in 3), `evaluator` → judge, `tool`, `retriever`/`embedding`/
+///    `reranker` → memory; `chain`/`agent`/`workflow`/`task` spans are the
+///    application's own and skip rules 3 and 4;
+/// 3. an LLM call — `gen_ai.operation.name` `chat`, `text_completion` or
 ///    `generate_content` (or a model with no operation) — is `judge` when
-///    its name or an `agent.*`/`gen_ai.*` attribute says judge/evaluation
+///    its name or a name-like attribute says judge/evaluation
 ///    ([`says_judge`]), else `llm`;
-/// 3. `execute_tool`, or a tool name → `tool`;
-/// 4. an operation or name ending `_memory` or saying `retrieval`/`memory`,
+/// 4. `execute_tool`, or a tool name → `tool`;
+/// 5. an operation or name ending `_memory` or saying `retrieval`/`memory`,
 ///    or a `db.system` → `memory`;
-/// 5. a name/operation saying queue, pool/worker wait or acquire → `queue`
+/// 6. a name/operation saying queue, pool/worker wait or acquire → `queue`
 ///    (messaging producer/consumer spans excepted);
-/// 6. a client-kind HTTP call (`http.request.method` or `url.full`) →
+/// 7. a client-kind HTTP call (`http.request.method` or `url.full`) →
 ///    `network`;
-/// 7. a server-kind span, or a root → `service`;
-/// 8. else `other`.
+/// 8. a server-kind span, or a root → `service`;
+/// 9. else `other`.
 ///
 /// ```
 /// use overtime_parse::spans::stage::{derive_stage, StageHints};
@@ -165,7 +173,26 @@ pub fn derive_stage(h: &StageHints) -> Stage {
     let name = h.name.to_ascii_lowercase();
     let op = h.operation.map(|o| o.trim().to_ascii_lowercase());
     let op = op.as_deref().unwrap_or("");
-    let llm = is_llm_operation(op) || (op.is_empty() && h.model);
+    // An application span of an LLM framework (a chain, an agent, a
+    // workflow step) is not a call, whatever model it mentions.
+    let app_span = matches!(
+        h.convention,
+        Some("chain" | "agent" | "workflow" | "task" | "guardrail" | "unknown")
+    );
+    match h.convention {
+        Some("llm") => {
+            return if says_judge(&name) || h.judge {
+                Stage::Judge
+            } else {
+                Stage::Llm
+            }
+        }
+        Some("evaluator") => return Stage::Judge,
+        Some("tool") => return Stage::Tool,
+        Some("retriever" | "embedding" | "reranker") => return Stage::Memory,
+        _ => {}
+    }
+    let llm = !app_span && (is_llm_operation(op) || (op.is_empty() && h.model));
     if llm {
         return if says_judge(&name) || h.judge {
             Stage::Judge
@@ -173,7 +200,7 @@ pub fn derive_stage(h: &StageHints) -> Stage {
             Stage::Llm
         };
     }
-    if op == "execute_tool" || h.tool {
+    if !app_span && (op == "execute_tool" || h.tool) {
         return Stage::Tool;
     }
     if says_memory(op) || says_memory(&name) || h.db_system {

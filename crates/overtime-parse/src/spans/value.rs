@@ -165,6 +165,32 @@ pub fn any_str(v: &AnyValue) -> Option<&str> {
     }
 }
 
+/// A string value, or every string element of an array joined by `,`:
+/// a captured header may be written as one element per comma-separated
+/// item (`["queue_wait=0.01s", "kv_cache_build=3.7s"]`).
+///
+/// ```
+/// use overtime_parse::spans::value::{any_joined, plain_json_to_any};
+/// let v = plain_json_to_any(&serde_json::json!(["queue_wait=0.01s", "kv_cache_build=3.7s"]));
+/// assert_eq!(any_joined(&v).as_deref(), Some("queue_wait=0.01s,kv_cache_build=3.7s"));
+/// ```
+pub fn any_joined(v: &AnyValue) -> Option<String> {
+    match v.value.as_ref()? {
+        V::StringValue(s) => Some(s.clone()),
+        V::ArrayValue(a) => {
+            let parts: Vec<&str> = a
+                .values
+                .iter()
+                .filter_map(any_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            (!parts.is_empty()).then(|| parts.join(","))
+        }
+        _ => None,
+    }
+}
+
 /// A number: int, double, or a numeric string.
 pub fn any_f64(v: &AnyValue) -> Option<f64> {
     let f = match v.value.as_ref()? {

@@ -1,0 +1,145 @@
+//! Unit tests of [`super`]: fields, attributes and events into columns.
+use super::*;
+use crate::spans::value::plain_json_to_any;
+use overtime_model::Stage;
+use serde_json::json;
+
+fn span() -> SpanBuilder {
+    let mut r = SpanRecord::new(
+        "0af7651916cd43dd8448eb211c80319c",
+        "b7ad6b7169203331",
+        "agent",
+        "chat",
+        0,
+        1000,
+    );
+    r.parent_span_id = Some("00f067aa0ba902b7".into());
+    SpanBuilder::new(r)
+}
+
+fn a(v: serde_json::Value) -> AnyValue {
+    plain_json_to_any(&v)
+}
+
+#[test]
+fn gen_ai_attributes_fill_columns() {
+    let mut b = span();
+    b.attribute("gen_ai.operation.name", &a(json!("chat")));
+    b.attribute("gen_ai.request.model", &a(json!("deepseek-v4-pro")));
+    b.attribute("gen_ai.response.model", &a(json!("deepseek-v4-pro-0501")));
+    b.attribute("gen_ai.usage.input_tokens", &a(json!(412)));
+    b.attribute("gen_ai.response.time_to_first_chunk", &a(json!(0.75)));
+    b.attribute(
+        "http.response.header.x-llm-reason",
+        &a(json!(["kv_cache_build=3.2s"])),
+    );
+    b.attribute("http.request.header.x-max-wait", &a(json!(["60"])));
+    b.attribute("agent.timeout_ms", &a(json!(30000)));
+    b.attribute("agent.attempt", &a(json!("1")));
+    b.attribute("customer.tier", &a(json!("gold")));
+    let r = b.finish();
+    assert_eq!(r.stage, Stage::Llm);
+    assert_eq!(r.model.as_deref(), Some("deepseek-v4-pro"));
+    assert_eq!(r.input_tokens, Some(412));
+    assert_eq!(r.ttft_ms, Some(750.0));
+    assert_eq!(r.phases.prefill_ms, Some(3200.0));
+    assert_eq!(r.max_wait_ms, Some(60000.0));
+    assert_eq!(r.timeout_ms, Some(30000.0));
+    assert_eq!(r.attempt, Some(1));
+    assert!(r
+        .attributes
+        .contains(&("customer.tier".into(), "gold".into())));
+    assert!(r.attributes.contains(&(
+        "gen_ai.response.model".into(),
+        "deepseek-v4-pro-0501".into()
+    )));
+    assert!(r
+        .attributes
+        .contains(&("gen_ai.operation.name".into(), "chat".into())));
+}
+
+#[test]
+fn unreadable_values_are_kept_not_lost() {
+    let mut b = span();
+    b.attribute("agent.attempt", &a(json!("first")));
+    assert!(!b.field("input_tokens", &a(json!("many"))));
+    assert!(b.field("timeout_ms", &a(json!(null))));
+    assert!(b.field("timeout_ms", &a(json!(0))));
+    let r = b.finish();
+    assert_eq!(r.attempt, None);
+    assert_eq!(r.timeout_ms, None);
+    assert!(r
+        .attributes
+        .contains(&("agent.attempt".into(), "first".into())));
+}
+
+#[test]
+fn peer_status_and_events() {
+    let mut b = span();
+    b.set_kind(Some("client"));
+    b.attribute("http.request.method", &a(json!("GET")));
+    b.attribute("url.full", &a(json!("https://api.weather.com/v1/now")));
+    b.attribute("http.response.status_code", &a(json!(504)));
+    b.event(
+        "dns",
+        10,
+        &[KeyValue {
+            key: "duration_ms".into(),
+            value: Some(a(json!(12.5))),
+            ..Default::default()
+        }],
+    );
+    b.event("chunk", 20, &[]);
+    let r = b.finish();
+    assert_eq!(r.stage, Stage::Network);
+    assert_eq!(r.peer.as_deref(), Some("api.weather.com"));
+    assert_eq!(r.status, SpanStatus::Error);
+    assert_eq!(r.dns_ms, Some(12.5));
+    assert_eq!(r.events.len(), 2);
+    assert_eq!(r.events[0].duration_ms, Some(12.5));
+
+    let mut b = span();
+    b.attribute("server.address", &a(json!("10.0.0.7")));
+    b.attribute("server.port", &a(json!(8000)));
+    b.set_status(SpanStatus::Error);
+    let exc = |k: &str, v: &str| KeyValue {
+        key: k.into(),
+        value: Some(a(json!(v))),
+        ..Default::default()
+    };
+    b.event(
+        "exception",
+        30,
+        &[
+            exc("exception.type", "httpx.ReadTimeout"),
+            exc("exception.message", "timed out"),
+        ],
+    );
+    b.event(
+        "gen_ai.evaluation.result",
+        40,
+        &[KeyValue {
+            key: "gen_ai.evaluation.score.value".into(),
+            value: Some(a(json!(0.4))),
+            ..Default::default()
+        }],
+    );
+    let r = b.finish();
+    assert_eq!(r.peer.as_deref(), Some("10.0.0.7:8000"));
+    assert_eq!(r.status, SpanStatus::Timeout);
+    assert_eq!(r.error_type.as_deref(), Some("httpx.ReadTimeout"));
+    assert_eq!(r.judge_score, Some(0.4));
+}
+
+#[test]
+fn judge_hint_from_agent_attribute() {
+    let mut b = span();
+    b.attribute("gen_ai.operation.name", &a(json!("chat")));
+    b.attribute("agent.role", &a(json!("llm-as-judge")));
+    assert_eq!(b.finish().stage, Stage::Judge);
+    let mut b = span();
+    b.field("stage", &a(json!("warp")));
+    let r = b.finish();
+    assert_eq!(r.stage, Stage::Other);
+    assert!(r.attributes.contains(&("stage".into(), "warp".into())));
+}

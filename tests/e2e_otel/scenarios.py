@@ -1,0 +1,176 @@
+"""The scenarios: batches of requests, each with the fault it injects and
+the diagnosis that fault must get, decided here by what was injected,
+never by overtime.
+
+Time is scaled down ~20×: nginx's read timeout is 3 s. Only faults that
+off-the-shelf spans can show are here: instrumentation records no
+configured timeout (so no `gateway_timeout_mismatch`) and no DNS/connect
+phase (so no `upstream_connect_slow`).
+
+Components: `agent-api` is the service; `tool:NAME` is the tool's name
+where the variant's instrumentation names tools (GenAI `execute_tool`,
+OpenInference TOOL spans) and the tool server's address where tools are
+bare HTTP client spans (Traceloop); `judge` is the judge model of the
+variant.
+"""
+
+from __future__ import annotations
+
+MAIN = "deepseek-v4-pro"
+SMALL = "qwen3-32b"
+LEGACY = "llama-3-8b-instruct"
+# The judge: under GenAI and OpenInference it runs inside the family's
+# agent/evaluator span; Traceloop has none, so its model says it.
+JUDGE = {"genai": "qwen2.5-72b-instruct", "openinference": "qwen2.5-72b-instruct", "traceloop": "judge-qwen2.5-72b"}
+TOOLS = ["weather_api", "crm_api", "web_search", "poi_search", "calc"]
+
+
+def llm(model=MAIN, words=40, max_tokens=48, **kw):
+    return {"op": "llm", "model": model, "prompt_words": words, "max_tokens": max_tokens, **kw}
+
+
+def judge(**kw):
+    return {"op": "judge", "name": "answer_judge", "prompt_words": 180, "max_tokens": 40, **kw}
+
+
+def tool(name, latency_s=0.05, **kw):
+    return {"op": "tool", "name": name, "latency_s": latency_s, **kw}
+
+
+def par(*steps):
+    return {"op": "parallel", "steps": list(steps)}
+
+
+class Req:
+    def __init__(self, route, steps=None, *, body=None, stream=False, tp="auto", expect=None, heartbeat_s=None, budget_s=None):
+        self.route = route
+        self.stream = stream
+        self.tp = tp  # auto (3 in 5 send a traceparent), yes, no, unsampled
+        self.expect = expect
+        if body is None:
+            body = {"steps": steps}
+            if heartbeat_s:
+                body["heartbeat_s"] = heartbeat_s
+            if budget_s:
+                body["budget_s"] = budget_s
+        self.body = body
+
+
+class Scenario:
+    def __init__(self, name, kind, component, reqs, *, concurrency=6, gap_ms=40, noise=(), note=""):
+        self.name = name
+        self.kind = kind
+        self.component = component
+        self.reqs = reqs
+        self.noise = list(noise)
+        self.concurrency = concurrency
+        self.gap_ms = gap_ms
+        self.note = note
+
+
+def rep(n, make):
+    return [make(i) for i in range(n)]
+
+
+def healthy() -> Scenario:
+    reqs = []
+    for i in range(3):
+        reqs.append(Req("/v1/agent/run", [llm(words=60 + i * 10), tool("weather_api", 0.1)]))
+        reqs.append(Req("/v1/agent/run", [llm(SMALL, 30, 24), par(tool("calc", 0.08), tool("poi_search", 0.15, client="requests")), llm(words=300, max_tokens=120)]))
+        reqs.append(Req("/v1/agent/run", [llm(), judge(model=None)]))
+        reqs.append(Req("/v1/agent/run", [llm(LEGACY, server="legacy", max_tokens=60)]))
+        reqs.append(Req("/v1/agent/stream", [llm(stream=True, max_tokens=120)], stream=True))
+        reqs.append(Req("/v1/agent/report", [llm(max_tokens=80), tool("crm_api", 0.2)]))
+    for i in range(2):
+        # slow but inside every timeout: 1.8 s of prefill, a 2 s tool
+        reqs.append(Req("/v1/agent/run", [llm(words=1200, sim={"prefill_s": 1.2})]))
+        reqs.append(Req("/v1/agent/run", [tool("web_search", 2.0, timeout=2.6)]))
+        # a long stream kept alive by heartbeats (4.5 s > 3 s, never 3 s silent)
+        reqs.append(Req("/v1/agent/stream", [llm(stream=True), tool("web_search", 3.5), llm(stream=True)], stream=True, heartbeat_s=0.5))
+        # a tool that failed and had a fallback: the user still gets 200
+        reqs.append(Req("/v1/agent/run", [tool("weather_api", 0.05, status=503, fallback=tool("calc", 0.02)), llm()]))
+        # sampled out by the client: no spans at all
+        reqs.append(Req("/v1/agent/run", [llm(), tool("calc")], tp="unsampled"))
+    # 4xx: a body the service rejects
+    reqs.append(Req("/v1/agent/run", body={"prompt": "no steps"}))
+    return Scenario("healthy", None, None, reqs, concurrency=6, gap_ms=50, note="no failing verdict, no incident")
+
+
+def failing() -> list[Scenario]:
+    s = []
+    s.append(Scenario(
+        "stream_idle_gap", "stream_idle_gap", "agent-api",
+        rep(3, lambda i: Req("/v1/agent/stream", [llm(stream=True), tool("web_search", 4.5), llm(stream=True)], stream=True))
+        + rep(3, lambda i: Req("/v1/agent/stream", [llm(stream=True, sim={"stall_after": 3, "stall_s": 4.5})], stream=True)),
+        noise=[Req("/v1/agent/stream", [llm(stream=True), tool("web_search", 3.5), llm(stream=True)], stream=True, heartbeat_s=0.5)],
+        note="the service's SSE goes silent (a 4.5 s tool call with no heartbeat, or the model stream stalling 4.5 s): nginx cuts it 3 s after the last byte and logs 200",
+    ))
+    s.append(Scenario(
+        "serial_budget_exhaustion", "serial_budget_exhaustion", "agent-api",
+        rep(6, lambda i: Req("/v1/agent/run", [llm(sim={"decode_s": 0.5}), tool("weather_api", 0.5), llm(SMALL, sim={"decode_s": 0.5}), tool("crm_api", 0.5),
+                                               llm(sim={"decode_s": 0.5}), tool("calc", 0.5), llm(SMALL, sim={"decode_s": 0.5})])),
+        note="seven calls of 0.5 s in series: 3.5 s > 3 s, none holds 40 %",
+    ))
+    s.append(Scenario(
+        "pool_saturation", "pool_saturation", "agent-api",
+        rep(9, lambda i: Req("/v1/agent/report", [llm(sim={"decode_s": 0.25}), tool("crm_api", 0.25)])),
+        concurrency=9, gap_ms=10,
+        note="9 report jobs at once on one worker, 0.5 s of work each: the later ones wait > 2.5 s for the worker before any work",
+    ))
+    s.append(Scenario(
+        "judge_slow", "judge_slow", "judge",
+        rep(6, lambda i: Req("/v1/agent/run", [llm(max_tokens=30), judge(model=None, sim={"decode_s": 3.4})])),
+        note="the LLM-as-judge call takes 3.4 s",
+    ))
+    s.append(Scenario(
+        "llm_queueing", "llm_queueing", MAIN,
+        rep(6, lambda i: Req("/v1/agent/run", [tool("calc", 0.05), llm(sim={"queue_s": 3.3, "prefill_s": 0.1, "decode_s": 0.2})])),
+        note="the model server queues the call 3.3 s for a GPU slot (X-LLM-Reason queue_wait)",
+    ))
+    s.append(Scenario(
+        "llm_prefill_slow", "llm_prefill_slow", MAIN,
+        rep(6, lambda i: Req("/v1/agent/run", [llm(words=2400, sim={"prefill_s": 3.4, "decode_s": 0.2})])),
+        note="2,400-token prompts: 3.4 s of prefill (kv_cache_build)",
+    ))
+    s.append(Scenario(
+        "llm_decode_slow", "llm_decode_slow", SMALL,
+        rep(6, lambda i: Req("/v1/agent/run", [llm(SMALL, max_tokens=1400, sim={"decode_s": 3.4})])),
+        note="1,400 output tokens: 3.4 s of decode",
+    ))
+    s.append(Scenario(
+        "llm_slow", "llm_slow", LEGACY,
+        rep(6, lambda i: Req("/v1/agent/run", [llm(LEGACY, server="legacy", sim={"decode_s": 3.5})])),
+        note="a model server that reports no phases, 3.5 s",
+    ))
+    s.append(Scenario(
+        "retry_amplification (model)", "retry_amplification", MAIN,
+        rep(5, lambda i: Req("/v1/agent/run", [llm(timeout=1.0, retries=2, sim={"hang_s": 5})])),
+        note="the openai client's own retries: 3 attempts of 1 s (read timeout) under one chat span",
+    ))
+    s.append(Scenario(
+        "retry_amplification (tool)", "retry_amplification", "tool:crm_api",
+        rep(5, lambda i: Req("/v1/agent/run", [tool("crm_api", 5, timeout=1.0, attempts=3)])),
+        note="the agent retries crm_api three times, each cut by its 1 s timeout",
+    ))
+    s.append(Scenario(
+        "tool_no_timeout", "tool_no_timeout", "tool:web_search",
+        rep(6, lambda i: Req("/v1/agent/run", [llm(max_tokens=20), tool("web_search", 5)]))
+        + [Req("/v1/agent/run", [tool("web_search", 5)], tp="unsampled", expect=("unknown", "—"))],
+        note="web_search hangs 5 s and its client has no timeout; one request was sampled out (unknown)",
+    ))
+    s.append(Scenario(
+        "tool_no_timeout (requests)", "tool_no_timeout", "tool:poi_search",
+        rep(4, lambda i: Req("/v1/agent/run", [tool("poi_search", 5, client="requests")])),
+        note="poi_search over requests, no timeout, hangs 5 s",
+    ))
+    s.append(Scenario(
+        "tool_slow", "tool_slow", "tool:weather_api",
+        rep(6, lambda i: Req("/v1/agent/run", [llm(max_tokens=20), tool("weather_api", 5, timeout=2.5)])),
+        note="weather_api's 2.5 s timeout fires; the service answers 503 (service_timeout)",
+    ))
+    s.append(Scenario(
+        "semantic_mask (tool_no_timeout)", "tool_no_timeout", "tool:web_search",
+        rep(6, lambda i: Req("/v1/agent/run", [tool("web_search", 6)], budget_s=4.0)),
+        note="the service's 4 s budget > nginx's 3 s: nginx answers 504 at 3 s, the service 503 at 4 s to a closed connection",
+    ))
+    return s
