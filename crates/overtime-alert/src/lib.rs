@@ -33,12 +33,13 @@ mod deliver;
 mod payload;
 mod sender;
 
-pub use alert::{
-    fingerprint, severity_of, Alert, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW,
-    BURN_TICKET, CATALOG, CHAIN_HEALTH_LOW, INCIDENT, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
-};
+pub use alert::{fingerprint, Alert};
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;
+pub use overtime_slo::alert_names::{
+    severity_of, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
+    CHAIN_HEALTH_LOW, INCIDENT, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+};
 pub use payload::{alertmanager_body, rfc3339, webhook_bodies, ZERO_TIME};
 pub use sender::{AlertError, AlertSender, AlertStats};

@@ -17,8 +17,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-mod slo;
-pub use slo::{ChainWeights, SloConfig};
+pub use overtime_slo::{ChainWeights, SloConfig};
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
@@ -217,6 +216,9 @@ pub struct DiagnoseSection {
     /// memory, waiting or kept for revision; past it, the oldest diagnosed
     /// traces are forgotten, then the quietest waiting ones diagnosed early.
     pub max_live_records: usize,
+    /// The root-cause rules' thresholds (`[diagnose.rules]`), owned by the
+    /// rules themselves.
+    pub rules: overtime_diagnose::rules::RuleThresholds,
 }
 
 impl Default for DiagnoseSection {
@@ -231,6 +233,7 @@ impl Default for DiagnoseSection {
             default_budget_ms: None,
             max_traces: 1_000_000,
             max_live_records: 1_000_000,
+            rules: Default::default(),
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct DiagnoseConfig {
     pub all_verdicts: bool,
     /// Example trace ids kept per incident.
     pub max_examples: usize,
+    /// The thresholds of the root-cause rules (`[diagnose.rules]`).
+    pub rules: crate::rules::RuleThresholds,
 }
 
 impl Default for DiagnoseConfig {
@@ -45,6 +47,7 @@ impl Default for DiagnoseConfig {
             default_budget_ms: None,
             all_verdicts: false,
             max_examples: 5,
+            rules: crate::rules::RuleThresholds::default(),
         }
     }
 }

@@ -25,8 +25,8 @@ use crate::report::{self, IncidentReport};
 use crate::timeouts;
 use crate::verdict::{diagnose_trace, TraceSummary};
 use crate::Trace;
+use overtime_model::RequestObservation;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
-use overtime_slo::RequestObservation;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 

@@ -12,8 +12,8 @@
 use crate::assemble::Trace;
 use crate::calls::component_of;
 use crate::verdict::TraceSummary;
+use overtime_model::{CallObservation, GatewayStatus, RequestObservation};
 use overtime_model::{SpanRecord, Stage};
-use overtime_slo::{CallObservation, GatewayStatus, RequestObservation};
 use rustc_hash::FxHashMap;
 
 fn is_call_stage(s: Stage) -> bool {

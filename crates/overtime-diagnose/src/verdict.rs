@@ -138,6 +138,7 @@ fn build_verdict(
         stream,
         stream_component,
         threshold_tokens: cfg.threshold_tokens,
+        thresholds: &cfg.rules,
     };
     let (mut root_cause, contributing) = if outcome == Outcome::Ok {
         let (mut rc, c) = root_cause(&facts);

@@ -58,6 +58,7 @@ struct Pipeline {
     rejected: BTreeMap<(String, String), u64>,
     backpressure: BTreeMap<String, u64>,
     write_failures: BTreeMap<String, u64>,
+    live_decode_failures: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Default)]
@@ -185,6 +186,16 @@ impl Metrics {
     pub fn count_backpressure(&self, source: &str) {
         let mut p = lock(&self.pipeline);
         *p.backpressure.entry(source.to_string()).or_default() += 1;
+    }
+
+    /// A stored batch the live diagnosis could not decode back into records
+    /// (a schema the model does not know): its rows are durable and
+    /// queryable, but no verdict will count them.
+    pub fn count_live_decode_failure(&self, table: &'static str) {
+        *lock(&self.pipeline)
+            .live_decode_failures
+            .entry(table)
+            .or_default() += 1;
     }
 
     /// Counts a sink write of `source` (`file`, `otlp_http`, `otlp_grpc`,
@@ -425,6 +436,19 @@ impl Metrics {
                 "overtime_store_write_failures_total",
                 &[("source", s)],
                 *n as f64,
+            );
+        }
+        o.family(
+            "overtime_live_decode_failures_total",
+            "counter",
+            "stored batches the live diagnosis could not decode, by table; their rows are stored but get no verdict",
+        );
+        for table in ["gateway_requests", "spans"] {
+            let n = p.live_decode_failures.get(table).copied().unwrap_or(0);
+            o.sample(
+                "overtime_live_decode_failures_total",
+                &[("table", table)],
+                n as f64,
             );
         }
         o.family("overtime_kafka_lag", "gauge", "consumer lag in messages");

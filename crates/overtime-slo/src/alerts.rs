@@ -5,9 +5,9 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-// The names are the delivery crate's catalog (one list for the rules, the
-// evaluator and the sender).
-pub use overtime_alert::{
+// The names of the catalog (one list for the rules, the evaluator and the
+// sender).
+pub use crate::alert_names::{
     BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_LOW,
     SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
@@ -151,10 +151,10 @@ mod tests {
 
     #[test]
     fn evaluates_every_alert_of_the_catalog_but_the_incident_page() {
-        let catalog: Vec<&str> = overtime_alert::CATALOG
+        let catalog: Vec<&str> = crate::alert_names::CATALOG
             .iter()
             .map(|(name, _)| *name)
-            .filter(|n| *n != overtime_alert::INCIDENT)
+            .filter(|n| *n != crate::alert_names::INCIDENT)
             .collect();
         assert_eq!(ALERT_NAMES.to_vec(), catalog);
     }

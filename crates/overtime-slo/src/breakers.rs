@@ -15,10 +15,10 @@
 //!
 //! Calls of stage `llm` and `judge` count: a judge runs on a model too.
 
-use crate::observation::CallObservation;
 use crate::ring::Ring;
 use crate::windows::{sum_calls, CallStats, CallTally};
-use overtime_config::SloConfig;
+use crate::SloConfig;
+use overtime_model::CallObservation;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -33,10 +33,11 @@
 //! assert!(slo.alerts().iter().any(|a| a.name() == "OvertimeModelBreakerL3"));
 //! ```
 
+pub mod alert_names;
 mod alerts;
 mod breakers;
+mod config;
 mod labels;
-mod observation;
 mod ring;
 mod sketch;
 mod totals;
@@ -48,8 +49,9 @@ pub use alerts::{
 };
 pub use breakers::ModelStats;
 pub use labels::{BoundedLabel, OTHER};
-pub use observation::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
-pub use overtime_config::SloConfig;
+// The live diagnosis writes them (overtime-model holds the type both share).
+pub use config::{ChainWeights, SloConfig};
+pub use overtime_model::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
 pub use sketch::{LogSketch, MAX_BINS};
 pub use totals::{
     CounterVec, Histogram, HistogramVec, Labels, Totals, BUDGET_BUCKETS, CALL_BUCKETS, TTFT_BUCKETS,

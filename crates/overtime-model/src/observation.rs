@@ -2,7 +2,7 @@
 //! builds one [`RequestObservation`] per trace, at its first verdict, and
 //! never again for that trace.
 
-use overtime_model::{Outcome, SpanStatus, Stage};
+use crate::{Outcome, SpanStatus, Stage};
 use serde::{Deserialize, Serialize};
 
 /// The status one gateway layer answered.

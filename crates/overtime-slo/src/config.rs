@@ -5,11 +5,14 @@
 //! requests, not the wall clock) and is multiplied by `window_scale`:
 //! tests replay an hour of traffic with `window_scale = 0.01` in 36 s.
 //!
+//! The config file's `[slo]` section is this type (overtime-config
+//! composes it); every field has a serde default.
+//!
 //! ```
-//! let cfg = overtime_config::Config::from_toml_str("[slo]\nwindow_scale = 0.01\n").unwrap();
-//! assert_eq!(cfg.slo.window_scale, 0.01);
-//! assert_eq!(cfg.slo.semantic_success_score, 0.8); // defaulted
-//! assert_eq!(cfg.slo.scaled_us(3600.0), 36_000_000);
+//! let slo: overtime_slo::SloConfig = serde_json::from_str(r#"{"window_scale": 0.01}"#).unwrap();
+//! assert_eq!(slo.window_scale, 0.01);
+//! assert_eq!(slo.semantic_success_score, 0.8); // defaulted
+//! assert_eq!(slo.scaled_us(3600.0), 36_000_000);
 //! ```
 
 use serde::{Deserialize, Serialize};
