@@ -27,6 +27,11 @@ use super::values::is_null;
 pub(crate) enum Check {
     /// No raw `"` (escape=default/json): first or last free-text value.
     NoQuote,
+    /// No space and no `"`: a first or last value whose column reads it as
+    /// a number or a time (that reading then says `bad_number`/`bad_time`
+    /// for a bad value; text outside the format always brings a space or
+    /// a quote).
+    Token,
     /// The whole value has this shape (or is `-`).
     Shape(Shape),
     /// An IP address or `unix:`.
@@ -36,11 +41,13 @@ pub(crate) enum Check {
 }
 
 /// The checks a variable gets: `edge` when it is the first or last value
-/// of the line, `quote_free` when nginx escapes `"` in values.
+/// of the line, `typed` when its column reads it as a number or a time,
+/// `quote_free` when nginx escapes `"` in values.
 pub(crate) fn check_for(
     var: &str,
     shape: Option<Shape>,
     edge: bool,
+    typed: bool,
     quote_free: bool,
 ) -> Option<Check> {
     if matches!(var, "remote_addr" | "realip_remote_addr" | "server_addr") {
@@ -54,8 +61,10 @@ pub(crate) fn check_for(
     }
     match shape {
         // `$request_id`-shaped values are checked by their column.
-        Some(Shape::Digits) if !edge => Some(Check::Shape(Shape::Digits)),
-        Some(s) if edge && s != Shape::List && !is_list_var(var) => Some(Check::Shape(s)),
+        Some(Shape::Digits) if !edge && !typed => Some(Check::Shape(Shape::Digits)),
+        Some(s) if edge && (s == Shape::List || is_list_var(var)) => None,
+        Some(_) if edge && typed => Some(Check::Token),
+        Some(s) if edge => Some(Check::Shape(s)),
         None if edge && quote_free => Some(Check::NoQuote),
         _ => None,
     }
@@ -70,6 +79,7 @@ pub(crate) fn passes(c: Check, v: &str, json: bool) -> bool {
         Check::NoQuote => b.iter().enumerate().all(|(i, &x)| {
             x != b'"' || b[..i].iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 1
         }),
+        Check::Token => !b.iter().any(|&x| x == b'"' || x.is_ascii_whitespace()),
         Check::Shape(s) => is_null(v) || b.iter().all(|&x| s.accepts(x)),
         Check::Addr => is_null(v) || is_addr(v),
         Check::IntList => {
@@ -109,6 +119,9 @@ pub(crate) fn detail(c: Check, var: &str, v: &str, first: bool) -> String {
              (text {where_} the format?)"
         ),
         Check::Addr => format!("${var}: {shown:?} is not an IP address (text before the format?)"),
+        Check::Token => {
+            format!("${var}: {shown:?} holds a space or a '\"' (text {where_} the format?)")
+        }
         Check::Shape(_) | Check::IntList => {
             format!("${var}: {shown:?} is not what nginx writes for ${var}")
         }

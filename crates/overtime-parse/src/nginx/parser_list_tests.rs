@@ -196,3 +196,14 @@ fn a_request_nginx_refused_is_kept_raw_without_method_or_uri() {
         "a good request line is split, not kept"
     );
 }
+
+#[test]
+fn text_after_a_format_ending_in_a_number_is_a_mismatch_but_a_bad_number_is_not() {
+    let f = "'$status rt=$request_time'";
+    let (rows, rej) = parse(f, "504 rt=60.001 \"-\"");
+    assert!(rows.is_empty());
+    assert_eq!(rej[0].reason, "format_mismatch");
+    assert!(rej[0].detail.contains("$request_time"), "{}", rej[0].detail);
+    let (_, rej) = parse(f, "504 rt=slow");
+    assert_eq!(rej[0].reason, "bad_number");
+}

@@ -289,7 +289,22 @@ impl Plan {
                 continue;
             }
             let edge = occ == 0 || occ + 1 == vars.len();
-            if let Some(c) = check_for(v, shapes[occ], edge, escape != Escape::None) {
+            let typed = matches!(
+                roles[occ],
+                Role::Col(
+                    Col::Status
+                        | Col::Bytes
+                        | Col::RequestTime
+                        | Col::UpConnect
+                        | Col::UpHeader
+                        | Col::UpResponse
+                        | Col::UpStatus
+                        | Col::Msec
+                        | Col::TimeIso
+                        | Col::TimeLocal
+                )
+            );
+            if let Some(c) = check_for(v, shapes[occ], edge, typed, escape != Escape::None) {
                 checks.push((occ, c));
             }
         }
