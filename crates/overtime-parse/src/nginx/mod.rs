@@ -56,6 +56,7 @@ mod format;
 mod lists;
 mod parser;
 mod plan;
+mod request;
 pub(crate) mod values;
 
 #[cfg(test)]

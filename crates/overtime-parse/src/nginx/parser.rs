@@ -11,9 +11,10 @@ use super::checks::{detail, passes};
 use super::columns::presized;
 use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
+use super::request::split_request;
 use super::values::{
-    duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, split_request, time_local_us, trace_id,
-    uint, unescape_default, unescape_json, ListItems,
+    duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, time_local_us, trace_id, uint,
+    unescape_default, unescape_json, ListItems,
 };
 use arrow::record_batch::RecordBatch;
 use overtime_model::{sum_known, GatewayColumns, RejectedColumns, RejectedRecord};

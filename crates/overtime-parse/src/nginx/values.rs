@@ -1,5 +1,6 @@
 //! Value readers for the line parser: nginx numbers, the three time
-//! variables, `$upstream_*` lists, `$request`, and nginx's two escapes.
+//! variables, `$upstream_*` lists, and nginx's two escapes (`$request` is
+//! in `request.rs`).
 //! All are allocation-free except unescaping, which writes into a buffer
 //! the caller reuses.
 
@@ -132,8 +133,21 @@ fn num(b: &[u8], at: usize, n: usize) -> Option<i64> {
     })
 }
 
+/// Days in month `mo` of year `y` (proleptic Gregorian).
+fn month_days(y: i64, mo: i64) -> i64 {
+    match mo {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// A date nginx could write (no 31 February: that would silently become
+/// 3 March), as µs since the epoch.
 fn epoch_us(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64, off_s: i64) -> Option<i64> {
-    let ok = (1..=12).contains(&mo) && (1..=31).contains(&d) && h < 24 && mi < 60 && s <= 60;
+    let ok =
+        (1..=12).contains(&mo) && d >= 1 && d <= month_days(y, mo) && h < 24 && mi < 60 && s <= 60;
     ok.then(|| ((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) - off_s) * 1_000_000)
 }
 
@@ -272,71 +286,6 @@ impl<'a> Iterator for ListItems<'a> {
         }
         self.rest = None;
         Some(trim_spaces(s))
-    }
-}
-
-/// `$request` → (method, uri, protocol), filled as nginx's own request-line
-/// parser fills `$request_method`, `$request_uri` and `$server_protocol`:
-/// a method of `A`–`Z`, `_` and `-`; spaces; a URI starting with `/` or a
-/// scheme (`http://…`, a proxy request); then spaces and `HTTP/<digits>.<digits>`,
-/// or nothing at all for an HTTP/0.9 `GET`. A request line nginx itself
-/// refused (`PATCHp /x HTTP/1.1`, `geti /`, a TLS hello sent to a
-/// plain-HTTP port, a scanner's garbage) gives three `None`s, and the
-/// caller keeps the raw value.
-pub(crate) fn split_request(r: &str) -> (Option<&str>, Option<&str>, Option<&str>) {
-    const NONE: (Option<&str>, Option<&str>, Option<&str>) = (None, None, None);
-    let Some(sp) = r.find(' ') else {
-        return NONE;
-    };
-    let method = &r[..sp];
-    let good = !method.is_empty()
-        && method.len() <= 32
-        && method
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_');
-    let rest = trim_spaces(&r[sp + 1..]);
-    let uri_ok = |u: &str| {
-        let b = u.as_bytes();
-        match b.first() {
-            Some(b'/') => true,
-            Some(c) if c.is_ascii_alphabetic() => {
-                let n = b
-                    .iter()
-                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
-                    .count();
-                u[n..].starts_with("://")
-            }
-            _ => false,
-        }
-    };
-    if !good || !uri_ok(rest) {
-        return NONE;
-    }
-    match rest.rfind(' ') {
-        Some(k) if is_http_version(&rest[k + 1..]) => (
-            Some(method),
-            Some(rest[..k].trim_end_matches(' ')),
-            Some(&rest[k + 1..]),
-        ),
-        None if method == "GET" => (Some(method), Some(rest), None),
-        _ => NONE,
-    }
-}
-
-/// `HTTP/<digits>.<digits>` (nginx's grammar; `HTTP/2` without a minor is
-/// not a request line nginx accepts).
-fn is_http_version(p: &str) -> bool {
-    let Some(v) = p.strip_prefix("HTTP/") else {
-        return false;
-    };
-    match v.split_once('.') {
-        Some((a, b)) => {
-            !a.is_empty()
-                && !b.is_empty()
-                && a.bytes().all(|c| c.is_ascii_digit())
-                && b.bytes().all(|c| c.is_ascii_digit())
-        }
-        None => false,
     }
 }
 
@@ -500,6 +449,13 @@ mod tests {
         assert_eq!(iso8601_us("2026-11-29T10:00:00Z"), Some(t));
         assert_eq!(iso8601_us("2026-11-29T10:00:00.250Z"), Some(t + 250_000));
         assert_eq!(iso8601_us("2026-13-29T10:00:00+00:00"), None);
+        assert_eq!(
+            iso8601_us("2026-02-29T10:00:00+00:00"),
+            None,
+            "not a leap year"
+        );
+        assert!(iso8601_us("2028-02-29T10:00:00+00:00").is_some());
+        assert_eq!(time_local_us("31/Apr/2026:10:00:00 +0000"), None);
         assert_eq!(iso8601_us("2026-11-29"), None);
         assert_eq!(time_local_us("29/Nov/2026:10:00:00 +0000"), Some(t));
         assert_eq!(time_local_us("29/Nov/2026:05:00:00 -0500"), Some(t));
@@ -522,37 +478,6 @@ mod tests {
         );
         let a: Vec<_> = ListItems::new("[::1]:8080, 10.0.0.2:80 : unix:/run/llm.sock").collect();
         assert_eq!(a, vec!["[::1]:8080", "10.0.0.2:80", "unix:/run/llm.sock"]);
-    }
-
-    #[test]
-    fn request_line_and_garbage() {
-        assert_eq!(
-            split_request("GET /v1/chat?q=a b HTTP/1.1"),
-            (Some("GET"), Some("/v1/chat?q=a b"), Some("HTTP/1.1"))
-        );
-        assert_eq!(split_request("GET /"), (Some("GET"), Some("/"), None));
-        assert_eq!(
-            split_request("CONNECT http://x.io:443/ HTTP/1.1"),
-            (Some("CONNECT"), Some("http://x.io:443/"), Some("HTTP/1.1"))
-        );
-        // nginx refuses these request lines: no method, URI or protocol.
-        for bad in [
-            "PATCHp /products/42 HTTP/1.1",
-            "geti /products/42 HTTP/1.1",
-            "hello",
-            "POST /x",
-            "GET / FOO",
-            "GET x HTTP/1.1",
-            "GET / HTTP/2",
-        ] {
-            assert_eq!(split_request(bad), (None, None, None), "{bad}");
-        }
-        assert_eq!(
-            split_request("\u{16}\u{3}\u{1}\u{0} \u{fffd}"),
-            (None, None, None)
-        );
-        assert_eq!(split_request(""), (None, None, None));
-        assert_eq!(split_request("GET "), (None, None, None));
     }
 
     #[test]
