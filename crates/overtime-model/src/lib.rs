@@ -22,6 +22,7 @@ mod rejected;
 mod sink;
 mod span;
 mod span_columns;
+mod span_links;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
@@ -30,7 +31,7 @@ pub use gateway_rows::{str_at, GatewayRows};
 pub use observation::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
 pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
 pub use sink::{Checkpoint, RecordSink, SinkError, Table};
-pub use span::{LlmPhases, SpanEvent, SpanRecord};
+pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
 pub use span_columns::{span_records, span_schema, SpanColumns};
 pub use verdict::{
     BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,

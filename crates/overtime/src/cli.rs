@@ -18,8 +18,9 @@ pub struct Cli {
 pub enum Command {
     /// Diagnose offline: nginx logs and span files in, verdicts and incident reports out.
     Diagnose(Box<DiagnoseArgs>),
-    /// Print the recommended nginx `log_format overtime` directive.
-    NginxFormat,
+    /// Print the recommended nginx `log_format overtime` directive, another
+    /// built-in format by name, or (--list) every built-in format.
+    NginxFormat(NginxFormatArgs),
     /// Run the collector: sources, store, live diagnosis and the API.
     Serve {
         /// The TOML config (default: the embedded default, see `overtime config`).
@@ -34,6 +35,16 @@ pub enum Command {
     /// Drive a simulated agent platform (agent API, model server, tools,
     /// behind real nginx or a built-in gateway) for demos and tests.
     Simulate(Box<overtime_simulate::SimulateArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct NginxFormatArgs {
+    /// The built-in format to print (`overtime nginx-format --list` names them).
+    #[arg(value_name = "NAME", default_value = "overtime")]
+    pub name: String,
+    /// List the built-in formats: name, who writes it, and the directive.
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// How `overtime query` prints rows.

@@ -557,3 +557,27 @@ fn a_missing_or_broken_config_is_a_usage_error_on_one_line() {
         );
     }
 }
+
+#[test]
+fn nginx_format_lists_every_builtin_and_prints_each_by_name() {
+    let out = overtime(&["nginx-format", "--list"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for name in ["overtime", "ingress-nginx", "combined"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(name)),
+            "{name} not listed:\n{stdout}"
+        );
+    }
+    let out = overtime(&["nginx-format", "ingress-nginx"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("log_format upstreaminfo '$remote_addr - $remote_user [$time_local]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("$upstream_status $req_id';"), "{stdout}");
+    let out = overtime(&["nginx-format", "apache"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("ingress-nginx"));
+}

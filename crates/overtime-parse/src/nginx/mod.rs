@@ -47,16 +47,26 @@
 //! `format_mismatch`; adjacent variables of unknown shape (`$a$b`) cannot be
 //! told apart (see `plan.rs`); `include` is not followed in nginx.conf.
 
+mod builtins;
 mod bytes;
+mod checks;
 mod columns;
 mod conf;
 mod format;
+mod lists;
 mod parser;
 mod plan;
+mod request;
 pub(crate) mod values;
 
 #[cfg(test)]
+mod parser_list_tests;
+#[cfg(test)]
 mod parser_tests;
 
-pub use format::{Escape, FormatError, LogFormat, Segment, COMBINED_BODY, OVERTIME_LOG_FORMAT};
+pub use builtins::{
+    BuiltinFormat, BUILTIN_FORMATS, COMBINED_BODY, COMBINED_LOG_FORMAT, INGRESS_NGINX_LOG_FORMAT,
+    OVERTIME_LOG_FORMAT,
+};
+pub use format::{Escape, FormatError, LogFormat, Segment};
 pub use parser::GatewayParser;
