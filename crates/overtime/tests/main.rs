@@ -3,6 +3,7 @@
 //! dependency graph cost more than the tests themselves. Under
 //! `cargo nextest` every test still runs in its own process.
 
+mod advise_cli;
 mod cli_usage;
 mod demo;
 mod faults_auth;
@@ -19,3 +20,4 @@ mod serve;
 mod serve_durability;
 mod support;
 mod ui_browser;
+mod whatif_vs_reality;
