@@ -243,9 +243,11 @@ fn trace_facts(
                     start_ms: (node.start_us - origin) as f64 / 1000.0,
                     ms,
                     end,
-                    known_ms: s
-                        .llm_duration_ms
-                        .filter(|d| end.censored() && *d > ms && d.is_finite()),
+                    known_ms: end
+                        .censored()
+                        .then(|| reported_ms(trace, &tree, node_of[si]))
+                        .flatten()
+                        .filter(|d| *d > ms),
                 }
             })
             .collect();
@@ -304,6 +306,25 @@ fn trace_facts(
         stream_gap_ms: outcome::stream_gap(trace, &tree).map(|g| g.gap_ms),
         calls: facts,
     }
+}
+
+/// The model server's own total (`X-LLM-Duration`) for the call under
+/// `node` — on its span or on a span below it (the server's own span, when
+/// the model server is instrumented): it ran on after the caller gave up.
+fn reported_ms(trace: &Trace, tree: &tree::TraceTree, node: usize) -> Option<f64> {
+    let mut stack = vec![node];
+    let mut best: Option<f64> = None;
+    while let Some(n) = stack.pop() {
+        if let Some(d) = tree.nodes[n]
+            .span
+            .and_then(|i| trace.spans[i].llm_duration_ms)
+            .filter(|d| d.is_finite())
+        {
+            best = Some(best.map_or(d, |b: f64| b.max(d)));
+        }
+        stack.extend(tree.nodes[n].children.iter().copied());
+    }
+    best
 }
 
 /// Calls of one model in flight at each call's start (a sweep over start

@@ -26,6 +26,7 @@ pub mod context;
 pub mod extract;
 pub mod latency_model;
 pub mod lognormal;
+mod model_fit;
 pub mod optim;
 pub mod proposal;
 pub mod render;

@@ -182,7 +182,10 @@ pub fn advice(a: &Advice, style: Style) -> String {
                 let f = &m.fit;
                 vec![
                     m.model.clone(),
-                    format!("{:?}", f.form).to_lowercase(),
+                    serde_json::to_value(f.form)
+                        .ok()
+                        .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                        .unwrap_or_default(),
                     dur(f.base_ms),
                     format!("{:.4e}", f.a),
                     format!("{:.3e}", f.a2),
