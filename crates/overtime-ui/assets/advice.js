@@ -144,11 +144,11 @@ ${al.first ? `<p class="first-change">Change first: <b>${esc(al.first)}</b></p>`
       .map(([label, k]) => `<tr><td>${label}</td><td class="num">${n(w.before[k])}</td><td class="num">${n(w.after[k])}</td></tr>`).join('');
     const changed = w.changed.map((c) => `<tr><td><a class="mono" href="#/trace/${encodeURIComponent(c.trace_id)}">${esc(c.trace_id)}</a></td>
 <td>${fate(c.before)} ${dur(c.before_ms)}</td><td>${fate(c.after)} ${dur(c.after_ms)}${c.share < 1 ? ` <span class="muted">${Math.round(c.share * 100)} % of draws</span>` : ''}</td>
-<td>${c.from_model ? '<span class="badge drawn" title="a cut call\'s latency was drawn from the fitted law">drawn</span>' : 'observed'}</td><td class="wrap">${esc(c.why)}</td></tr>`).join('');
+<td>${c.from_model ? '<span class="badge drawn" title="a cut call\'s latency was drawn from the fitted law">drawn</span>' : c.unseen_rest ? '<span title="a call that ended the request before now finishes; what ran after it was never seen">observed, rest unseen</span>' : 'observed'}</td><td class="wrap">${esc(c.why)}</td></tr>`).join('');
     return `<p class="summary-line" id="whatif-summary">${w.traces} requests replayed under <code>${esc(w.proposal.join(', '))}</code>:
 <b>${n(w.now_finish)}</b> would now finish, <b>${n(w.cut_earlier)}</b> would fail fast or fall back instead of a 504, <b>${n(w.newly_fail)}</b> that succeeded would fail.
 504s ${n(w.before.gateway_timeout)} → <b id="whatif-504">${n(w.after.gateway_timeout)}</b> (${n(w.after_504_range[0])}–${n(w.after_504_range[1])} over ${w.draws} draws).</p>
-<p class="muted" id="whatif-model">${w.from_model} outcomes rest on latencies drawn from the fitted laws for calls that were cut (${w.uncertain} vary between draws); replaying today's settings reproduces today's outcome for ${w.today_reproduced} of ${w.traces} requests.</p>
+<p class="muted" id="whatif-model">${w.from_model} outcomes rest on latencies drawn from the fitted laws for calls that were cut (${w.uncertain} vary between draws)${w.unseen_rest ? `; ${w.unseen_rest} go on past a call that ended them before (what ran after it was never seen: taken as nothing)` : ''}; replaying today's settings reproduces today's outcome for ${w.today_reproduced} of ${w.traces} requests.</p>
 <table class="list" id="whatif-counts"><thead><tr><th></th><th class="num">before</th><th class="num">after</th></tr></thead><tbody>${rows}
 <tr><td>latency P50</td><td class="num">${dur(w.latency_before.p50_ms)}</td><td class="num">${dur(w.latency_after.p50_ms)}</td></tr>
 <tr><td>latency P99</td><td class="num">${dur(w.latency_before.p99_ms)}</td><td class="num">${dur(w.latency_after.p99_ms)}</td></tr></tbody></table>
