@@ -27,6 +27,7 @@ pub enum Command {
         mut_arg("markdown", |a| a.help("Print the advice as Markdown (default: aligned text).")),
         mut_arg("all", |a| a.hide(true)),
         mut_arg("incident_quiet", |a| a.hide(true)),
+        mut_arg("threshold_tokens", |a| a.hide(true)),
     )]
     Advise(Box<AdviseArgs>),
     /// Replay every trace of the inputs (as `diagnose` reads them) under
@@ -37,6 +38,7 @@ pub enum Command {
         mut_arg("markdown", |a| a.help("Print the report as Markdown (default: aligned text).")),
         mut_arg("all", |a| a.hide(true)),
         mut_arg("incident_quiet", |a| a.hide(true)),
+        mut_arg("threshold_tokens", |a| a.hide(true)),
     )]
     Whatif(Box<WhatIfArgs>),
     /// Print the recommended nginx `log_format overtime` directive.
