@@ -83,6 +83,12 @@ pub struct SimulateArgs {
     /// expected root cause and component, the outcome the client saw).
     #[arg(long, value_name = "FILE")]
     pub truth: Option<PathBuf>,
+    /// Run under other timeouts than the routes' (nominal, like every
+    /// delay): `llm.<model>.timeout=30s`, `tool.<name>.timeout=20s` (or
+    /// `none`), `service.budget=90s`, `gateway.read_timeout=130s`,
+    /// `retries=off` — the keys of `overtime whatif`. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// Print the scenarios and what each does, and exit.
     #[arg(long = "list-scenarios")]
     pub list_scenarios: bool,
@@ -140,6 +146,8 @@ pub(crate) struct Settings {
     pub nginx: Option<PathBuf>,
     /// nginx was wanted but is not installed.
     pub nginx_missing: bool,
+    /// `--set` timeouts.
+    pub overrides: crate::overrides::Overrides,
 }
 
 fn usage(msg: String) -> SimulateError {
@@ -217,7 +225,9 @@ impl Settings {
                 None => (None, true),
             }
         };
+        let overrides = crate::overrides::Overrides::parse(&a.set).map_err(usage)?;
         Ok(Settings {
+            overrides,
             scenario,
             mix,
             scale,

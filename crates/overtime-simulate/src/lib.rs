@@ -31,6 +31,7 @@ mod http;
 mod load;
 pub mod model;
 mod orchestrator;
+pub mod overrides;
 mod platform;
 pub mod scenarios;
 mod service;
@@ -237,8 +238,12 @@ fn simulate_inner(
         Some(p) => Some(Arc::new(Truth::create(p)?)),
         None => None,
     };
-    let platform = rt.block_on(Platform::start(&tel, scale))?;
-    let read_timeout = scale.real(s.scenario.gateway_timeout_ms);
+    let platform = rt.block_on(Platform::start(&tel, scale, &s.overrides))?;
+    let gateway_ms = s
+        .overrides
+        .gateway_ms
+        .unwrap_or(s.scenario.gateway_timeout_ms);
+    let read_timeout = scale.real(gateway_ms);
     let spec = GatewaySpec {
         listen_port: args.gateway_port,
         upstream_port: platform.agent_port,
@@ -315,7 +320,6 @@ fn simulate_inner(
             }
         });
     }
-    let gateway_ms = s.scenario.gateway_timeout_ms;
     let load_cfg = LoadConfig {
         scenario: s.scenario,
         mix: s.mix,

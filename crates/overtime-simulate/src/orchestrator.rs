@@ -135,7 +135,7 @@ pub struct Run {
 }
 
 enum CallKind<'a> {
-    Llm,
+    Llm(&'a str),
     Tool(&'a str),
     Memory,
 }
@@ -156,15 +156,22 @@ impl AgentApi {
         }
         let p = run.profile;
         let t = match kind {
-            CallKind::Llm => {
-                let t = s.real_ms(p.llm_ms);
-                Some(match (p.llm_frac, rem) {
-                    (Some(f), Some(r)) => t.min(r * f),
+            CallKind::Llm(model) => {
+                let t = match self.overrides.llm_ms(model) {
+                    Some(o) => o.map(|t| s.real_ms(t)),
+                    None => Some(s.real_ms(p.llm_ms)),
+                };
+                match (p.llm_frac, rem) {
+                    (Some(f), Some(r)) => Some(t.unwrap_or(f64::INFINITY).min(r * f)),
                     _ => t,
-                })
+                }
             }
             CallKind::Tool(tool) => {
-                let t = agent_tool(tool).0.map(|t| s.real_ms(t));
+                let t = self
+                    .overrides
+                    .tool_ms(tool)
+                    .unwrap_or(agent_tool(tool).0)
+                    .map(|t| s.real_ms(t));
                 match (p.tool_frac, rem) {
                     (Some(f), Some(r)) => Some(t.unwrap_or(s.real_ms(30_000.0)).min(r * f)),
                     _ => t,
@@ -276,7 +283,7 @@ impl AgentApi {
         } else {
             ("model-server", self.ports.model)
         };
-        let (timeout, rem) = self.timeouts(run, CallKind::Llm)?;
+        let (timeout, rem) = self.timeouts(run, CallKind::Llm(&l.model))?;
         let prompt = vec!["tok"; l.input_tokens.saturating_sub(5).max(1) as usize].join(" ");
         let mut sim = json!({"output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow});
         if let Some(ms) = l.latency_ms {
@@ -409,7 +416,10 @@ impl AgentApi {
         cx: &Context,
     ) -> Result<(), AgentError> {
         let name = st.name.as_str();
-        let retries = agent_tool(name).1;
+        let retries = match self.overrides.retries {
+            Some(false) => 0,
+            _ => agent_tool(name).1,
+        };
         let t = &self.ctx.tracer;
         let mut sim = json!({
             "latency_ms": st.latency_ms, "status": st.status, "connect_ms": st.connect_ms,

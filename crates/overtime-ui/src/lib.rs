@@ -64,7 +64,7 @@ async fn asset_route(
         return (
             StatusCode::NOT_FOUND,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("no UI asset {file:?}; the UI has index.html, app.js, app.css"),
+            format!("no UI asset {file:?}; the UI has index.html, app.js, advice.js, app.css"),
         )
             .into_response();
     };

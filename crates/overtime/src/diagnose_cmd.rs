@@ -131,8 +131,21 @@ fn duration_arg(v: &str, flag: &str) -> Result<f64> {
     })
 }
 
-pub fn run(a: DiagnoseArgs) -> Result<()> {
-    let logs = resolve_logs(&a)?;
+/// The inputs of `diagnose` read and parsed: what `advise` and `whatif`
+/// read too.
+pub struct Inputs {
+    pub gateway: Vec<arrow::record_batch::RecordBatch>,
+    pub spans: Vec<overtime_model::SpanRecord>,
+    pub cfg: DiagnoseConfig,
+    /// One line per input file: rows read and rejected.
+    pub report_lines: Vec<String>,
+    pub started: std::time::Instant,
+    pub profile: bool,
+}
+
+/// Reads and parses every input the arguments name.
+pub fn load_inputs(a: &DiagnoseArgs) -> Result<Inputs> {
+    let logs = resolve_logs(a)?;
     check_files(&a.spans, "--spans")?;
     check_files(&a.otlp_json, "--otlp-json")?;
     check_files(&a.otlp_proto, "--otlp-proto")?;
@@ -242,8 +255,26 @@ pub fn run(a: DiagnoseArgs) -> Result<()> {
             started.elapsed()
         );
     }
-    let d =
-        diagnose_tables(&gateway, spans.spans, &cfg).context("reading back gateway_requests")?;
+    Ok(Inputs {
+        gateway,
+        spans: spans.spans,
+        cfg,
+        report_lines,
+        started,
+        profile,
+    })
+}
+
+pub fn run(a: DiagnoseArgs) -> Result<()> {
+    let Inputs {
+        gateway,
+        spans,
+        cfg,
+        report_lines,
+        started,
+        profile,
+    } = load_inputs(&a)?;
+    let d = diagnose_tables(&gateway, spans, &cfg).context("reading back gateway_requests")?;
     drop(gateway);
     if profile {
         for (phase, t) in &d.timings {

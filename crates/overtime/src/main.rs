@@ -1,6 +1,7 @@
 //! `overtime`: the thin binary. Parses the command line and hands off to
 //! the library crates; exit codes 0 ok, 1 failure, 2 usage (SPEC §8).
 
+mod advise_cmd;
 mod cli;
 mod conf_timeouts;
 mod diagnose_cmd;
@@ -61,6 +62,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
+        cli::Command::Advise(a) => advise_cmd::run_advise(*a),
+        cli::Command::Whatif(a) => advise_cmd::run_whatif(*a),
         cli::Command::Serve { config } => serve::run(config),
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Simulate(a) => overtime_simulate::run(*a).map_err(|e| {

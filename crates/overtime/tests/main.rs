@@ -3,6 +3,7 @@
 //! dependency graph cost more than the tests themselves. Under
 //! `cargo nextest` every test still runs in its own process.
 
+mod advise_cli;
 mod cli_usage;
 mod demo;
 mod faults_auth;
@@ -18,4 +19,6 @@ mod prometheus_e2e;
 mod serve;
 mod serve_durability;
 mod support;
+mod ui_advice;
 mod ui_browser;
+mod whatif_vs_reality;

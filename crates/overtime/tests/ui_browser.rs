@@ -8,7 +8,7 @@
 //! go to `$CARGO_TARGET_DIR/ui-artifacts/`; their paths are printed.
 
 #[path = "../../../tests/ui/cdp.rs"]
-mod cdp;
+pub(crate) mod cdp;
 
 use cdp::Browser;
 use serde_json::Value;

@@ -171,6 +171,16 @@ static SCENARIOS: &[Scenario] = &[
         )
     },
     Scenario {
+        kind: None,
+        concurrency: 8,
+        ..sc(
+            "latency_law",
+            "—",
+            "A latency study for `overtime advise` and `whatif`: seed 000's three input classes (10–49, 200–500 and 600–1600 input tokens) on deepseek-v4-pro, and a search_api that hangs 120 s one call in twelve (seed 003), on /v1/agent/plan (budget 120 s > gateway 60 s). Each request is drawn from its index: every run sends the same requests; change the timeouts with --set.",
+            latency_law,
+        )
+    },
+    Scenario {
         concurrency: 6,
         noise: Some((3, heartbeat_stream)),
         ..sc(
@@ -297,13 +307,14 @@ mod tests {
     }
 
     #[test]
-    fn one_scenario_per_root_cause_kind_plus_healthy() {
+    fn one_scenario_per_root_cause_kind_plus_healthy_and_the_latency_study() {
         for k in KINDS {
             let s = find(k).unwrap_or_else(|| panic!("no scenario for {k}"));
             assert_eq!(s.kind, Some(k));
         }
         assert_eq!(find("healthy").unwrap().kind, None);
-        assert_eq!(all().len(), KINDS.len() + 1);
+        assert_eq!(find("latency_law").unwrap().kind, None);
+        assert_eq!(all().len(), KINDS.len() + 2);
     }
 
     #[test]
