@@ -35,7 +35,8 @@ mod sender;
 
 pub use alert::{
     fingerprint, severity_of, Alert, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW,
-    BURN_TICKET, CATALOG, CHAIN_HEALTH_LOW, INCIDENT, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+    BURN_TICKET, CATALOG, CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, INCIDENT, LLM_WAIT_RISING,
+    NEAR_TIMEOUT_RISING, SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
 pub use config::{AlertConfig, ConfigError};

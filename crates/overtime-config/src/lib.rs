@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 mod slo;
-pub use slo::{ChainWeights, SloConfig};
+pub use slo::{ChainWeights, EarlyWarningConfig, SloConfig};
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");

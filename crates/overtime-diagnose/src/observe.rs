@@ -11,10 +11,13 @@
 
 use crate::assemble::Trace;
 use crate::calls::component_of;
+use crate::timeouts::LayerTimeout;
 use crate::verdict::TraceSummary;
-use overtime_model::{SpanRecord, Stage};
+use overtime_model::{LlmPhases, SpanRecord, Stage};
+use overtime_parse::llm_reason::parse_llm_reason;
 use overtime_slo::{CallObservation, GatewayStatus, RequestObservation};
 use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 fn is_call_stage(s: Stage) -> bool {
     matches!(
@@ -117,7 +120,40 @@ fn call_spans(spans: &[SpanRecord]) -> Vec<usize> {
         .collect()
 }
 
-fn call(s: &SpanRecord) -> CallObservation {
+/// A span's own phases: parsed already, else its raw `X-LLM-Reason`.
+fn own_phases(s: &SpanRecord) -> LlmPhases {
+    if !s.phases.is_empty() {
+        return s.phases.clone();
+    }
+    s.llm_reason
+        .as_deref()
+        .map(parse_llm_reason)
+        .unwrap_or_default()
+}
+
+/// The phases of the LLM call at span `i`: its own, else those of the
+/// first span under it that has some (the model server's span under the
+/// LLM gateway's, or a plain HTTP client's captured header).
+fn call_phases(spans: &[SpanRecord], i: usize, children: &FxHashMap<&str, Vec<usize>>) -> LlmPhases {
+    let mut todo = vec![i];
+    let mut left = spans.len();
+    while let Some(j) = todo.pop() {
+        let p = own_phases(&spans[j]);
+        if p.queue_ms.is_some() || p.prefill_ms.is_some() {
+            return p;
+        }
+        if left == 0 {
+            break;
+        }
+        left -= 1;
+        if let Some(c) = children.get(spans[j].span_id.as_str()) {
+            todo.extend(c.iter().rev().copied().filter(|&c| c != j));
+        }
+    }
+    LlmPhases::default()
+}
+
+fn call(s: &SpanRecord, phases: &LlmPhases) -> CallObservation {
     let llm = matches!(s.stage, Stage::Llm | Stage::Judge);
     let tool = matches!(s.stage, Stage::Tool | Stage::Memory | Stage::Network);
     CallObservation {
@@ -130,15 +166,103 @@ fn call(s: &SpanRecord) -> CallObservation {
         input_tokens: s.input_tokens,
         budget_left_ms: s.remaining_budget_ms,
         end_us: s.end_us,
+        timeout_ms: s.timeout_ms.filter(|t| t.is_finite() && *t > 0.0),
+        attempt: s.attempt.unwrap_or(0),
+        queue_ms: phases.queue_ms.filter(|_| llm),
+        prefill_ms: phases.prefill_ms.filter(|_| llm),
     }
 }
 
-/// What `trace` (normalized, with its `summary`) contributes to the SLIs.
+/// The longest silence of a streamed response (`chunk` / `heartbeat`
+/// events), from the request's start to its end; `None` if it did not
+/// stream.
+fn stream_silence_ms(trace: &Trace, start_us: i64, end_us: i64) -> Option<f64> {
+    let mut times: Vec<i64> = trace
+        .spans
+        .iter()
+        .flat_map(|s| s.events.iter())
+        .filter(|e| matches!(e.name.as_str(), "chunk" | "heartbeat"))
+        .map(|e| e.time_us)
+        .collect();
+    if times.is_empty() {
+        return None;
+    }
+    times.push(start_us);
+    times.push(end_us);
+    times.sort_unstable();
+    let gap = times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    Some(gap.max(0) as f64 / 1000.0)
+}
+
+/// The share of the tightest timeout known for the request as a whole
+/// that it used (see [`RequestObservation::timeout_used`]).
+fn timeout_used(
+    trace: &Trace,
+    timeouts: &BTreeMap<String, LayerTimeout>,
+    start_us: i64,
+    end_us: i64,
+) -> Option<f64> {
+    let mut used: Option<f64> = None;
+    let mut take = |u: f64| {
+        if u.is_finite() && u >= 0.0 {
+            used = Some(used.map_or(u, |x| x.max(u)));
+        }
+    };
+    if let Some(g) = trace.gateway.first() {
+        if let Some(t) = timeouts.get(&g.source).map(|t| t.ms).filter(|t| *t > 0.0) {
+            let (s, e) = (g.start_us(), g.time_us);
+            match stream_silence_ms(trace, s.min(start_us), e.max(end_us)) {
+                Some(gap) => take(gap / t),
+                None => {
+                    if let Some(rt) = g.request_time_ms {
+                        take(rt / t);
+                    }
+                }
+            }
+        }
+    }
+    // The service's own budget, on its outermost span that records one.
+    if let Some(s) = trace
+        .spans
+        .iter()
+        .filter(|s| s.budget_ms.is_some_and(|b| b.is_finite() && b > 0.0))
+        .min_by_key(|s| (s.start_us, s.span_id.as_str()))
+    {
+        take(s.duration_ms() / s.budget_ms.unwrap_or(1.0));
+    }
+    used
+}
+
+/// What `trace` (normalized, with its `summary`) contributes to the SLIs,
+/// with no gateway read timeout known.
 pub fn observe(trace: &Trace, summary: &TraceSummary) -> RequestObservation {
+    observe_with_timeouts(trace, summary, &BTreeMap::new())
+}
+
+/// What `trace` contributes to the SLIs, its gateway layers' read
+/// timeouts (configured or inferred) known.
+pub fn observe_with_timeouts(
+    trace: &Trace,
+    summary: &TraceSummary,
+    timeouts: &BTreeMap<String, LayerTimeout>,
+) -> RequestObservation {
     let spans = &trace.spans;
+    let mut children: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
+    for (i, s) in spans.iter().enumerate() {
+        if let Some(p) = s.parent_span_id.as_deref() {
+            children.entry(p).or_default().push(i);
+        }
+    }
     let mut calls: Vec<CallObservation> = call_spans(spans)
         .into_iter()
-        .map(|i| call(&spans[i]))
+        .map(|i| {
+            let phases = if matches!(spans[i].stage, Stage::Llm | Stage::Judge) {
+                call_phases(spans, i, &children)
+            } else {
+                LlmPhases::default()
+            };
+            call(&spans[i], &phases)
+        })
         .collect();
     calls.sort_by_key(|c| c.end_us);
     let last_seen = trace
@@ -159,11 +283,12 @@ pub fn observe(trace: &Trace, summary: &TraceSummary) -> RequestObservation {
         .max_by_key(|s| s.end_us)
         .and_then(|s| s.judge_score);
     let accepted = spans.iter().filter_map(|s| s.fallback_accepted);
+    let start_us = summary.start_us.min(end_us);
     RequestObservation {
         trace_id: trace.id.clone(),
         route: route(trace),
         outcome: summary.outcome,
-        start_us: summary.start_us.min(end_us),
+        start_us,
         end_us,
         gateway: trace
             .gateway
@@ -177,6 +302,7 @@ pub fn observe(trace: &Trace, summary: &TraceSummary) -> RequestObservation {
         fallback: spans.iter().find_map(|s| s.fallback.clone()),
         fallback_accepted: accepted.reduce(|a, b| a || b),
         calls,
+        timeout_used: timeout_used(trace, timeouts, start_us, end_us),
     }
 }
 
