@@ -66,6 +66,8 @@ pub const MISALIGNED: Profile = Profile {
 pub fn agent_tool(tool: &str) -> (Option<f64>, u32) {
     match tool {
         "weather_api" => (Some(40_000.0), 1),
+        // Incident C's tool service: 8 s at the orchestrator, one retry.
+        "weather_lookup" => (Some(8_000.0), 1),
         "maps_api" => (Some(80_000.0), 0),
         "search_api" => (None, 0),
         "crm_api" => (Some(20_000.0), 4),
@@ -278,7 +280,10 @@ impl AgentApi {
         };
         let (timeout, rem) = self.timeouts(run, CallKind::Llm)?;
         let prompt = vec!["tok"; l.input_tokens.saturating_sub(5).max(1) as usize].join(" ");
-        let mut sim = json!({"output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow});
+        let mut sim = json!({
+            "output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow,
+            "queue_ms": l.queue_ms,
+        });
         if let Some(ms) = l.latency_ms {
             sim["latency_ms"] = json!(ms);
         }
@@ -394,7 +399,7 @@ impl AgentApi {
                 "gen_ai.evaluation.result",
                 vec![
                     KeyValue::new("gen_ai.evaluation.name", "answer_relevance"),
-                    KeyValue::new("gen_ai.evaluation.score.value", 0.91),
+                    KeyValue::new("gen_ai.evaluation.score.value", l.score.unwrap_or(0.91)),
                 ],
             );
         }
@@ -409,7 +414,7 @@ impl AgentApi {
         cx: &Context,
     ) -> Result<(), AgentError> {
         let name = st.name.as_str();
-        let retries = agent_tool(name).1;
+        let retries = st.retries.unwrap_or(agent_tool(name).1);
         let t = &self.ctx.tracer;
         let mut sim = json!({
             "latency_ms": st.latency_ms, "status": st.status, "connect_ms": st.connect_ms,
@@ -417,6 +422,9 @@ impl AgentApi {
         });
         if let Some(d) = st.dns_ms {
             sim["dns_ms"] = json!(d);
+        }
+        if let Some(d) = st.retry_dns_ms {
+            sim["retry_dns_ms"] = json!(d);
         }
         for attempt in 0..=retries {
             let (timeout, rem) = self.timeouts(run, CallKind::Tool(name))?;
