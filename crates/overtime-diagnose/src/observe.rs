@@ -13,7 +13,7 @@ use crate::assemble::Trace;
 use crate::calls::component_of;
 use crate::timeouts::LayerTimeout;
 use crate::verdict::TraceSummary;
-use overtime_model::{LlmPhases, SpanRecord, Stage};
+use overtime_model::{LlmPhases, SpanRecord, SpanStatus, Stage};
 use overtime_parse::llm_reason::parse_llm_reason;
 use overtime_slo::{CallObservation, GatewayStatus, RequestObservation};
 use rustc_hash::FxHashMap;
@@ -153,7 +153,40 @@ fn call_phases(spans: &[SpanRecord], i: usize, children: &FxHashMap<&str, Vec<us
     LlmPhases::default()
 }
 
-fn call(s: &SpanRecord, phases: &LlmPhases) -> CallObservation {
+/// The largest share of a known timeout used by the call at span `i` or a
+/// span under it (a span that ended in its timeout used all of it).
+fn call_timeout_used(
+    spans: &[SpanRecord],
+    i: usize,
+    children: &FxHashMap<&str, Vec<usize>>,
+) -> Option<f64> {
+    let mut used: Option<f64> = None;
+    let mut todo = vec![i];
+    let mut left = spans.len();
+    while let Some(j) = todo.pop() {
+        let s = &spans[j];
+        let u = if s.status == SpanStatus::Timeout {
+            Some(1.0)
+        } else {
+            s.timeout_ms
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(|t| s.duration_ms() / t)
+        };
+        if let Some(u) = u.filter(|u| u.is_finite()) {
+            used = Some(used.map_or(u, |x: f64| x.max(u)));
+        }
+        if left == 0 {
+            break;
+        }
+        left -= 1;
+        if let Some(c) = children.get(s.span_id.as_str()) {
+            todo.extend(c.iter().copied().filter(|&c| c != j));
+        }
+    }
+    used
+}
+
+fn call(s: &SpanRecord, phases: &LlmPhases, timeout_used: Option<f64>) -> CallObservation {
     let llm = matches!(s.stage, Stage::Llm | Stage::Judge);
     let tool = matches!(s.stage, Stage::Tool | Stage::Memory | Stage::Network);
     CallObservation {
@@ -167,6 +200,7 @@ fn call(s: &SpanRecord, phases: &LlmPhases) -> CallObservation {
         budget_left_ms: s.remaining_budget_ms,
         end_us: s.end_us,
         timeout_ms: s.timeout_ms.filter(|t| t.is_finite() && *t > 0.0),
+        timeout_used,
         attempt: s.attempt.unwrap_or(0),
         queue_ms: phases.queue_ms.filter(|_| llm),
         prefill_ms: phases.prefill_ms.filter(|_| llm),
@@ -261,7 +295,7 @@ pub fn observe_with_timeouts(
             } else {
                 LlmPhases::default()
             };
-            call(&spans[i], &phases)
+            call(&spans[i], &phases, call_timeout_used(spans, i, &children))
         })
         .collect();
     calls.sort_by_key(|c| c.end_us);
@@ -309,7 +343,7 @@ pub fn observe_with_timeouts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use overtime_model::{GatewayRecord, Outcome, SpanStatus};
+    use overtime_model::{GatewayRecord, Outcome};
 
     fn span(id: &str, parent: Option<&str>, stage: Stage, s_ms: i64, e_ms: i64) -> SpanRecord {
         let mut s = SpanRecord::new(&"a".repeat(32), id, "agent", id, s_ms * 1000, e_ms * 1000);
@@ -393,6 +427,58 @@ mod tests {
             (Some("cache"), Some(false))
         );
         assert_eq!(o.end_us, 60_000_000);
+    }
+
+    #[test]
+    fn early_warning_inputs_come_from_the_hops_inside_each_call() {
+        // The orchestrator's tool call (8 s timeout) over the tool
+        // service's own client call (5 s), which timed out; an LLM call
+        // whose phases only the model server's span reports.
+        let mut tool = span("tool", Some("root"), Stage::Tool, 100, 5_200);
+        tool.tool = Some("weather_lookup".into());
+        tool.timeout_ms = Some(8_000.0);
+        tool.status = SpanStatus::Error;
+        let mut client = span("client", Some("tool"), Stage::Network, 150, 5_150);
+        client.timeout_ms = Some(5_000.0);
+        client.status = SpanStatus::Timeout;
+        let mut llm = span("llm", Some("root"), Stage::Llm, 5_300, 9_300);
+        llm.model = Some("deepseek-v4-pro".into());
+        llm.timeout_ms = Some(30_000.0);
+        let mut server = span("server", Some("llm"), Stage::Llm, 5_310, 9_290);
+        server.llm_reason = Some("queue_wait=1.5s,kv_cache_build=0.5s,decode_loop=1.9s".into());
+        let mut root = span("root", None, Stage::Service, 0, 9_400);
+        root.budget_ms = Some(20_000.0);
+        let trace = Trace {
+            id: "a".repeat(32),
+            gateway: vec![GatewayRecord {
+                source: "edge".into(),
+                status: Some(200),
+                request_time_ms: Some(9_500.0),
+                time_us: 9_500_000,
+                ..Default::default()
+            }],
+            spans: vec![root, tool, client, llm, server],
+        };
+        let timeouts = BTreeMap::from([(
+            "edge".to_string(),
+            LayerTimeout {
+                ms: 10_000.0,
+                inferred: false,
+                cluster: 0,
+                of: 0,
+            },
+        )]);
+        let o = observe_with_timeouts(&trace, &summary(Outcome::Ok, 9_500_000), &timeouts);
+        let tool = o.calls.iter().find(|c| c.stage == Stage::Tool).unwrap();
+        assert_eq!(tool.timeout_ms, Some(8_000.0));
+        assert_eq!(tool.timeout_used, Some(1.0), "the hop inside timed out");
+        let llm = o.calls.iter().find(|c| c.stage == Stage::Llm).unwrap();
+        assert_eq!((llm.queue_ms, llm.prefill_ms), (Some(1_500.0), Some(500.0)));
+        // 9.5 s of the edge's 10 s (the budget: 9.4 of 20 s).
+        assert_eq!(o.timeout_used, Some(0.95));
+        // No timeout known for the layer: only the budget.
+        let o = observe(&trace, &summary(Outcome::Ok, 9_500_000));
+        assert_eq!(o.timeout_used, Some(0.47));
     }
 
     #[test]

@@ -225,6 +225,8 @@ pub fn classify(o: &RequestObservation, learned: &ObservedTimeouts, cfg: &SloCon
         if let Some(i) = stage_index(c.stage) {
             if c.timed_out() {
                 timed.push((i, true));
+            } else if let Some(u) = c.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+                timed.push((i, u >= near));
             } else if let Some(t) = c.timeout_ms.or_else(|| learned.of(c)).filter(|t| *t > 0.0) {
                 timed.push((i, c.duration_ms >= near * t));
             }

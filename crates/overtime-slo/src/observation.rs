@@ -33,6 +33,11 @@ pub struct CallObservation {
     /// The call's own timeout as configured (`agent.timeout_ms`), ms.
     #[serde(default)]
     pub timeout_ms: Option<f64>,
+    /// The largest share of a known timeout the call or a hop inside it
+    /// used (a tool service's own client timeout under the orchestrator's
+    /// call; a hop that timed out used all of it: 1). `None`: none known.
+    #[serde(default)]
+    pub timeout_used: Option<f64>,
     /// 0 for the first try, 1 for the first retry…
     #[serde(default)]
     pub attempt: u32,
@@ -154,6 +159,7 @@ impl CallObservation {
             budget_left_ms: None,
             end_us,
             timeout_ms: None,
+            timeout_used: None,
             attempt: 0,
             queue_ms: None,
             prefill_ms: None,
