@@ -134,7 +134,11 @@ fn own_phases(s: &SpanRecord) -> LlmPhases {
 /// The phases of the LLM call at span `i`: its own, else those of the
 /// first span under it that has some (the model server's span under the
 /// LLM gateway's, or a plain HTTP client's captured header).
-fn call_phases(spans: &[SpanRecord], i: usize, children: &FxHashMap<&str, Vec<usize>>) -> LlmPhases {
+fn call_phases(
+    spans: &[SpanRecord],
+    i: usize,
+    children: &FxHashMap<&str, Vec<usize>>,
+) -> LlmPhases {
     let mut todo = vec![i];
     let mut left = spans.len();
     while let Some(j) = todo.pop() {

@@ -305,7 +305,9 @@ fn timeline_spec(a: &SimulateArgs, mut spec: TimelineSpec) -> Result<TimelineSpe
         spec.rate_per_min = r;
     }
     if spec.warmup_ms + spec.ramp_ms + spec.hold_ms <= 0.0 {
-        return Err(usage("--warmup, --ramp and --hold add up to nothing".into()));
+        return Err(usage(
+            "--warmup, --ramp and --hold add up to nothing".into(),
+        ));
     }
     Ok(spec)
 }
@@ -379,22 +381,47 @@ mod tests {
     fn a_ramp_runs_its_simulated_length_at_its_simulated_rate() {
         let s = settings(&["--scenario", "ramp_dns_retry", "--time-scale", "20"]).unwrap();
         let t = s.timeline.unwrap();
-        assert_eq!((t.warmup_ms, t.ramp_ms, t.hold_ms), (600_000.0, 1_800_000.0, 300_000.0));
+        assert_eq!(
+            (t.warmup_ms, t.ramp_ms, t.hold_ms),
+            (600_000.0, 1_800_000.0, 300_000.0)
+        );
         // 45 simulated minutes at 20x: 135 s; 30 requests a simulated minute: 10 a second.
         assert_eq!(s.duration, Some(Duration::from_secs(135)));
         assert_eq!(s.rate, 10.0);
         let s = settings(&[
-            "--scenario", "ramp_prefill", "--ramp", "20m", "--warmup", "5m", "--sim-rate", "60",
-            "--time-scale", "50", "--duration", "10s",
+            "--scenario",
+            "ramp_prefill",
+            "--ramp",
+            "20m",
+            "--warmup",
+            "5m",
+            "--sim-rate",
+            "60",
+            "--time-scale",
+            "50",
+            "--duration",
+            "10s",
         ])
         .unwrap();
         let t = s.timeline.unwrap();
-        assert_eq!((t.warmup_ms, t.ramp_ms, t.rate_per_min), (300_000.0, 1_200_000.0, 60.0));
+        assert_eq!(
+            (t.warmup_ms, t.ramp_ms, t.rate_per_min),
+            (300_000.0, 1_200_000.0, 60.0)
+        );
         assert_eq!(s.duration, Some(Duration::from_secs(10)));
         for (flags, says) in [
-            (&["--scenario", "healthy", "--ramp", "5m"][..], "--ramp is for a ramp"),
-            (&["--scenario", "ramp_prefill", "--warmup", "soon"][..], "--warmup"),
-            (&["--scenario", "ramp_prefill", "--sim-rate", "0"][..], "--sim-rate"),
+            (
+                &["--scenario", "healthy", "--ramp", "5m"][..],
+                "--ramp is for a ramp",
+            ),
+            (
+                &["--scenario", "ramp_prefill", "--warmup", "soon"][..],
+                "--warmup",
+            ),
+            (
+                &["--scenario", "ramp_prefill", "--sim-rate", "0"][..],
+                "--sim-rate",
+            ),
         ] {
             let e = settings(flags).expect_err(&format!("{flags:?}"));
             assert!(e.to_string().contains(says), "{e}");

@@ -356,7 +356,9 @@ async fn run_timeline(
         let Some(permit) = acquire(&sem, stopped).await else {
             break;
         };
-        inflight.push(spawn_request(cfg, platform, tx, sc, p, i as u64, &mut rng, permit));
+        inflight.push(spawn_request(
+            cfg, platform, tx, sc, p, i as u64, &mut rng, permit,
+        ));
         inflight.retain(|h| !h.is_finished());
     }
     inflight
@@ -462,7 +464,9 @@ pub async fn run(
             };
             let idx = sent;
             sent += 1;
-            wave.push(spawn_request(&cfg, platform, &tx, sc, p, idx, &mut rng, permit));
+            wave.push(spawn_request(
+                &cfg, platform, &tx, sc, p, idx, &mut rng, permit,
+            ));
         }
         let n = wave.len() as u32;
         if burst {

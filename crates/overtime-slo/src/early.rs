@@ -28,7 +28,7 @@ use crate::observation::{CallObservation, RequestObservation};
 use crate::ring::Ring;
 use crate::windows::window_name;
 use overtime_config::SloConfig;
-use overtime_model::{SpanStatus, Stage};
+use overtime_model::Stage;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -47,7 +47,9 @@ const LEARNED_SAMPLES: usize = 5;
 
 /// The `stage` labels of the near-timeout counters: the request itself,
 /// then the call stages.
-pub const TIMED_STAGES: [&str; 7] = ["request", "llm", "judge", "tool", "memory", "network", "queue"];
+pub const TIMED_STAGES: [&str; 7] = [
+    "request", "llm", "judge", "tool", "memory", "network", "queue",
+];
 
 fn stage_index(s: Stage) -> Option<usize> {
     TIMED_STAGES.iter().position(|n| *n == s.as_str())
@@ -142,7 +144,11 @@ pub struct ObservedTimeouts {
 impl ObservedTimeouts {
     /// Learns from a call that ended in its timeout with none configured.
     pub fn learn(&mut self, c: &CallObservation) {
-        if !c.timed_out() || c.timeout_ms.is_some() || !(c.duration_ms > 0.0) {
+        if !c.timed_out()
+            || c.timeout_ms.is_some()
+            || c.duration_ms.is_nan()
+            || c.duration_ms <= 0.0
+        {
             return;
         }
         let key = (c.stage, c.target().to_string());
@@ -182,7 +188,11 @@ impl ObservedTimeouts {
 /// assert_eq!((s.chain, s.answer), (Chain::Degraded, Answer::Success)); // the retry worked
 /// assert_eq!(s.timed, vec![(3, true)]); // the cut attempt used all of its timeout
 /// ```
-pub fn classify(o: &RequestObservation, learned: &ObservedTimeouts, cfg: &SloConfig) -> Option<Signals> {
+pub fn classify(
+    o: &RequestObservation,
+    learned: &ObservedTimeouts,
+    cfg: &SloConfig,
+) -> Option<Signals> {
     if o.client_error() {
         return None;
     }
@@ -510,7 +520,10 @@ impl Early {
             short.merge(b);
         }
         let mut base = Tally::default();
-        for b in self.ring.range(now_us, self.short, self.short + self.baseline) {
+        for b in self
+            .ring
+            .range(now_us, self.short, self.short + self.baseline)
+        {
             base.merge(b);
         }
         (short, base)
@@ -716,6 +729,7 @@ impl Early {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use overtime_model::SpanStatus;
 
     #[test]
     fn z_tests_separate_a_real_change_from_noise() {

@@ -48,8 +48,8 @@ pub use alerts::{
     CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
     SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
-pub use early::{EarlyTotals, EarlyWarningView, SignalView};
 pub use breakers::ModelStats;
+pub use early::{EarlyTotals, EarlyWarningView, SignalView};
 pub use labels::{BoundedLabel, OTHER};
 pub use observation::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
 pub use overtime_config::SloConfig;

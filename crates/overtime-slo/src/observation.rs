@@ -173,10 +173,7 @@ impl CallObservation {
 
     /// What it called: the model, else the tool or peer, else "".
     pub fn target(&self) -> &str {
-        self.model
-            .as_deref()
-            .or(self.tool.as_deref())
-            .unwrap_or("")
+        self.model.as_deref().or(self.tool.as_deref()).unwrap_or("")
     }
 }
 

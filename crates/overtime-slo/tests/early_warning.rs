@@ -78,7 +78,11 @@ fn request(t_us: i64, odds: Odds, rng: &mut Rng) -> RequestObservation {
     if rng.f64() < odds.fallback {
         o.fallback = Some("cache".into());
     }
-    o.judge_score = Some(if rng.f64() < odds.judged_low { 0.5 } else { 0.9 });
+    o.judge_score = Some(if rng.f64() < odds.judged_low {
+        0.5
+    } else {
+        0.9
+    });
     o.timeout_used = Some(0.3);
     o
 }
@@ -139,7 +143,7 @@ fn retries_and_timeouts_rising_warn_that_chain_health_is_falling_and_say_by_how_
         .iter()
         .find(|r| r.0 == CHAIN_HEALTH_FALLING)
         .unwrap_or_else(|| panic!("{raised:?}"));
-    assert!((30.0..34.0).contains(at), "{name} at {at}");
+    assert!((30.0..36.0).contains(at), "{name} at {at}");
     assert!(summary.starts_with("chain health falling: "), "{summary}");
     assert!(summary.contains("points from"), "{summary}");
     assert!(summary.contains("retried"), "{summary}");
@@ -150,7 +154,7 @@ fn calls_using_most_of_their_timeout_warn() {
     let raised = play(
         40,
         |m| Odds {
-            near: if m >= 30 { 0.15 } else { EVERYDAY.near },
+            near: if m >= 30 { 0.25 } else { EVERYDAY.near },
             ..EVERYDAY
         },
         3,
@@ -158,9 +162,9 @@ fn calls_using_most_of_their_timeout_warn() {
     assert_eq!(raised.len(), 1, "{raised:?}");
     let (name, at, summary) = &raised[0];
     assert_eq!(name, NEAR_TIMEOUT_RISING);
-    assert!((30.0..34.0).contains(at), "{at}");
-    // One tool call and one LLM call per request: 15 % of tool calls is
-    // about 5 % of all timed calls and requests.
+    assert!((30.0..36.0).contains(at), "{at}");
+    // A tool call, an LLM call and the request itself are timed: 25 % of
+    // the tool calls is about 9 % of all of them.
     assert!(summary.contains("by stage: tool"), "{summary}");
 }
 
@@ -177,7 +181,10 @@ fn a_growing_queue_and_prefill_share_of_llm_time_warns() {
     assert_eq!(raised.len(), 1, "{raised:?}");
     let (name, _, summary) = &raised[0];
     assert_eq!(name, LLM_WAIT_RISING);
-    assert!(summary.contains("up 2"), "a rise of about 25 points: {summary}");
+    assert!(
+        summary.contains("up 2"),
+        "a rise of about 25 points: {summary}"
+    );
 }
 
 #[test]
@@ -227,7 +234,10 @@ fn the_signals_are_exported_with_their_baseline_and_z() {
         }
     }
     let v = slo.early_warning();
-    assert_eq!((v.window.as_str(), v.baseline_window.as_str()), ("5m", "55m"));
+    assert_eq!(
+        (v.window.as_str(), v.baseline_window.as_str()),
+        ("5m", "55m")
+    );
     let c = &v.chain_healthy;
     assert_eq!(c.baseline, Some(1.0));
     assert!((c.value.unwrap() - 0.75).abs() < 0.08, "{c:?}");

@@ -48,7 +48,10 @@ fn warns_ahead(scenario: &str) {
     let o = run(dir.path(), scenario, 1, scale(), &[]);
     let report = show(&o);
     println!("{report}");
-    assert!(o.gateway_timeouts > 0, "the ramp never reached its outage:\n{report}");
+    assert!(
+        o.gateway_timeouts > 0,
+        "the ramp never reached its outage:\n{report}"
+    );
     let lead = o
         .lead_minutes()
         .unwrap_or_else(|| panic!("no early warning at all:\n{report}"));

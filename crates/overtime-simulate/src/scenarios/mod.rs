@@ -141,10 +141,7 @@ pub fn all() -> &'static [Scenario] {
 
 /// A scenario by name (the per-cause ones and the timelines).
 pub fn find(name: &str) -> Option<&'static Scenario> {
-    SCENARIOS
-        .iter()
-        .chain(timelines())
-        .find(|s| s.name == name)
+    SCENARIOS.iter().chain(timelines()).find(|s| s.name == name)
 }
 
 /// The scenarios over simulated time: a gradual ramp into each seed

@@ -212,7 +212,10 @@ fn everyday(rng: &mut fastrand::Rng) -> Planned {
             ],
         )
     } else if r < 0.86 {
-        run("/v1/agent/stream", vec![llm_stream(100, tokens(200.0 * jit(rng, 0.2)))])
+        run(
+            "/v1/agent/stream",
+            vec![llm_stream(100, tokens(200.0 * jit(rng, 0.2)))],
+        )
     } else if r < 0.89 {
         // A retry that worked.
         run(
@@ -316,11 +319,17 @@ fn ramp_tool_no_timeout(s: f64, rng: &mut fastrand::Rng) -> Planned {
     let mut p = run(
         "/v1/agent/run",
         vec![
-            llm(tokens(300.0 * jit(rng, 0.15)), tokens(200.0 * jit(rng, 0.15))),
+            llm(
+                tokens(300.0 * jit(rng, 0.15)),
+                tokens(200.0 * jit(rng, 0.15)),
+            ),
             mem(300.0, "session_memory"),
             tool("search_api", search),
             with_llm(
-                llm(tokens(300.0 * jit(rng, 0.15)), tokens(200.0 * jit(rng, 0.15))),
+                llm(
+                    tokens(300.0 * jit(rng, 0.15)),
+                    tokens(200.0 * jit(rng, 0.15)),
+                ),
                 |l| l.queue_ms = queue,
             ),
         ],
@@ -532,6 +541,10 @@ mod tests {
             }
         }
         assert!(slow_first[0] > 150, "{slow_first:?}");
-        assert_eq!(slow_retry, [0, 0], "retries find the name cached until 60 %");
+        assert_eq!(
+            slow_retry,
+            [0, 0],
+            "retries find the name cached until 60 %"
+        );
     }
 }

@@ -71,7 +71,9 @@ pub struct Outcome {
 impl Outcome {
     /// The first early-warning alert.
     pub fn first_early(&self) -> Option<&Raised> {
-        self.raised.iter().find(|r| EARLY.contains(&r.name.as_str()))
+        self.raised
+            .iter()
+            .find(|r| EARLY.contains(&r.name.as_str()))
     }
 
     /// Nominal minutes from the first early warning to the first 504
@@ -186,7 +188,11 @@ pub fn replay(
     let (batch, _) = p.finish();
     let gateway: Vec<GatewayRecord> = gateway_records(&batch).unwrap();
     let parsed = parse_span_bytes(SpanFormat::OtlpJson, &read(spans), "spans");
-    assert!(parsed.rejected.is_empty(), "{}: rejected spans", spans.display());
+    assert!(
+        parsed.rejected.is_empty(),
+        "{}: rejected spans",
+        spans.display()
+    );
     let (span_batch, _) = parsed.to_batches();
     let spans: Vec<SpanRecord> = span_records(&span_batch).unwrap();
 
