@@ -110,7 +110,12 @@ fn call_spans(spans: &[SpanRecord]) -> Vec<usize> {
             if !is_call_stage(s) || (s == Stage::Network && call_below[i]) {
                 return false;
             }
-            let nearest = ancestors(i).find(|&a| is_call_stage(spans[a].stage));
+            // Plain HTTP hops between services are transport: the server
+            // span at the far end of a call's request (the model server's
+            // under the LLM gateway's, the tool service's under the
+            // agent's tool call) is that call again, not another one.
+            let nearest = ancestors(i)
+                .find(|&a| is_call_stage(spans[a].stage) && spans[a].stage != Stage::Network);
             // The HTTP request a call made is that call, not another one.
             if s == Stage::Network && nearest.is_some() {
                 return false;
@@ -380,6 +385,10 @@ mod tests {
         let mut judge = span("judge", Some("root"), Stage::Judge, 40_020, 43_000);
         judge.model = Some("judge-model".into());
         let judge_llm = span("judge-llm", Some("judge"), Stage::Llm, 40_030, 42_900);
+        // The model server's own span, reached over an HTTP client span.
+        let post = span("post", Some("llm-gw"), Stage::Network, 15, 40_005);
+        let mut far = span("far", Some("post"), Stage::Llm, 18, 40_002);
+        far.model = Some("deepseek-v4-pro".into());
         let http = span("http", Some("root"), Stage::Network, 5, 9);
         let mut tool = span("tool", Some("http"), Stage::Tool, 6, 8);
         tool.tool = Some("weather_api".into());
@@ -400,7 +409,7 @@ mod tests {
                 ..Default::default()
             }],
             spans: vec![
-                root, llm_gw, server, judge, judge_llm, http, tool, dns, cache,
+                root, llm_gw, server, judge, judge_llm, http, tool, dns, cache, post, far,
             ],
         };
         let o = observe(&trace, &summary(Outcome::GatewayTimeout, 60_000_000));

@@ -199,16 +199,16 @@ pub fn replay(
     // Arrival order: a gateway line when written, a span when exported.
     let scaled = |ms: f64| (ms / time_scale * 1000.0) as i64;
     enum Rec {
-        G(GatewayRecord),
-        S(SpanRecord),
+        G(Box<GatewayRecord>),
+        S(Box<SpanRecord>),
     }
     let mut recs: Vec<(i64, Rec)> = gateway
         .into_iter()
-        .map(|g| (g.time_us, Rec::G(g)))
+        .map(|g| (g.time_us, Rec::G(Box::new(g))))
         .chain(
             spans
                 .into_iter()
-                .map(|s| (s.end_us + scaled(EXPORT_DELAY_MS), Rec::S(s))),
+                .map(|s| (s.end_us + scaled(EXPORT_DELAY_MS), Rec::S(Box::new(s)))),
         )
         .collect();
     recs.sort_by_key(|r| r.0);
@@ -239,8 +239,8 @@ pub fn replay(
         let (mut g, mut s) = (Vec::new(), Vec::new());
         while it.peek().is_some_and(|r| r.0 <= clock) {
             match it.next().unwrap().1 {
-                Rec::G(x) => g.push(x),
-                Rec::S(x) => s.push(x),
+                Rec::G(x) => g.push(*x),
+                Rec::S(x) => s.push(*x),
             }
         }
         live.add_gateway(g, clock);
