@@ -34,6 +34,11 @@ mod payload;
 mod sender;
 
 pub use alert::{fingerprint, Alert};
+pub use overtime_slo::alert_names::{
+    severity_of, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
+    CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, INCIDENT, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
+    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+};
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;

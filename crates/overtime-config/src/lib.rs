@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-pub use overtime_slo::{ChainWeights, SloConfig};
+pub use overtime_slo::{ChainWeights, EarlyWarningConfig, SloConfig};
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");

@@ -362,7 +362,11 @@ impl LiveDiagnoser {
             }
             let summary = self.summaries.back().expect("diagnose keeps a summary");
             self.observations
-                .push_back(crate::observe::observe(&pending.trace, summary));
+                .push_back(crate::observe::observe_with_timeouts(
+                    &pending.trace,
+                    summary,
+                    timeouts,
+                ));
             if let Some((_, Some(v))) = &pending.given {
                 if v.outcome != Outcome::Ok {
                     if self.settled.len() == MAX_OBSERVATIONS {

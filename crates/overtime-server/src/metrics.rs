@@ -318,6 +318,7 @@ impl Metrics {
             families::requests(&mut o, &slo);
             let snap = slo.snapshot();
             families::slo_gauges(&mut o, &slo, &snap);
+            families::early_warning(&mut o, &slo, &snap);
             let inc = lock(&self.incidents);
             o.family(
                 "overtime_incidents_opened_total",

@@ -332,6 +332,7 @@ fn simulate_inner(
         gateway_port: gw.port(),
         client_timeout: scale.real(3.0 * gateway_ms) + Duration::from_secs(2),
         idle_wait: scale.real(5.0 * gateway_ms) + Duration::from_secs(2),
+        timeline: s.timeline,
     };
     let idle_wait = load_cfg.idle_wait;
     let (report, idle) = rt.block_on(async {

@@ -135,6 +135,8 @@ impl ModelServer {
         span.set_attribute(KeyValue::new("gen_ai.request.model", model.clone()));
         span.set_attribute(KeyValue::new("gen_ai.usage.input_tokens", i64::from(tin)));
         let t0 = Instant::now();
+        // Other tenants' work ahead of this call on the shared pool.
+        scale.sleep(sim["queue_ms"].as_f64().unwrap_or(0.0)).await;
         let Ok(permit) = slots.acquire_owned().await else {
             return respond(&cx, 503, &json!({"error": "model server stopping"}), &[]);
         };

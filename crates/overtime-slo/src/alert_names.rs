@@ -20,6 +20,15 @@ pub const BREAKER_L1: &str = "OvertimeModelBreakerL1";
 pub const BREAKER_L2: &str = "OvertimeModelBreakerL2";
 /// `OvertimeModelBreakerL3`: global error ratio > 15 % for 1 min.
 pub const BREAKER_L3: &str = "OvertimeModelBreakerL3";
+/// `OvertimeChainHealthFalling`: the share of requests whose chain
+/// completed healthily fell below its baseline (early warning).
+pub const CHAIN_HEALTH_FALLING: &str = "OvertimeChainHealthFalling";
+/// `OvertimeNearTimeoutRising`: more calls use ≥ 80 % of their timeout.
+pub const NEAR_TIMEOUT_RISING: &str = "OvertimeNearTimeoutRising";
+/// `OvertimeLlmWaitRising`: the queue + prefill share of LLM time rose.
+pub const LLM_WAIT_RISING: &str = "OvertimeLlmWaitRising";
+/// `OvertimeSemanticSuccessFalling`: fewer answers are real successes.
+pub const SEMANTIC_SUCCESS_FALLING: &str = "OvertimeSemanticSuccessFalling";
 /// `Overtime504Incident`: a new 504 incident.
 pub const INCIDENT: &str = "Overtime504Incident";
 
@@ -30,7 +39,7 @@ pub const INCIDENT: &str = "Overtime504Incident";
 /// let (name, severity) = overtime_slo::alert_names::CATALOG[2];
 /// assert_eq!((name, severity), ("OvertimeTimeoutBudgetBurnTicket", "ticket"));
 /// ```
-pub const CATALOG: [(&str, &str); 10] = [
+pub const CATALOG: [(&str, &str); 14] = [
     (BURN_FAST, "page"),
     (BURN_SLOW, "page"),
     (BURN_TICKET, "ticket"),
@@ -40,6 +49,10 @@ pub const CATALOG: [(&str, &str); 10] = [
     (BREAKER_L1, "page"),
     (BREAKER_L2, "page"),
     (BREAKER_L3, "page"),
+    (CHAIN_HEALTH_FALLING, "warning"),
+    (NEAR_TIMEOUT_RISING, "warning"),
+    (LLM_WAIT_RISING, "warning"),
+    (SEMANTIC_SUCCESS_FALLING, "warning"),
     (INCIDENT, "page"),
 ];
 

@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 // The names of the catalog (one list for the rules, the evaluator and the
 // sender).
 pub use crate::alert_names::{
-    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_LOW,
+    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_FALLING,
+    CHAIN_HEALTH_LOW, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING, SEMANTIC_SUCCESS_FALLING,
     SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 
 /// Every alert this crate evaluates, in docs/metrics.md order.
 /// (`Overtime504Incident` comes from incidents, not from SLOs.)
-pub const ALERT_NAMES: [&str; 9] = [
+pub const ALERT_NAMES: [&str; 13] = [
     BURN_FAST,
     BURN_SLOW,
     BURN_TICKET,
@@ -24,6 +25,10 @@ pub const ALERT_NAMES: [&str; 9] = [
     BREAKER_L1,
     BREAKER_L2,
     BREAKER_L3,
+    CHAIN_HEALTH_FALLING,
+    NEAR_TIMEOUT_RISING,
+    LLM_WAIT_RISING,
+    SEMANTIC_SUCCESS_FALLING,
 ];
 
 /// An alert that holds now (its condition held for its hold duration).

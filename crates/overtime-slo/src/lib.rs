@@ -37,6 +37,7 @@ pub mod alert_names;
 mod alerts;
 mod breakers;
 mod config;
+pub mod early;
 mod labels;
 mod ring;
 mod sketch;
@@ -45,9 +46,11 @@ mod windows;
 
 pub use alerts::{
     Alert, ALERT_NAMES, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET,
-    CHAIN_HEALTH_LOW, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+    CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
+    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 pub use breakers::ModelStats;
+pub use early::{EarlyTotals, EarlyWarningView, SignalView};
 pub use labels::{BoundedLabel, OTHER};
 // The live diagnosis writes them (overtime-model holds the type both share).
 pub use config::{ChainWeights, SloConfig};
@@ -62,6 +65,7 @@ pub use windows::{
 
 use alerts::{pct, secs, Condition, Holds};
 use breakers::Breakers;
+use early::Early;
 use overtime_model::Outcome;
 use serde::Serialize;
 use windows::Windows;
@@ -93,6 +97,8 @@ pub struct SloSnapshot {
     pub routes: Vec<RouteStats>,
     pub breakers: Vec<BreakerState>,
     pub alerts: Vec<Alert>,
+    /// The leading signals (SPEC §9), short window against baseline.
+    pub early_warning: EarlyWarningView,
     pub observed: u64,
     /// Observations older than a window's memory (counted in the totals only).
     pub late: u64,
@@ -106,6 +112,7 @@ pub struct Slo {
     totals: Totals,
     windows: Windows,
     breakers: Breakers,
+    early: Early,
     holds: Holds,
     firing: Vec<Alert>,
     watermark_us: i64,
@@ -122,6 +129,7 @@ impl Slo {
             totals: Totals::default(),
             windows: Windows::new(&cfg),
             breakers: Breakers::new(&cfg),
+            early: Early::new(&cfg),
             holds: Holds::default(),
             firing: Vec::new(),
             watermark_us: 0,
@@ -147,6 +155,16 @@ impl Slo {
         &self.totals
     }
 
+    /// The cumulative counters of the early-warning signals.
+    pub fn early_totals(&self) -> &EarlyTotals {
+        self.early.totals()
+    }
+
+    /// The early-warning signals at the watermark.
+    pub fn early_warning(&self) -> EarlyWarningView {
+        self.early.view(self.watermark_us, &self.cfg)
+    }
+
     /// Adds one completed request. Requests should come in end-time order
     /// (see [`Slo::observe_all`]); one that ends before the watermark still
     /// lands in its bucket if the windows remember it.
@@ -164,6 +182,7 @@ impl Slo {
                     .then(|| self.labels.tool.get(c.tool.as_deref().unwrap_or("")))
             })
             .collect();
+        self.early.add(o, self.watermark_us, &self.cfg);
         if !self
             .windows
             .add(o, &route, &tools, self.watermark_us, &self.cfg)
@@ -297,6 +316,7 @@ impl Slo {
             routes: self.windows.routes(now),
             breakers,
             alerts: self.firing.clone(),
+            early_warning: self.early.view(now, &self.cfg),
             observed: self.observed,
             late: self.late,
         }
@@ -481,6 +501,7 @@ impl Slo {
                 });
             }
         }
+        out.extend(self.early.conditions(now_us, cfg));
         let l3 = window_name(cfg.breaker_error_window_s);
         if let Some(s) = w(&l3) {
             if let Some(r) = s.error_ratio.filter(|r| *r > cfg.breaker_error_ratio) {

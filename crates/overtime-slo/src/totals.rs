@@ -276,6 +276,7 @@ mod tests {
             input_tokens: Some(412),
             budget_left_ms: Some(29_997.0),
             end_us: 0,
+            ..CallObservation::new(Stage::Llm, status, ms, 0)
         }
     }
 

@@ -27,7 +27,7 @@ fn call(stage: Stage, status: SpanStatus, ms: f64, end_us: i64) -> CallObservati
         ttft_ms: None,
         input_tokens: None,
         budget_left_ms: None,
-        end_us,
+        ..CallObservation::new(stage, status, ms, end_us)
     }
 }
 
