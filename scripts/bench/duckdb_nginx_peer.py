@@ -6,7 +6,7 @@ extracts the same fields into a typed table.
     python3 scripts/bench/duckdb_nginx_peer.py FILE [--runs 5] [--threads 1 2] [--format overtime|ingress-nginx]
 
 One `read_csv` of whole lines, one `regexp_extract` with named groups per line
-(all sixteen fields of SPEC §2.1's format in a single pass), then casts: the
+(all sixteen fields of docs/inputs.md#nginx-access-logs's format in a single pass), then casts: the
 time as TIMESTAMPTZ, seconds to ms, the `$upstream_*` lists split on ", " and
 " : " into typed lists with their sums, the trace id from `traceparent`, the
 two duration headers. It does less than overtime (no `\\xHH` unescaping, no

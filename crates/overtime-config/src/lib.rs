@@ -43,11 +43,11 @@ pub struct Config {
     pub otlp: OtlpConfig,
     pub diagnose: DiagnoseSection,
     pub sql: SqlConfig,
-    /// SLIs, SLOs, breakers and alert thresholds (SPEC §6).
+    /// SLIs, SLOs, breakers and alert thresholds (docs/metrics.md).
     pub slo: SloConfig,
     /// Where the collector sends its own alerts (Alertmanager v2, webhook).
     pub alerts: overtime_alert::AlertConfig,
-    /// Deduplicated Jira tickets for new incidents (SPEC §7).
+    /// Deduplicated Jira tickets for new incidents (docs/jira.md).
     pub jira: overtime_jira::JiraConfig,
     /// Files to tail.
     #[serde(rename = "file")]

@@ -214,7 +214,7 @@ impl LiveDiagnoser {
         }
     }
 
-    /// Files a gateway record under its trace (SPEC §2.4 join order).
+    /// Files a gateway record under its trace (docs/inputs.md#identity-and-joining join order).
     fn attach_gateway(&mut self, g: GatewayRecord, now_us: i64) {
         let key = if let Some(t) = g.trace_id.as_deref().and_then(hex128) {
             Key::Trace(t)

@@ -1,5 +1,5 @@
 //! One completed trace → one [`RequestObservation`]: what the request
-//! contributes to the live SLIs (SPEC §6). The live diagnosis makes one per
+//! contributes to the live SLIs (docs/metrics.md). The live diagnosis makes one per
 //! trace, at its first diagnosis; revisions do not observe it again.
 //!
 //! Calls are spans of a calling stage (llm, judge, tool, memory, network,

@@ -1,5 +1,5 @@
 //! One trace in, one verdict out: the tree, the calls, the outcome, the
-//! rules and the findings put together (SPEC §4).
+//! rules and the findings put together (docs/diagnosis.md).
 
 use crate::assemble::Trace;
 use crate::calls::{self, component_of, Call, CallKind};

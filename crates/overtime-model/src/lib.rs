@@ -2,7 +2,7 @@
 //!
 //! The data model every other overtime crate shares: the Arrow tables
 //! `gateway_requests`, `spans` and `rejected` (schemas, builders and row
-//! readers), the verdict types of SPEC §4, and the closed vocabularies
+//! readers), the verdict types of docs/diagnosis.md, and the closed vocabularies
 //! (stages, outcomes, root-cause kinds, findings). No I/O.
 //!
 //! ```

@@ -177,7 +177,7 @@ impl CallObservation {
     }
 }
 
-/// The input-token bucket of SPEC §5 (`<50`, `50-200`, `200-500`, `>500`),
+/// The input-token bucket of docs/diagnosis.md#incidents-and-their-reports (`<50`, `50-200`, `200-500`, `>500`),
 /// or `unknown`.
 pub fn input_bucket(tokens: Option<i64>) -> &'static str {
     match tokens {

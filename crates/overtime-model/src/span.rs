@@ -3,7 +3,7 @@
 //! append them to [`SpanColumns`]; the diagnosis reads them back with
 //! [`span_records`].
 //!
-//! Columns follow SPEC §2.2 field for field (`start_time`/`end_time` as
+//! Columns follow docs/inputs.md#spans field for field (`start_time`/`end_time` as
 //! Timestamp(µs, UTC), durations in ms as Float64), plus:
 //! `kind` (OTLP span kind), `http_status`, `error_type`, `max_wait_ms`,
 //! `peer` (the remote host of a client call), the parsed `X-LLM-Reason`
@@ -19,7 +19,7 @@
 use crate::{SpanStatus, Stage};
 use serde::{Deserialize, Serialize};
 
-/// A model server's own phase timings (`X-LLM-Reason`, SPEC §2.3), in ms.
+/// A model server's own phase timings (`X-LLM-Reason`, docs/inputs.md#x-llm-reason), in ms.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmPhases {
     pub queue_ms: Option<f64>,

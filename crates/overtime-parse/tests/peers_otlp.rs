@@ -23,7 +23,7 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
         "error-refined-to-timeout",
         "an error status whose message says it timed out (`db timeout`) is \
          overtime's `timeout` status, a kind of error (the status column's \
-         vocabulary of SPEC 2.2); Fluent Bit passes STATUS_CODE_ERROR through",
+         vocabulary in docs/inputs.md); Fluent Bit passes STATUS_CODE_ERROR through",
     ),
 ];
 

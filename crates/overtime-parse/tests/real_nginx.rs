@@ -346,7 +346,7 @@ fn real_nginx_logs_parse_into_every_column() {
     assert!((900.0..5000.0).contains(&rt), "request_time {rt}");
     assert_eq!(s.start_us(), s.time_us - (rt * 1000.0).round() as i64);
     assert_eq!(s.upstream_status, vec![Some(504)]);
-    // nginx writes a lone "-": null, which is an empty list (SPEC §2.1).
+    // nginx writes a lone "-": null, which is an empty list (docs/inputs.md#nginx-access-logs).
     assert!(
         s.upstream_header_ms.is_empty(),
         "no header before the timeout"

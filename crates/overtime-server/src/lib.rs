@@ -1,6 +1,6 @@
 //! # overtime-server
 //!
-//! The HTTP API of `overtime serve` (SPEC §8) over the live diagnosis and
+//! The HTTP API of `overtime serve` (docs/interfaces.md) over the live diagnosis and
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`,
 //! `GET /api/advice` and `POST /api/whatif` ([`advice_api`]); optional

@@ -410,7 +410,7 @@ impl Metrics {
         o.family(
             "overtime_records_rejected_total",
             "counter",
-            "rejected records, by source and reason (SPEC §3)",
+            "rejected records, by source and reason (docs/inputs.md#bad-input)",
         );
         for ((s, r), n) in &rejected {
             o.sample(

@@ -159,7 +159,7 @@ fn traceparent(
     )
 }
 
-/// What the client saw, as an outcome (SPEC §4's words).
+/// What the client saw, as an outcome (docs/diagnosis.md's words).
 pub fn outcome(status: Option<u16>, stream: bool, complete: bool) -> &'static str {
     match status {
         None => "not_answered",

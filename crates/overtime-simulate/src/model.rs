@@ -2,7 +2,7 @@
 //! model on FIFO "GPU slots": the queue wait, a prefill quadratic in the
 //! input tokens and a decode of output tokens / rate are really slept, and
 //! reported as `X-LLM-Reason: queue_wait=…s,kv_cache_build=…s,
-//! decode_loop=…s,io_wait=…s` and `X-LLM-Duration` (SPEC §2.3); streams
+//! decode_loop=…s,io_wait=…s` and `X-LLM-Duration` (docs/inputs.md#x-llm-reason); streams
 //! answer SSE chunks. `legacy-llm` (llama) reports no phases at all.
 
 use crate::http;

@@ -1,5 +1,5 @@
 //! `[slo]`: the SLIs, SLOs, breaker conditions and alert thresholds of
-//! SPEC §6, computed live by `overtime-slo` and exposed on `/metrics`.
+//! docs/metrics.md, computed live by `overtime-slo` and exposed on `/metrics`.
 //!
 //! Every duration is in seconds of *data time* (the end times of the
 //! requests, not the wall clock) and is multiplied by `window_scale`:
@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Chain-health weights per stage (SPEC §6: llm 0.4, tool 0.3, memory 0.2,
+/// Chain-health weights per stage (docs/metrics.md: llm 0.4, tool 0.3, memory 0.2,
 /// network 0.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -28,7 +28,7 @@ pub struct ChainWeights {
     pub network: f64,
 }
 
-/// `[slo.early_warning]`: the leading signals of SPEC §9 and the alerts on
+/// `[slo.early_warning]`: the leading signals of docs/advice.md and the alerts on
 /// them. Each signal compares its last `short_window_s` with a baseline:
 /// the `baseline_window_s` before that short window. An alert needs both a
 /// large change and a significant one (a two-sample z-test on the counts,
@@ -204,7 +204,7 @@ pub struct SloConfig {
     pub breaker_error_ratio: f64,
     pub breaker_error_window_s: f64,
     pub breaker_error_for_s: f64,
-    /// The leading signals and their alerts (SPEC §9).
+    /// The leading signals and their alerts (docs/advice.md).
     pub early_warning: EarlyWarningConfig,
 }
 

@@ -1,4 +1,4 @@
-//! Early warning (SPEC §9): the signals that turned red minutes before the
+//! Early warning (docs/advice.md): the signals that turned red minutes before the
 //! seeds' outages while every infrastructure panel stayed green, and the
 //! alerts on them.
 //!

@@ -1,6 +1,6 @@
 //! # overtime-slo
 //!
-//! The agent-level signals of SPEC §6, live: semantic success, timeout
+//! The agent-level signals of docs/metrics.md, live: semantic success, timeout
 //! budget burn, TTFT, chain health, fallback acceptance, error ratio and
 //! the model breakers L1–L3, over sliding windows keyed by the requests'
 //! end times (data time: a replay gives the same numbers as live traffic),
@@ -97,7 +97,7 @@ pub struct SloSnapshot {
     pub routes: Vec<RouteStats>,
     pub breakers: Vec<BreakerState>,
     pub alerts: Vec<Alert>,
-    /// The leading signals (SPEC §9), short window against baseline.
+    /// The leading signals (docs/advice.md), short window against baseline.
     pub early_warning: EarlyWarningView,
     pub observed: u64,
     /// Observations older than a window's memory (counted in the totals only).

@@ -1,4 +1,4 @@
-//! The early-warning signals and alerts (SPEC §9) on synthetic traffic in
+//! The early-warning signals and alerts (docs/advice.md) on synthetic traffic in
 //! data time: a steady platform with its everyday noise stays quiet; each
 //! signal, turned on its own, raises its own alert saying by how much.
 

@@ -1,4 +1,4 @@
-//! Each SLI, SLO alert and breaker against the numbers of INCIDENTS.md,
+//! Each SLI, SLO alert and breaker against the numbers of the incidents in tests/fixtures/incidents,
 //! replayed in data time (no clock: the requests' end times drive it all).
 
 use overtime_model::{Outcome, SpanStatus, Stage};

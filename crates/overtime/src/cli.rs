@@ -1,4 +1,4 @@
-//! The command line (SPEC §8). Exit codes: 0 ok, 1 failure, 2 usage.
+//! The command line (docs/interfaces.md). Exit codes: 0 ok, 1 failure, 2 usage.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -134,7 +134,7 @@ pub struct DiagnoseArgs {
     /// without it, it is read from --nginx-conf or inferred from the 504s.
     #[arg(long = "gateway-timeout", value_name = "DURATION")]
     pub gateway_timeout: Vec<String>,
-    /// JSONL span log (one span per line, SPEC §2.2).
+    /// JSONL span log (one span per line, docs/inputs.md#spans).
     #[arg(long = "spans", value_name = "FILE")]
     pub spans: Vec<PathBuf>,
     /// OTLP JSON lines (one ExportTraceServiceRequest per line).
@@ -150,7 +150,7 @@ pub struct DiagnoseArgs {
     /// Print the report for humans (the default).
     #[arg(long)]
     pub markdown: bool,
-    /// Input-token threshold for prefill (SPEC §5).
+    /// Input-token threshold for prefill (docs/diagnosis.md#incidents-and-their-reports).
     #[arg(long = "threshold-tokens", value_name = "N", default_value_t = 300)]
     pub threshold_tokens: u32,
     /// Give a verdict for every trace, not only the failed ones.

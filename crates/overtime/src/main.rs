@@ -1,5 +1,5 @@
 //! `overtime`: the thin binary. Parses the command line and hands off to
-//! the library crates; exit codes 0 ok, 1 failure, 2 usage (SPEC §8).
+//! the library crates; exit codes 0 ok, 1 failure, 2 usage (docs/interfaces.md).
 
 mod advise_cmd;
 mod cli;

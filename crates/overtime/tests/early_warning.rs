@@ -1,4 +1,4 @@
-//! Early warning, proved on the real simulated platform (SPEC §9): a
+//! Early warning, proved on the real simulated platform (docs/advice.md): a
 //! gradual ramp into each seed incident — 000 (prefill and a filling GPU
 //! pool), 003 (a tool with no timeout slowing down), 004 (slow DNS, a
 //! tool timeout and a retry behind a 10 s gateway) — must raise an

@@ -3,7 +3,7 @@
 /// nginx's built-in `combined` format (always `escape=default`).
 pub const COMBINED_BODY: &str = "'$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"'";
 
-/// The `log_format overtime …;` directive of SPEC §2.1, exactly as printed by
+/// The `log_format overtime …;` directive of docs/inputs.md#nginx-access-logs, exactly as printed by
 /// `overtime nginx-format`.
 pub const OVERTIME_LOG_FORMAT: &str = r#"log_format overtime '$remote_addr [$time_iso8601] "$request" $status '
     '$body_bytes_sent rt=$request_time uct="$upstream_connect_time" '

@@ -1,5 +1,5 @@
 //! nginx access logs: the `log_format` compiler and the line parser
-//! (SPEC §2.1), from text to the `gateway_requests` and `rejected` tables.
+//! (docs/inputs.md#nginx-access-logs), from text to the `gateway_requests` and `rejected` tables.
 //!
 //! A format is compiled once ([`LogFormat::compile`],
 //! [`LogFormat::from_nginx_conf`] or [`LogFormat::builtin`]) into literal and
@@ -31,7 +31,7 @@
 //! assert_eq!(r.extra("http_x_tenant"), Some("acme"));
 //! ```
 //!
-//! Variables map to columns as SPEC §2.1 says. Where several variables can
+//! Variables map to columns as docs/inputs.md#nginx-access-logs says. Where several variables can
 //! feed one column the best present one does and the others are kept in
 //! `extra`: `$body_bytes_sent` over `$bytes_sent`, `$request_id` over
 //! `$http_x_request_id`, `$msec` over `$time_iso8601` over `$time_local`,

@@ -68,7 +68,7 @@ fn absurd(field: &str, nanos: u64) -> SpanError {
     ))
 }
 
-/// Maps one OTLP span (SPEC §2.2; the table is in the README). Rejects a
+/// Maps one OTLP span (docs/inputs.md#spans; the table is in the README). Rejects a
 /// span with no/invalid trace or span id, an invalid parent id, no name, a
 /// zero or absurd (after 2262) start or end time, an end before start, an
 /// event without a name or a time (or one after 2262: never stored at the

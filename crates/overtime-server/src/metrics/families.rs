@@ -214,7 +214,7 @@ pub(super) fn slo_gauges(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
     }
 }
 
-/// The early-warning counters and live signals (SPEC §9).
+/// The early-warning counters and live signals (docs/advice.md).
 pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
     use overtime_slo::early::{Answer, Chain, LLM_PHASES, TIMED_STAGES};
     let t = slo.early_totals();

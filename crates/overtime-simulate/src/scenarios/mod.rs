@@ -1,10 +1,10 @@
 //! The scenarios: what each request asks of the platform, and the root
-//! cause (SPEC §4.1) a failing request must be given — decided here, by
+//! cause (docs/diagnosis.md#root-cause-kinds) a failing request must be given — decided here, by
 //! the fault injected, never by overtime. Every number is nominal (the
 //! production value: a 60 s gateway, 28 tokens/s decode); `--time-scale`
 //! divides them all.
 //!
-//! Each fault scenario is shaped so that exactly one rule of §4.1 applies
+//! Each fault scenario is shaped so that exactly one rule of docs/diagnosis.md applies
 //! to the requests that fail; [`Scenario::how`] says how.
 
 mod build;
@@ -134,7 +134,7 @@ impl Scenario {
     }
 }
 
-/// Every scenario: `healthy` and one per root-cause kind of SPEC §4.1.
+/// Every scenario: `healthy` and one per root-cause kind of docs/diagnosis.md#root-cause-kinds
 pub fn all() -> &'static [Scenario] {
     SCENARIOS
 }
