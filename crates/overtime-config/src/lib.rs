@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub use overtime_server::SqlConfig;
 pub use overtime_slo::{ChainWeights, EarlyWarningConfig, SloConfig};
 
 /// The embedded default configuration, every option written out.
@@ -234,24 +235,6 @@ impl Default for DiagnoseSection {
             max_traces: 1_000_000,
             max_live_records: 1_000_000,
             rules: Default::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SqlConfig {
-    pub timeout_ms: u64,
-    pub max_rows: usize,
-    pub memory_bytes: usize,
-}
-
-impl Default for SqlConfig {
-    fn default() -> Self {
-        SqlConfig {
-            timeout_ms: 10_000,
-            max_rows: 100_000,
-            memory_bytes: 256 * 1024 * 1024,
         }
     }
 }

@@ -17,14 +17,16 @@ pub mod error;
 pub mod metrics;
 pub mod pipeline;
 pub mod sql;
+mod sql_config;
 pub mod sql_guard;
 pub mod store_health;
 pub mod tables;
 pub mod ui_routes;
 
+pub use sql_config::SqlConfig;
+
 use axum::routing::{get, post};
 use axum::Router;
-use overtime_config::SqlConfig;
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_store::Store;
