@@ -42,9 +42,5 @@ pub use overtime_slo::alert_names::{
     CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, INCIDENT, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
     SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
-pub use overtime_slo::alert_names::{
-    severity_of, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
-    CHAIN_HEALTH_LOW, INCIDENT, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
-};
 pub use payload::{alertmanager_body, rfc3339, webhook_bodies, ZERO_TIME};
 pub use sender::{AlertError, AlertSender, AlertStats};

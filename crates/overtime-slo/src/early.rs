@@ -24,11 +24,11 @@
 //! means), so noise on a quiet platform does not page.
 
 use crate::alerts::{pct, Condition};
-use crate::observation::{CallObservation, RequestObservation};
 use crate::ring::Ring;
 use crate::windows::window_name;
 use crate::SloConfig;
 use overtime_model::Stage;
+use overtime_model::{CallObservation, RequestObservation};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 

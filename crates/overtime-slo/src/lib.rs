@@ -53,7 +53,7 @@ pub use breakers::ModelStats;
 pub use early::{EarlyTotals, EarlyWarningView, SignalView};
 pub use labels::{BoundedLabel, OTHER};
 // The live diagnosis writes them (overtime-model holds the type both share).
-pub use config::{ChainWeights, SloConfig};
+pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
 pub use overtime_model::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
 pub use sketch::{LogSketch, MAX_BINS};
 pub use totals::{
