@@ -207,6 +207,10 @@ pub fn load_inputs(a: &DiagnoseArgs) -> Result<Inputs> {
             let p = crate::format_check::Parsed {
                 path: &l.path,
                 format_label: &l.format_label,
+                format_has_status_or_time: l
+                    .format
+                    .variables()
+                    .any(|v| v == "status" || v == "request_time"),
                 rows: parsed.rows,
                 rejected_rows: parsed.rejected_rows,
                 gateway: &parsed.gateway,

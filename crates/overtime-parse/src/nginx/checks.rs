@@ -64,6 +64,10 @@ pub(crate) fn check_for(
         Some(Shape::Digits) if !edge && !typed => Some(Check::Shape(Shape::Digits)),
         Some(s) if edge && (s == Shape::List || is_list_var(var)) => None,
         Some(_) if edge && typed => Some(Check::Token),
+        // A request id at the edge: ids reach the log from clients and
+        // other proxies in many forms (`r-17`, UUIDs), so only what text
+        // outside the format always brings — a space or a quote — rejects.
+        Some(Shape::Hex) if edge => Some(Check::Token),
         Some(s) if edge => Some(Check::Shape(s)),
         None if edge && quote_free => Some(Check::NoQuote),
         _ => None,
