@@ -31,6 +31,12 @@ fn show(o: &Outcome) -> String {
         o.first_504_us
             .map_or("—".into(), |t| format!("{:.1}", o.minute_of(t)))
     );
+    for (signal, (d, z)) in &o.peaks {
+        s += &format!(
+            "  {signal}: worst move from its baseline {:+.1} points, largest z {z:.1}\n",
+            d * 100.0
+        );
+    }
     for r in &o.raised {
         s += &format!(
             "  min {:5.1}  {} [{}] {}\n",
