@@ -1,4 +1,4 @@
-//! `GET /api/advice` and `POST /api/whatif` (SPEC §9) over the store: the
+//! `GET /api/advice` and `POST /api/whatif` (docs/advice.md) over the store: the
 //! window's `gateway_requests` and `spans` read back, assembled as the
 //! diagnosis does, and handed to `overtime-advise`.
 

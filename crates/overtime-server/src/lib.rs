@@ -1,6 +1,6 @@
 //! # overtime-server
 //!
-//! The HTTP API of `overtime serve` (SPEC §8) over the live diagnosis and
+//! The HTTP API of `overtime serve` (docs/interfaces.md) over the live diagnosis and
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`,
 //! `GET /api/advice` and `POST /api/whatif` ([`advice_api`]); optional
@@ -17,14 +17,16 @@ pub mod error;
 pub mod metrics;
 pub mod pipeline;
 pub mod sql;
+mod sql_config;
 pub mod sql_guard;
 pub mod store_health;
 pub mod tables;
 pub mod ui_routes;
 
+pub use sql_config::SqlConfig;
+
 use axum::routing::{get, post};
 use axum::Router;
-use overtime_config::SqlConfig;
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_store::Store;

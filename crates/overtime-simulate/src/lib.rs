@@ -8,7 +8,7 @@
 //! lines to `--spans-out`), W3C trace context over real HTTP, behind a
 //! real nginx (or the built-in gateway) writing the `overtime` access-log
 //! format. Each scenario injects one fault and writes, with `--truth`, the
-//! root cause (SPEC §4.1) its failures must be given.
+//! root cause (docs/diagnosis.md#root-cause-kinds) its failures must be given.
 //!
 //! ```no_run
 //! use overtime_simulate::{simulate, SimulateArgs};
@@ -332,6 +332,7 @@ fn simulate_inner(
         gateway_port: gw.port(),
         client_timeout: scale.real(3.0 * gateway_ms) + Duration::from_secs(2),
         idle_wait: scale.real(5.0 * gateway_ms) + Duration::from_secs(2),
+        timeline: s.timeline,
     };
     let idle_wait = load_cfg.idle_wait;
     let (report, idle) = rt.block_on(async {

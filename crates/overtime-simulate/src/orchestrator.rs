@@ -66,6 +66,8 @@ pub const MISALIGNED: Profile = Profile {
 pub fn agent_tool(tool: &str) -> (Option<f64>, u32) {
     match tool {
         "weather_api" => (Some(40_000.0), 1),
+        // Incident C's tool service: 8 s at the orchestrator, one retry.
+        "weather_lookup" => (Some(8_000.0), 1),
         "maps_api" => (Some(80_000.0), 0),
         "search_api" => (None, 0),
         "crm_api" => (Some(20_000.0), 4),
@@ -285,7 +287,10 @@ impl AgentApi {
         };
         let (timeout, rem) = self.timeouts(run, CallKind::Llm(&l.model))?;
         let prompt = vec!["tok"; l.input_tokens.saturating_sub(5).max(1) as usize].join(" ");
-        let mut sim = json!({"output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow});
+        let mut sim = json!({
+            "output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow,
+            "queue_ms": l.queue_ms,
+        });
         if let Some(ms) = l.latency_ms {
             sim["latency_ms"] = json!(ms);
         }
@@ -401,7 +406,7 @@ impl AgentApi {
                 "gen_ai.evaluation.result",
                 vec![
                     KeyValue::new("gen_ai.evaluation.name", "answer_relevance"),
-                    KeyValue::new("gen_ai.evaluation.score.value", 0.91),
+                    KeyValue::new("gen_ai.evaluation.score.value", l.score.unwrap_or(0.91)),
                 ],
             );
         }
@@ -416,9 +421,11 @@ impl AgentApi {
         cx: &Context,
     ) -> Result<(), AgentError> {
         let name = st.name.as_str();
+        // `--set tool.retries=false` turns retries off; otherwise the
+        // timeline's step, else the tool's own setting.
         let retries = match self.overrides.retries {
             Some(false) => 0,
-            _ => agent_tool(name).1,
+            _ => st.retries.unwrap_or(agent_tool(name).1),
         };
         let t = &self.ctx.tracer;
         let mut sim = json!({
@@ -427,6 +434,9 @@ impl AgentApi {
         });
         if let Some(d) = st.dns_ms {
             sim["dns_ms"] = json!(d);
+        }
+        if let Some(d) = st.retry_dns_ms {
+            sim["retry_dns_ms"] = json!(d);
         }
         for attempt in 0..=retries {
             let (timeout, rem) = self.timeouts(run, CallKind::Tool(name))?;

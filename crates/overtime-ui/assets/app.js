@@ -1,5 +1,5 @@
 // overtime UI: trace search, the waterfall of one trace against its budget,
-// incident reports. Vanilla JS, no dependencies; talks to the SPEC §8 API
+// incident reports. Vanilla JS, no dependencies; talks to the docs/interfaces.md API
 // (same origin, the sign-in cookie rides along) and to
 // /api/traces/{id}/events for stream chunks and DNS/connect phases.
 'use strict';

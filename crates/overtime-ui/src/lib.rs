@@ -1,6 +1,6 @@
 //! # overtime-ui
 //!
-//! The trace timeline UI of `overtime serve` (SPEC §8, "the UI at `/`"):
+//! The trace timeline UI of `overtime serve` (docs/interfaces.md, "the UI at `/`"):
 //! trace search, the waterfall of one trace against its budget, and the
 //! incident reports. One page, one script and one stylesheet, vanilla JS
 //! with no framework and no CDN, compiled into the binary with

@@ -1,4 +1,4 @@
-//! The command line (SPEC §8). Exit codes: 0 ok, 1 failure, 2 usage.
+//! The command line (docs/interfaces.md). Exit codes: 0 ok, 1 failure, 2 usage.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -41,8 +41,9 @@ pub enum Command {
         mut_arg("threshold_tokens", |a| a.hide(true)),
     )]
     Whatif(Box<WhatIfArgs>),
-    /// Print the recommended nginx `log_format overtime` directive.
-    NginxFormat,
+    /// Print the recommended nginx `log_format overtime` directive, another
+    /// built-in format by name, or (--list) every built-in format.
+    NginxFormat(NginxFormatArgs),
     /// Run the collector: sources, store, live diagnosis and the API.
     Serve {
         /// The TOML config (default: the embedded default, see `overtime config`).
@@ -57,6 +58,16 @@ pub enum Command {
     /// Drive a simulated agent platform (agent API, model server, tools,
     /// behind real nginx or a built-in gateway) for demos and tests.
     Simulate(Box<overtime_simulate::SimulateArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct NginxFormatArgs {
+    /// The built-in format to print (`overtime nginx-format --list` names them).
+    #[arg(value_name = "NAME", default_value = "overtime")]
+    pub name: String,
+    /// List the built-in formats: name, who writes it, and the directive.
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// How `overtime query` prints rows.
@@ -123,7 +134,7 @@ pub struct DiagnoseArgs {
     /// without it, it is read from --nginx-conf or inferred from the 504s.
     #[arg(long = "gateway-timeout", value_name = "DURATION")]
     pub gateway_timeout: Vec<String>,
-    /// JSONL span log (one span per line, SPEC §2.2).
+    /// JSONL span log (one span per line, docs/inputs.md#spans).
     #[arg(long = "spans", value_name = "FILE")]
     pub spans: Vec<PathBuf>,
     /// OTLP JSON lines (one ExportTraceServiceRequest per line).
@@ -139,7 +150,7 @@ pub struct DiagnoseArgs {
     /// Print the report for humans (the default).
     #[arg(long)]
     pub markdown: bool,
-    /// Input-token threshold for prefill (SPEC §5).
+    /// Input-token threshold for prefill (docs/diagnosis.md#incidents-and-their-reports).
     #[arg(long = "threshold-tokens", value_name = "N", default_value_t = 300)]
     pub threshold_tokens: u32,
     /// Give a verdict for every trace, not only the failed ones.

@@ -1,5 +1,5 @@
 //! `overtime`: the thin binary. Parses the command line and hands off to
-//! the library crates; exit codes 0 ok, 1 failure, 2 usage (SPEC §8).
+//! the library crates; exit codes 0 ok, 1 failure, 2 usage (docs/interfaces.md).
 
 mod advise_cmd;
 mod cli;
@@ -77,12 +77,7 @@ fn main() -> ExitCode {
             print!("{}", overtime_config::DEFAULT_TOML);
             Ok(())
         }
-        cli::Command::NginxFormat => {
-            println!("{}", overtime_parse::nginx::OVERTIME_LOG_FORMAT);
-            println!("# then, in the server or location that proxies the agent API:");
-            println!("#   access_log /var/log/nginx/overtime.log overtime;");
-            Ok(())
-        }
+        cli::Command::NginxFormat(a) => nginx_format(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -97,4 +92,39 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `overtime nginx-format [NAME] [--list]`.
+fn nginx_format(a: &cli::NginxFormatArgs) -> anyhow::Result<()> {
+    use overtime_parse::nginx::BUILTIN_FORMATS;
+    if a.list {
+        for b in BUILTIN_FORMATS {
+            let aka = if b.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (also: {})", b.aliases.join(", "))
+            };
+            println!("{}{aka}: {}", b.name, b.about);
+            println!("    {}", b.directive.replace('\n', "\n    "));
+        }
+        println!("# use one with --log-format NAME, or print it with: overtime nginx-format NAME");
+        return Ok(());
+    }
+    let Some(b) = BUILTIN_FORMATS
+        .iter()
+        .find(|b| b.name == a.name || b.aliases.contains(&a.name.as_str()))
+    else {
+        let names: Vec<&str> = BUILTIN_FORMATS.iter().map(|b| b.name).collect();
+        return Err(anyhow::Error::new(UsageError(format!(
+            "no built-in log format `{}` (built in: {})",
+            a.name,
+            names.join(", ")
+        ))));
+    };
+    println!("{}", b.directive);
+    if b.name == "overtime" {
+        println!("# then, in the server or location that proxies the agent API:");
+        println!("#   access_log /var/log/nginx/overtime.log overtime;");
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@
 mod advise_cli;
 mod cli_usage;
 mod demo;
+mod early_warning;
 mod faults_auth;
 mod faults_full_disk;
 mod faults_kafka_restart;
