@@ -91,12 +91,26 @@ async fn metrics_of_each_incident_match_its_truth() {
         let answers = sum_by(&fams, "overtime_answers_total", "result");
         let requests = fed.gateway_lines as f64 - client_errors;
         assert_eq!(chains.values().sum::<f64>(), requests, "{name}: {chains:?}");
-        assert_eq!(answers.values().sum::<f64>(), requests, "{name}: {answers:?}");
+        assert_eq!(
+            answers.values().sum::<f64>(),
+            requests,
+            "{name}: {answers:?}"
+        );
         assert_eq!(chains["failed"], failing, "{name}: {chains:?}");
         assert_eq!(answers["failed"], failing, "{name}: {answers:?}");
-        assert!(chains["healthy"] <= answers["success"] + answers["masked"], "{name}");
-        let near = value(&fams, "overtime_near_timeout_calls_total", &[("stage", "request")]);
-        assert!(near.unwrap() >= want.get("gateway_timeout").copied().unwrap_or(0.0) * 0.5, "{name}: {near:?}");
+        assert!(
+            chains["healthy"] <= answers["success"] + answers["masked"],
+            "{name}"
+        );
+        let near = value(
+            &fams,
+            "overtime_near_timeout_calls_total",
+            &[("stage", "request")],
+        );
+        assert!(
+            near.unwrap() >= want.get("gateway_timeout").copied().unwrap_or(0.0) * 0.5,
+            "{name}: {near:?}"
+        );
 
         // Gateway records by status, as parsed.
         let statuses: BTreeMap<String, u64> =
