@@ -44,8 +44,10 @@ pub struct Context {
 }
 
 /// The densest cluster of timeout/remaining ratios (±2 %), if it holds
-/// most of them and the timeouts in it really vary with what remained (a
-/// fixed timeout under a barely-used budget also gives one ratio).
+/// a good share of them and the ratio in it is steadier than the timeouts
+/// themselves: a share of what remains keeps the ratio exact while the
+/// timeouts follow the remaining budget; a fixed timeout under a barely
+/// used budget keeps the timeout exact while the ratio drifts.
 fn share_rule(pairs: &[(f64, f64)]) -> Option<f64> {
     if pairs.len() < 5 {
         return None;
@@ -65,10 +67,17 @@ fn share_rule(pairs: &[(f64, f64)]) -> Option<f64> {
         }
     }
     let n = best.1 - best.0;
-    let timeouts = sorted[best.0..best.1].iter().map(|p| p.1);
-    let lo = timeouts.clone().fold(f64::INFINITY, f64::min);
-    let hi = timeouts.fold(f64::NEG_INFINITY, f64::max);
-    (n >= 5 && n * 10 >= v.len() * 3 && hi > lo * 1.05).then(|| v[best.0 + n / 2])
+    let spread = |it: &mut dyn Iterator<Item = f64>| {
+        let (lo, hi) = it.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| {
+            (l.min(x), h.max(x))
+        });
+        hi / lo - 1.0
+    };
+    let cluster = &sorted[best.0..best.1];
+    let t_spread = spread(&mut cluster.iter().map(|p| p.1));
+    let r_spread = spread(&mut cluster.iter().map(|p| p.0));
+    let steadier = t_spread > 0.001 && r_spread * 4.0 < t_spread;
+    (n >= 5 && n * 10 >= v.len() * 3 && steadier).then(|| v[best.0 + n / 2])
 }
 
 impl Context {

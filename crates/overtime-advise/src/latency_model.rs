@@ -127,8 +127,11 @@ impl LatencyModel {
         if calls.is_empty() {
             return None;
         }
+        // 5 000 calls (evenly spaced) describe the mixture to well under 1 %.
+        let every = calls.len().div_ceil(5_000).max(1);
         let mus: Vec<(f64, f64)> = calls
             .iter()
+            .step_by(every)
             .map(|&(t, l)| (self.median_ms(t, l).ln(), self.sigma_for(t)))
             .collect();
         let share =

@@ -89,7 +89,7 @@ pub struct Advice {
 /// ```
 /// use overtime_advise::{advise, synth, AdviseOptions};
 /// // 3 000 calls following seed 000's three input classes, 30 s timeout.
-/// let ds = synth::seed_classes(3_000, Some(30_000.0), 7);
+/// let ds = synth::seed_classes(3_000, synth::Cut::At(30_000.0), 7);
 /// let a = advise(&ds, &AdviseOptions::default());
 /// let long = a.llm.iter().find(|g| g.bucket.as_deref() == Some(">500")).unwrap();
 /// assert!(long.timed_out > 0, "the 30 s timeout cut long calls");

@@ -157,7 +157,12 @@ pub fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) -> Repl
     for c in &t.calls {
         let shift = shift_at(&moved, c.start_ms());
         let start = c.start_ms() + shift;
-        let share = cx.budget_share.get(&c.class).copied();
+        // The share of the remaining budget a call gets, where the traces
+        // show one: on requests that ran under a budget (a route without
+        // one today shows nothing of how it would share one out).
+        let share = t
+            .budget_ms
+            .and_then(|_| cx.budget_share.get(&c.class).copied());
         if let Some(b) = budget {
             if start >= b && share.is_none() {
                 failure = Some((

@@ -7,7 +7,7 @@
 //!   `breaker_p99_factor` (2) × its baseline P99. The baseline is the P99
 //!   over the `breaker_baseline_window_s` (1 h) that ends where the 2-min
 //!   window starts — recent calls never raise their own baseline — and
-//!   needs `breaker_baseline_min_calls` (20) calls. While the condition
+//!   needs `breaker_baseline_min_calls` (100) calls. While the condition
 //!   holds the baseline is frozen at its value when the condition began,
 //!   so a long outage never becomes its own baseline. Held 2 min by the
 //!   evaluator.

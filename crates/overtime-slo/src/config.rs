@@ -33,8 +33,8 @@ pub struct ChainWeights {
 /// the `baseline_window_s` before that short window. An alert needs both a
 /// large change and a significant one (a two-sample z-test on the counts,
 /// so a quiet platform's noise does not page), over at least
-/// `min_requests` (or `min_calls`) in the short window and in the baseline,
-/// held for `for_s`.
+/// `min_requests` (or `min_calls`) in the short window and five times as
+/// many in the baseline, held for `for_s`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EarlyWarningConfig {
@@ -45,9 +45,9 @@ pub struct EarlyWarningConfig {
     /// The baseline: this long, ending where the short window begins.
     pub baseline_window_s: f64,
     /// Fewest requests (chain health, semantic success) in the short
-    /// window and in the baseline for an alert.
+    /// window for an alert (the baseline needs five times as many).
     pub min_requests: u64,
-    /// Fewest calls (near timeout, LLM wait share) in each.
+    /// Fewest calls (near timeout, LLM wait share), likewise.
     pub min_calls: u64,
     /// The change must be at least this many standard errors (z-test).
     pub min_z: f64,
@@ -89,7 +89,7 @@ impl Default for EarlyWarningConfig {
             chain_healthy_below: 0.95,
             near_timeout_above: 0.05,
             near_timeout_rise: 0.03,
-            llm_wait_rise: 0.15,
+            llm_wait_rise: 0.10,
             llm_wait_above: 0.35,
             semantic_success_drop: 0.05,
             semantic_success_below: 0.95,
@@ -232,7 +232,7 @@ impl Default for SloConfig {
             breaker_p99_factor: 2.0,
             breaker_p99_window_s: 120.0,
             breaker_baseline_window_s: 3600.0,
-            breaker_baseline_min_calls: 20,
+            breaker_baseline_min_calls: 100,
             breaker_p99_for_s: 120.0,
             breaker_error_ratio: 0.15,
             breaker_error_window_s: 60.0,

@@ -40,6 +40,8 @@ pub use crate::alert_names::{
 const BUCKET_S: f64 = 30.0;
 /// Minutes the chain-health slope is fitted over.
 pub const SLOPE_MINUTES: f64 = 10.0;
+/// The baseline needs this many times the short window's minimum count.
+pub const BASELINE_MULTIPLE: u64 = 5;
 /// Targets whose observed timeouts are remembered.
 const MAX_LEARNED: usize = 500;
 /// Timed-out durations remembered per target.
@@ -471,6 +473,10 @@ fn ratio(n: u64, d: u64) -> Option<f64> {
 /// The early-warning state: buckets, learned timeouts, totals.
 #[derive(Debug, Clone)]
 pub(crate) struct Early {
+    /// Each warning's condition as last seen holding, and when: a warning
+    /// keeps firing until its condition has been false for `for_s`, so a
+    /// signal hovering at its threshold does not page again and again.
+    kept: BTreeMap<&'static str, (i64, Condition)>,
     ring: Ring<Tally>,
     learned: ObservedTimeouts,
     totals: EarlyTotals,
@@ -487,6 +493,7 @@ impl Early {
         let baseline = ((e.baseline_window_s / BUCKET_S).round() as usize).max(1);
         let slope = (SLOPE_MINUTES * 60.0 / BUCKET_S).round() as usize;
         Early {
+            kept: BTreeMap::new(),
             ring: Ring::new(width, short + baseline.max(slope) + 1),
             learned: ObservedTimeouts::default(),
             totals: EarlyTotals::default(),
@@ -593,6 +600,18 @@ impl Early {
         }
     }
 
+    /// The early-warning conditions at `now_us`: those that hold, and those
+    /// that held within the last `for_s` (kept firing).
+    pub fn evaluate(&mut self, now_us: i64, cfg: &SloConfig) -> Vec<Condition> {
+        let keep = cfg.scaled_us(cfg.early_warning.for_s);
+        for c in self.conditions(now_us, cfg) {
+            self.kept.insert(c.name, (now_us, c));
+        }
+        self.kept
+            .retain(|_, (at, _)| now_us - *at <= keep && *at <= now_us);
+        self.kept.values().map(|(_, c)| c.clone()).collect()
+    }
+
     /// The early-warning conditions that hold at `now_us`.
     pub fn conditions(&self, now_us: i64, cfg: &SloConfig) -> Vec<Condition> {
         let e = &cfg.early_warning;
@@ -604,7 +623,10 @@ impl Early {
         let hold = cfg.scaled_us(e.for_s);
         let (w, bw) = (&v.window, &v.baseline_window);
         let mut out = Vec::new();
-        let enough = |sv: &SignalView, min: u64| sv.count >= min && sv.baseline_count >= min;
+        // A baseline of a few requests is no normal to compare with.
+        let enough = |sv: &SignalView, min: u64| {
+            sv.count >= min && sv.baseline_count >= BASELINE_MULTIPLE * min
+        };
         let significant = |sv: &SignalView| sv.z.is_some_and(|z| z >= e.min_z);
         let mut cond = |name, signal: &str, value: f64, summary: String, description: String| {
             out.push(Condition {

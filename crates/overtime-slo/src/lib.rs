@@ -255,7 +255,8 @@ impl Slo {
 
     fn evaluate_at(&mut self, now_us: i64) {
         self.breakers.update_frozen(now_us, &self.cfg);
-        let conditions = self.conditions(now_us);
+        let mut conditions = self.conditions(now_us);
+        conditions.extend(self.early.evaluate(now_us, &self.cfg));
         self.firing = self.holds.apply(now_us, conditions);
     }
 
@@ -501,7 +502,6 @@ impl Slo {
                 });
             }
         }
-        out.extend(self.early.conditions(now_us, cfg));
         let l3 = window_name(cfg.breaker_error_window_s);
         if let Some(s) = w(&l3) {
             if let Some(r) = s.error_ratio.filter(|r| *r > cfg.breaker_error_ratio) {

@@ -8,6 +8,7 @@
 //! ```sh
 //! cargo bench -p overtime --bench early_warning --profile dev
 //! OVERTIME_EW_SEEDS=1,2,3 OVERTIME_EW_SCALE=20 cargo bench -p overtime --bench early_warning --profile dev
+//! OVERTIME_EW_ONLY=ramp_prefill,healthy_noisy cargo bench -p overtime --bench early_warning --profile dev
 //! ```
 
 #[path = "../tests/support/mod.rs"]
@@ -30,6 +31,12 @@ fn seeds() -> Vec<u64> {
         .collect()
 }
 
+/// `OVERTIME_EW_ONLY=ramp_prefill,healthy_noisy`: run only those.
+fn wanted(scenario: &str) -> bool {
+    std::env::var("OVERTIME_EW_ONLY")
+        .map_or(true, |only| only.split(',').any(|s| s.trim() == scenario))
+}
+
 fn minute(o: &Outcome, t: Option<i64>) -> String {
     t.map_or("—".into(), |t| format!("{:.1}", o.minute_of(t)))
 }
@@ -47,6 +54,9 @@ fn main() {
         ("003", "ramp_tool_no_timeout"),
         ("004", "ramp_dns_retry"),
     ] {
+        if !wanted(scenario) {
+            continue;
+        }
         for seed in seeds() {
             let o = run(dir.path(), scenario, seed, scale, &[]);
             let w = o.first_early();
@@ -73,7 +83,7 @@ fn main() {
     }
     println!("\n| healthy noisy traffic | run seed | simulated minutes | requests | early warnings raised | any alert raised |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for seed in seeds() {
+    for seed in seeds().into_iter().filter(|_| wanted("healthy_noisy")) {
         let o = run(dir.path(), "healthy_noisy", seed, scale, &[]);
         println!(
             "| `healthy_noisy` | {seed} | {:.0} | {} | {} | {} |",
@@ -82,6 +92,12 @@ fn main() {
             o.early_raised(),
             o.raised.len()
         );
+        for (signal, (d, z)) in &o.peaks {
+            eprintln!(
+                "    healthy_noisy seed {seed}: {signal} peaked at {:+.1} points, z {z:.1}",
+                d * 100.0
+            );
+        }
         for r in &o.raised {
             eprintln!(
                 "    healthy_noisy seed {seed}: min {:.1} {} — {}",

@@ -32,23 +32,35 @@ struct Run {
     spans: String,
     /// Status → count, from the access log.
     statuses: std::collections::BTreeMap<u16, usize>,
+    /// `$request_time` of every line (ms).
+    times: Vec<f64>,
 }
 
 fn simulate(dir: &Path, name: &str, set: &[String]) -> Run {
+    simulate_scenario(dir, "latency_law", REQUESTS, name, set)
+}
+
+fn simulate_scenario(
+    dir: &Path,
+    scenario: &str,
+    requests: &str,
+    name: &str,
+    set: &[String],
+) -> Run {
     let log = dir.join(format!("{name}.log"));
     let spans = dir.join(format!("{name}.jsonl"));
     let mut cmd = Command::new(BIN);
     cmd.args([
         "simulate",
         "--scenario",
-        "latency_law",
+        scenario,
         "--no-nginx",
         "--no-otlp",
         "--quiet",
         "--time-scale",
         &SCALE.to_string(),
         "--requests",
-        REQUESTS,
+        requests,
         "--rate",
         "25",
         "--concurrency",
@@ -71,7 +83,16 @@ fn simulate(dir: &Path, name: &str, set: &[String]) -> Run {
     );
     let text = std::fs::read_to_string(&log).unwrap();
     let mut statuses = std::collections::BTreeMap::new();
+    let mut times = Vec::new();
     for line in text.lines() {
+        if let Some(rt) = line
+            .split(" rt=")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|r| r.parse::<f64>().ok())
+        {
+            times.push(rt * 1000.0);
+        }
         // `... "POST /v1/agent/plan HTTP/1.1" 504 ...`
         let status = line
             .split("\" ")
@@ -85,6 +106,7 @@ fn simulate(dir: &Path, name: &str, set: &[String]) -> Run {
         log: log.display().to_string(),
         spans: spans.display().to_string(),
         statuses,
+        times,
     }
 }
 
@@ -230,4 +252,49 @@ fn whatif_predicts_the_504s_a_proposal_really_gives_within_ten_percent() {
         rows.join("\n")
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Nearest-rank percentile.
+fn pct(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+#[test]
+fn whatif_predicts_where_a_longer_budget_moves_the_fast_503s() {
+    // `tool_slow`: crm_report takes 70 s. On the aligned route (50 s budget,
+    // a tool gets half of what remains) its timeout fires at ~26 s: a fast
+    // 503; on the legacy route (no budget) the gateway cuts at 60 s. A
+    // 90 s budget for the service: the share is learned from the spans.
+    let dir = tempfile::tempdir().unwrap();
+    let x = simulate_scenario(dir.path(), "tool_slow", "40", "tx", &[]);
+    let p = whatif(&x, &x.spans, &[real("service.budget=90s")]);
+    let y = simulate_scenario(
+        dir.path(),
+        "tool_slow",
+        "40",
+        "ty",
+        &["service.budget=90s".into()],
+    );
+    let near = |p: f64, a: f64| (p - a).abs() <= (0.1 * a).max(2.0);
+    for (what, key, status) in [("504", "gateway_timeout", 504), ("503", "fast_503", 503)] {
+        let predicted = p["after"][key].as_f64().unwrap();
+        let actual = y.statuses.get(&status).copied().unwrap_or(0) as f64;
+        assert!(
+            near(predicted, actual),
+            "{what}: predicted {predicted}, {actual} happened"
+        );
+    }
+    let predicted = p["latency_after"]["p50_ms"].as_f64().unwrap();
+    let actual = pct(&y.times, 0.5);
+    let before = pct(&x.times, 0.5);
+    assert!(
+        (predicted / actual - 1.0).abs() < 0.1,
+        "P50 after: predicted {predicted:.0} ms, {actual:.0} ms happened (before: {before:.0} ms)"
+    );
+    assert!(
+        actual > before * 1.3,
+        "the 503s came later: {before:.0} → {actual:.0} ms"
+    );
 }

@@ -39,6 +39,72 @@ pub(crate) fn is_list_var(var: &str) -> bool {
     )
 }
 
+/// What the items of a list variable look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Items {
+    /// Seconds with a fraction (`0.100`) or `-`.
+    Secs,
+    /// Unsigned integers (statuses, lengths, byte counts) or `-`.
+    Ints,
+    /// Anything without a space or a comma (addresses, cache states).
+    Text,
+}
+
+impl Items {
+    /// The items of list variable `var`.
+    pub(crate) fn of(var: &str) -> Items {
+        match var {
+            "upstream_response_time" | "upstream_connect_time" | "upstream_header_time" => {
+                Items::Secs
+            }
+            "upstream_status"
+            | "upstream_response_length"
+            | "upstream_bytes_received"
+            | "upstream_bytes_sent" => Items::Ints,
+            _ => Items::Text,
+        }
+    }
+
+    fn ok(self, item: &[u8]) -> bool {
+        match self {
+            _ if item == b"-" => true,
+            Items::Secs => {
+                !item.is_empty() && item.iter().all(|&c| c.is_ascii_digit() || c == b'.')
+            }
+            Items::Ints => !item.is_empty() && item.iter().all(u8::is_ascii_digit),
+            Items::Text => !item.is_empty(),
+        }
+    }
+
+    /// Are all items of the list `l` (separators exact) of this kind?
+    fn all_ok(self, l: &[u8]) -> bool {
+        if self == Items::Text {
+            return true;
+        }
+        let mut start = 0;
+        let mut i = 0;
+        while i < l.len() {
+            let sep = if l[i..].starts_with(b", ") {
+                2
+            } else if l[i..].starts_with(b" : ") {
+                3
+            } else {
+                0
+            };
+            if sep > 0 {
+                if !self.ok(&l[start..i]) {
+                    return false;
+                }
+                i += sep;
+                start = i;
+            } else {
+                i += 1;
+            }
+        }
+        self.ok(&l[start..])
+    }
+}
+
 #[inline]
 fn item_byte(b: u8) -> bool {
     b != b' ' && b != b','
@@ -54,14 +120,15 @@ fn may_start(shape: Shape, b: u8) -> bool {
     }
 }
 
-/// The end of the list starting at `pos` and followed by `lit`; `next` is
-/// the shape of the variable after the literal, if known, and `ref_items`
-/// the item count of the first list already cut on this line (set by the
-/// first call). `Err` says why no unique end exists.
+/// The end of the list of `kind` items starting at `pos` and followed by
+/// `lit`; `next` is the shape of the variable after the literal, if known,
+/// and `ref_items` the item count of the first list already cut on this
+/// line (set by the first call). `Err` says why no unique end exists.
 pub(crate) fn list_end(
     b: &[u8],
     pos: usize,
     lit: &Lit,
+    kind: Items,
     next: Option<Shape>,
     ref_items: &mut Option<usize>,
 ) -> Result<usize, &'static str> {
@@ -109,7 +176,9 @@ pub(crate) fn list_end(
                 Some(shape) => s < n && may_start(shape, b[s]),
                 None => true,
             };
-            if !at_item_end {
+            if !kind.all_ok(&b[pos..k]) {
+                // Not a list of this variable's items: not an end.
+            } else if !at_item_end {
                 inside = inside.or(Some(k));
             } else if next_ok {
                 if count == found.len() {
@@ -158,7 +227,14 @@ mod tests {
 
     fn end(s: &str, lit: &str, next: Option<Shape>) -> Result<String, &'static str> {
         let mut r = None;
-        let k = list_end(s.as_bytes(), 0, &Lit::new(lit.into()), next, &mut r)?;
+        let k = list_end(
+            s.as_bytes(),
+            0,
+            &Lit::new(lit.into()),
+            Items::Text,
+            next,
+            &mut r,
+        )?;
         Ok(s[..k].to_string())
     }
 
@@ -199,12 +275,28 @@ mod tests {
         // ... nor when the line's first list had two items.
         let mut r = Some(2);
         let s = b"502 : 200 abc";
-        let k = list_end(s, 0, &Lit::new(" ".into()), None, &mut r).unwrap();
+        let sp = Lit::new(" ".into());
+        let k = list_end(s, 0, &sp, Items::Ints, None, &mut r).unwrap();
         assert_eq!(&s[..k], b"502 : 200");
         let mut r = Some(1);
-        let k = list_end(s, 0, &Lit::new(" ".into()), None, &mut r).unwrap();
+        let k = list_end(s, 0, &sp, Items::Ints, None, &mut r).unwrap();
         assert_eq!(&s[..k], b"502");
         let mut r = Some(3);
-        assert!(list_end(s, 0, &Lit::new(" ".into()), None, &mut r).is_err());
+        assert!(list_end(s, 0, &sp, Items::Ints, None, &mut r).is_err());
+    }
+
+    #[test]
+    fn an_end_inside_an_item_must_leave_items_of_the_variable() {
+        // `${upstream_response_time}\'`: the first `\'` ends the time.
+        let s = br"0.001\'v\' x";
+        let mut r = None;
+        let k = list_end(s, 0, &Lit::new(r"\'".into()), Items::Secs, None, &mut r).unwrap();
+        assert_eq!(&s[..k], b"0.001");
+        let s = b"200, 503x";
+        let mut r = None;
+        let k = list_end(s, 0, &Lit::new("x".into()), Items::Ints, None, &mut r).unwrap();
+        assert_eq!(&s[..k], b"200, 503");
+        assert!(Items::Secs.all_ok(b"0.100, - : 2"));
+        assert!(!Items::Ints.all_ok(b"200, 0.1"));
     }
 }

@@ -17,7 +17,7 @@
 use super::bytes::{eq_at, Lit};
 use super::checks::{check_for, Check};
 use super::format::{Escape, LogFormat, Segment};
-use super::lists::{is_list_var, list_end};
+use super::lists::{is_list_var, list_end, Items};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +159,8 @@ pub(crate) struct Group {
     /// One list variable followed by a literal that a list may contain:
     /// cut by [`list_end`].
     pub list: bool,
+    /// What that list's items look like.
+    pub items: Items,
 }
 
 /// The compiled cutting and mapping plan of a format.
@@ -261,6 +263,7 @@ impl Plan {
                             after: None,
                             last: false,
                             list: false,
+                            items: Items::Text,
                         }),
                     }
                     occ += 1;
@@ -281,6 +284,7 @@ impl Plan {
                 && g.after.is_some()
                 && is_list_var(vars[g.first])
                 && !quoted;
+            g.items = Items::of(vars[g.first]);
         }
         let shapes: Vec<Option<Shape>> = vars.iter().map(|v| Shape::of(v)).collect();
         let mut checks = Vec::new();
@@ -345,7 +349,7 @@ impl Plan {
                 }
                 (Some(lit), false) if g.list => {
                     let next = self.groups.get(gi + 1).and_then(|n| self.shapes[n.first]);
-                    list_end(b, pos, lit, next, &mut ref_items).map_err(|why| {
+                    list_end(b, pos, lit, g.items, next, &mut ref_items).map_err(|why| {
                         format!(
                             "${} (byte {pos}) then {:?}: {why}",
                             self.names[g.first], lit.text

@@ -68,12 +68,14 @@ fn absurd(field: &str, nanos: u64) -> SpanError {
     ))
 }
 
-/// Maps one OTLP span (docs/inputs.md#spans; the table is in the README). Rejects a
-/// span with no/invalid trace or span id, an invalid parent id, no name, a
-/// zero or absurd (after 2262) start or end time, an end before start, an
-/// event without a name or a time (or one after 2262: never stored at the
-/// span's start instead), a link without valid ids, or a status code OTLP
-/// does not define (the status decides the verdict, so it is not guessed).
+/// Maps one OTLP span (docs/inputs.md#spans). Rejects, in
+/// this order (the OTLP JSON reader checks in the same order, so both
+/// encodings give the same reason): no/invalid trace or span id, an
+/// invalid parent id, a status code OTLP does not define (the status
+/// decides the verdict, so it is not guessed), a link without valid ids,
+/// an event without a time, after 2262 or without a name (its time is
+/// never replaced by the span's start), no name, a zero or absurd (after
+/// 2262) start or end time, an end before start.
 /// An unknown span kind is kept as `overtime.unknown_span_kind` with
 /// `kind` null (the kind only helps tell the stage).
 pub(crate) fn map_span(span: &Span, o: &Origin<'_>) -> Result<SpanRecord, SpanError> {
@@ -82,25 +84,6 @@ pub(crate) fn map_span(span: &Span, o: &Origin<'_>) -> Result<SpanRecord, SpanEr
     let span_id = id(&span.span_id, IdKind::Span, "spanId")?
         .ok_or_else(|| SpanError::MissingField("spanId".into()))?;
     let parent = id(&span.parent_span_id, IdKind::Span, "parentSpanId")?;
-    let (start, end) = (span.start_time_unix_nano, span.end_time_unix_nano);
-    if start == 0 {
-        return Err(SpanError::MissingField("startTimeUnixNano".into()));
-    }
-    if end == 0 {
-        return Err(SpanError::MissingField("endTimeUnixNano".into()));
-    }
-    if start > MAX_UNIX_NANO {
-        return Err(absurd("startTimeUnixNano", start));
-    }
-    if end > MAX_UNIX_NANO {
-        return Err(absurd("endTimeUnixNano", end));
-    }
-    if end < start {
-        return Err(SpanError::BadTime(format!(
-            "endTimeUnixNano is {} ms before startTimeUnixNano",
-            (start - end) as f64 / 1e6
-        )));
-    }
     if let Some(st) = &span.status {
         if StatusCode::try_from(st.code).is_err() {
             return Err(SpanError::BadField {
@@ -133,9 +116,6 @@ pub(crate) fn map_span(span: &Span, o: &Origin<'_>) -> Result<SpanRecord, SpanEr
                 .collect(),
         });
     }
-    if span.name.is_empty() {
-        return Err(SpanError::MissingField("name".into()));
-    }
     for (i, e) in span.events.iter().enumerate() {
         if e.time_unix_nano == 0 {
             return Err(SpanError::MissingField(format!("events[{i}].timeUnixNano")));
@@ -149,6 +129,28 @@ pub(crate) fn map_span(span: &Span, o: &Origin<'_>) -> Result<SpanRecord, SpanEr
         if e.name.is_empty() {
             return Err(SpanError::MissingField(format!("events[{i}].name")));
         }
+    }
+    if span.name.is_empty() {
+        return Err(SpanError::MissingField("name".into()));
+    }
+    let (start, end) = (span.start_time_unix_nano, span.end_time_unix_nano);
+    if start == 0 {
+        return Err(SpanError::MissingField("startTimeUnixNano".into()));
+    }
+    if end == 0 {
+        return Err(SpanError::MissingField("endTimeUnixNano".into()));
+    }
+    if start > MAX_UNIX_NANO {
+        return Err(absurd("startTimeUnixNano", start));
+    }
+    if end > MAX_UNIX_NANO {
+        return Err(absurd("endTimeUnixNano", end));
+    }
+    if end < start {
+        return Err(SpanError::BadTime(format!(
+            "endTimeUnixNano is {} ms before startTimeUnixNano",
+            (start - end) as f64 / 1e6
+        )));
     }
     let (start_us, end_us) = ((start / 1000) as i64, (end / 1000) as i64);
     let mut rec = SpanRecord::new(&trace_id, &span_id, o.service, &span.name, start_us, end_us);

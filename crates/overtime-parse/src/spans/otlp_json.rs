@@ -322,6 +322,53 @@ fn span_from_json(v: &Value) -> Result<Span, SpanError> {
             .unwrap_or_default()
             .to_string()
     };
+    // In map_span's order, so JSON and protobuf give the same reason.
+    let trace_id = id_field(o, &["traceId", "trace_id"], IdKind::Trace)?;
+    if trace_id.is_empty() {
+        return Err(SpanError::MissingField("traceId".into()));
+    }
+    let span_id = id_field(o, &["spanId", "span_id"], IdKind::Span)?;
+    if span_id.is_empty() {
+        return Err(SpanError::MissingField("spanId".into()));
+    }
+    let parent_span_id = id_field(o, &["parentSpanId", "parent_span_id"], IdKind::Span)?;
+    let status = match field(&["status"]) {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(s)) => Some(Status {
+            code: enum_value(get(s, &["code"]), "STATUS_CODE_", CODES).map_err(|raw| {
+                SpanError::BadField {
+                    field: "status.code".into(),
+                    detail: format!("{raw} is not an OTLP status code (0 unset, 1 ok, 2 error)"),
+                }
+            })?,
+            message: get(s, &["message"])
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        }),
+        Some(_) => return Err(SpanError::BadOtlp("status is not an object".into())),
+    };
+    let links = array(o, "links")?
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = l
+                .as_object()
+                .ok_or_else(|| SpanError::BadOtlp(format!("links[{i}] is not an object")))?;
+            Ok(Link {
+                trace_id: id_field(l, &["traceId", "trace_id"], IdKind::Trace)
+                    .map_err(|e| prefix_field(e, i))?,
+                span_id: id_field(l, &["spanId", "span_id"], IdKind::Span)
+                    .map_err(|e| prefix_field(e, i))?,
+                trace_state: get(l, &["traceState", "trace_state"])
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                attributes: otlp_json_attributes(l.get("attributes")),
+                ..Default::default()
+            })
+        })
+        .collect::<Result<Vec<_>, SpanError>>()?;
     let events = array(o, "events")?
         .iter()
         .enumerate()
@@ -345,43 +392,6 @@ fn span_from_json(v: &Value) -> Result<Span, SpanError> {
             })
         })
         .collect::<Result<Vec<_>, SpanError>>()?;
-    let links = array(o, "links")?
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let l = l
-                .as_object()
-                .ok_or_else(|| SpanError::BadOtlp(format!("links[{i}] is not an object")))?;
-            Ok(Link {
-                trace_id: id_field(l, &["traceId", "trace_id"], IdKind::Trace)
-                    .map_err(|e| prefix_field(e, i))?,
-                span_id: id_field(l, &["spanId", "span_id"], IdKind::Span)
-                    .map_err(|e| prefix_field(e, i))?,
-                trace_state: get(l, &["traceState", "trace_state"])
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                attributes: otlp_json_attributes(l.get("attributes")),
-                ..Default::default()
-            })
-        })
-        .collect::<Result<Vec<_>, SpanError>>()?;
-    let status = match field(&["status"]) {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(s)) => Some(Status {
-            code: enum_value(get(s, &["code"]), "STATUS_CODE_", CODES).map_err(|raw| {
-                SpanError::BadField {
-                    field: "status.code".into(),
-                    detail: format!("{raw} is not an OTLP status code (0 unset, 1 ok, 2 error)"),
-                }
-            })?,
-            message: get(s, &["message"])
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        }),
-        Some(_) => return Err(SpanError::BadOtlp("status is not an object".into())),
-    };
     let mut attributes = otlp_json_attributes(field(&["attributes"]));
     let kind = enum_value(field(&["kind"]), "SPAN_KIND_", KINDS).unwrap_or_else(|raw| {
         attributes.push(KeyValue {
@@ -394,9 +404,9 @@ fn span_from_json(v: &Value) -> Result<Span, SpanError> {
         0
     });
     Ok(Span {
-        trace_id: id_field(o, &["traceId", "trace_id"], IdKind::Trace)?,
-        span_id: id_field(o, &["spanId", "span_id"], IdKind::Span)?,
-        parent_span_id: id_field(o, &["parentSpanId", "parent_span_id"], IdKind::Span)?,
+        trace_id,
+        span_id,
+        parent_span_id,
         name: text(&["name"]),
         kind,
         start_time_unix_nano: nanos(o, &["startTimeUnixNano", "start_time_unix_nano"])?,

@@ -66,6 +66,10 @@ pub struct Outcome {
     pub raised: Vec<Raised>,
     /// Simulated minutes of traffic.
     pub minutes: f64,
+    /// Per signal, the largest move the wrong way from its baseline and the
+    /// largest z seen (with enough traffic on both sides): how close the
+    /// run came to a warning.
+    pub peaks: BTreeMap<&'static str, (f64, f64)>,
 }
 
 impl Outcome {
@@ -235,6 +239,8 @@ pub fn replay(
     let mut it = recs.into_iter().peekable();
     let mut firing: BTreeMap<String, bool> = BTreeMap::new();
     let mut raised = Vec::new();
+    let mut peaks: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
+    let ew = SloConfig::default().early_warning;
     while clock <= end {
         let (mut g, mut s) = (Vec::new(), Vec::new());
         while it.peek().is_some_and(|r| r.0 <= clock) {
@@ -262,6 +268,30 @@ pub fn replay(
                 });
             }
         }
+        let v = metrics.slo_snapshot().early_warning;
+        for (signal, sv, up, min) in [
+            ("chain_health", &v.chain_healthy, false, ew.min_requests),
+            ("near_timeout", &v.near_timeout, true, ew.min_calls),
+            ("llm_queue_prefill", &v.llm_wait_share, true, ew.min_calls),
+            (
+                "semantic_success",
+                &v.semantic_success,
+                false,
+                ew.min_requests,
+            ),
+        ] {
+            if let (Some(x), Some(b), true) = (
+                sv.value,
+                sv.baseline,
+                sv.count >= min
+                    && sv.baseline_count >= overtime_slo::early::BASELINE_MULTIPLE * min,
+            ) {
+                let d = if up { x - b } else { b - x };
+                let p = peaks.entry(signal).or_insert((f64::MIN, f64::MIN));
+                p.0 = p.0.max(d);
+                p.1 = p.1.max(sv.z.unwrap_or(f64::MIN));
+            }
+        }
         for v in firing.values_mut() {
             *v = false;
         }
@@ -280,5 +310,6 @@ pub fn replay(
         start_us,
         raised,
         minutes: (last_us - start_us) as f64 / 1e6 * time_scale / 60.0,
+        peaks,
     }
 }
