@@ -198,12 +198,14 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
         let cookie = format!("overtime_token={TOKEN}");
         for hdr in [("Authorization", h.as_str()), ("Cookie", cookie.as_str())] {
             let a = request(api, method, &p, &[hdr, json[0]], body).unwrap();
+            // Past the guard: an answer of the route itself (a what-if
+            // proposal naming a layer this one trace lacks is its own 400).
+            let routed = (200..400).contains(&a.status)
+                || (a.status == 400 && a.json()["reason"] == "bad_proposal");
             assert!(
-                (200..400).contains(&a.status),
+                routed,
                 "{method} {p} with the right token ({}): {} {}",
-                hdr.0,
-                a.status,
-                a.body
+                hdr.0, a.status, a.body
             );
         }
         // HEAD of a GET route is guarded too.
