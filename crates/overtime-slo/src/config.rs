@@ -83,7 +83,7 @@ impl Default for EarlyWarningConfig {
             baseline_window_s: 3300.0,
             min_requests: 20,
             min_calls: 20,
-            min_z: 4.0,
+            min_z: 4.5,
             near_timeout_share: 0.8,
             chain_healthy_drop: 0.05,
             chain_healthy_below: 0.95,
