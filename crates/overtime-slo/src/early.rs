@@ -20,8 +20,9 @@
 //! Counts go to 30 s buckets of data time; each signal compares its short
 //! window with the baseline right before it. An alert needs a large change
 //! (the thresholds of `[slo.early_warning]`) that is also significant: a
-//! two-sample z-test (proportions; for the LLM wait, the per-call shares'
-//! means), so noise on a quiet platform does not page.
+//! two-sample z-test (proportions; for the LLM wait, a ratio of sums whose
+//! variance comes from the delta method, so a call counts for its length
+//! as it does in the share), so noise on a quiet platform does not page.
 
 use crate::alerts::{pct, Condition};
 use crate::ring::Ring;
@@ -110,13 +111,6 @@ pub struct LlmWait {
 impl LlmWait {
     pub fn wait_ms(&self) -> f64 {
         self.queue_ms + self.prefill_ms + self.first_token_ms
-    }
-    pub fn share(&self) -> f64 {
-        if self.total_ms > 0.0 {
-            (self.wait_ms() / self.total_ms).clamp(0.0, 1.0)
-        } else {
-            0.0
-        }
     }
 }
 
@@ -295,8 +289,11 @@ pub(crate) struct Tally {
     pub queue_ms: f64,
     pub prefill_ms: f64,
     pub first_token_ms: f64,
-    pub share_sum: f64,
-    pub share_sq: f64,
+    /// Σ wait², Σ wait × duration, Σ duration² (ms²): the variance of the
+    /// wait share of LLM time (a ratio of sums), see [`z_ratio`].
+    pub wait_sq: f64,
+    pub wait_time: f64,
+    pub time_sq: f64,
 }
 
 impl Tally {
@@ -321,9 +318,10 @@ impl Tally {
             self.queue_ms += w.queue_ms;
             self.prefill_ms += w.prefill_ms;
             self.first_token_ms += w.first_token_ms;
-            let sh = w.share();
-            self.share_sum += sh;
-            self.share_sq += sh * sh;
+            let (wait, t) = (w.wait_ms().min(w.total_ms), w.total_ms);
+            self.wait_sq += wait * wait;
+            self.wait_time += wait * t;
+            self.time_sq += t * t;
         }
     }
 
@@ -346,8 +344,9 @@ impl Tally {
         self.queue_ms += o.queue_ms;
         self.prefill_ms += o.prefill_ms;
         self.first_token_ms += o.first_token_ms;
-        self.share_sum += o.share_sum;
-        self.share_sq += o.share_sq;
+        self.wait_sq += o.wait_sq;
+        self.wait_time += o.wait_time;
+        self.time_sq += o.time_sq;
     }
 
     fn timed_total(&self) -> u64 {
@@ -377,8 +376,11 @@ pub struct EarlyTotals {
     /// the rest.
     pub llm_seconds: [f64; 4],
     pub llm_calls: u64,
-    pub llm_share_sum: f64,
-    pub llm_share_squares: f64,
+    /// Σ wait², Σ wait × duration and Σ duration² over those calls (s²):
+    /// what the shipped rules need for the wait share's z-test.
+    pub llm_wait_squared: f64,
+    pub llm_wait_by_time: f64,
+    pub llm_time_squared: f64,
 }
 
 /// The `phase` labels of [`EarlyTotals::llm_seconds`].
@@ -398,9 +400,10 @@ impl EarlyTotals {
             self.llm_seconds[2] += w.first_token_ms / 1000.0;
             self.llm_seconds[3] += (w.total_ms - w.wait_ms()).max(0.0) / 1000.0;
             self.llm_calls += 1;
-            let sh = w.share();
-            self.llm_share_sum += sh;
-            self.llm_share_squares += sh * sh;
+            let (wait, t) = (w.wait_ms().min(w.total_ms) / 1000.0, w.total_ms / 1000.0);
+            self.llm_wait_squared += wait * wait;
+            self.llm_wait_by_time += wait * t;
+            self.llm_time_squared += t * t;
         }
     }
 }
@@ -448,22 +451,51 @@ fn z_prop(k1: u64, n1: u64, k2: u64, n2: u64) -> Option<f64> {
     Some(if se > 0.0 { (p1 - p2) / se } else { 0.0 })
 }
 
-/// Welch's z for two means from count, sum and sum of squares.
-fn z_mean(a: (u64, f64, f64), b: (u64, f64, f64)) -> Option<f64> {
-    let stats = |(n, s, q): (u64, f64, f64)| {
-        let n = n as f64;
-        let m = s / n;
-        let var = ((q - n * m * m) / (n - 1.0).max(1.0)).max(0.0);
-        (m, var / n)
-    };
-    if a.0 < 2 || b.0 < 2 {
+/// The sums behind a ratio of sums R = Σw / Σt over n calls.
+#[derive(Debug, Clone, Copy)]
+struct RatioSums {
+    n: u64,
+    w: f64,
+    t: f64,
+    ww: f64,
+    wt: f64,
+    tt: f64,
+}
+
+impl RatioSums {
+    fn of(t: &Tally) -> Self {
+        RatioSums {
+            n: t.llm_calls,
+            w: t.wait_ms().min(t.llm_ms),
+            t: t.llm_ms,
+            ww: t.wait_sq,
+            wt: t.wait_time,
+            tt: t.time_sq,
+        }
+    }
+
+    /// R and its variance by the delta method:
+    /// Σ(wᵢ − R tᵢ)² / (Σt)², with n / (n − 1) for the sample.
+    fn ratio_and_variance(&self) -> (f64, f64) {
+        let r = self.w / self.t;
+        let n = self.n as f64;
+        let ss = (self.ww - 2.0 * r * self.wt + r * r * self.tt).max(0.0);
+        (r, ss / (self.t * self.t) * n / (n - 1.0))
+    }
+}
+
+/// z for the difference of two ratios of sums (the wait share of LLM
+/// time, weighted by duration as the value is): long calls count for
+/// their length, so a few long waits move it as they move the share.
+fn z_ratio(a: RatioSums, b: RatioSums) -> Option<f64> {
+    if a.n < 2 || b.n < 2 || a.t <= 0.0 || b.t <= 0.0 {
         return None;
     }
-    let ((ma, va), (mb, vb)) = (stats(a), stats(b));
+    let ((ra, va), (rb, vb)) = (a.ratio_and_variance(), b.ratio_and_variance());
     // Shares are in [0, 1]: a floor on the error keeps two flat windows
     // from looking infinitely different.
     let se = (va + vb).sqrt().max(1e-3);
-    Some((ma - mb) / se)
+    Some((ra - rb) / se)
 }
 
 fn ratio(n: u64, d: u64) -> Option<f64> {
@@ -591,10 +623,7 @@ impl Early {
                 baseline: share(&b),
                 count: s.llm_calls,
                 baseline_count: b.llm_calls,
-                z: z_mean(
-                    (s.llm_calls, s.share_sum, s.share_sq),
-                    (b.llm_calls, b.share_sum, b.share_sq),
-                ),
+                z: z_ratio(RatioSums::of(&s), RatioSums::of(&b)),
             },
             semantic_success: prop(s.real, s.requests, b.real, b.requests, false),
         }
@@ -762,11 +791,53 @@ mod tests {
         let z = z_prop(552, 600, 45, 50).unwrap();
         assert!(z.abs() < 1.0, "{z}");
         assert_eq!(z_prop(0, 0, 1, 2), None);
-        // Shares of 0.3 ± 0.1 vs 0.6 ± 0.1 over 30 calls each.
-        let a = (30, 18.0, 30.0 * (0.36 + 0.01));
-        let b = (30, 9.0, 30.0 * (0.09 + 0.01));
-        assert!(z_mean(a, b).unwrap() > 5.0);
-        assert!(z_mean(b, b).unwrap().abs() < 1e-9);
+        assert_eq!(z_prop(0, 0, 1, 2), None);
+    }
+
+    fn tally(calls: &[(f64, f64)]) -> Tally {
+        let mut t = Tally::default();
+        for &(wait, total) in calls {
+            t.add(&Signals {
+                llm: vec![LlmWait {
+                    queue_ms: wait,
+                    prefill_ms: 0.0,
+                    first_token_ms: 0.0,
+                    total_ms: total,
+                }],
+                chain: Chain::Healthy,
+                answer: Answer::Success,
+                failed_call: false,
+                retried: false,
+                fell_back: false,
+                lost_call: false,
+                judged_low: false,
+                timed: Vec::new(),
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn the_wait_share_z_weighs_calls_by_their_length() {
+        // 30 calls of 10 s waiting 3 ± 1 s, then 30 waiting 6 ± 1 s: a
+        // share of 0.3 vs 0.6, far apart.
+        let calm: Vec<(f64, f64)> = (0..30)
+            .map(|i| (3000.0 + if i % 2 == 0 { 1000.0 } else { -1000.0 }, 10_000.0))
+            .collect();
+        let busy: Vec<(f64, f64)> = calm.iter().map(|(w, t)| (w + 3000.0, *t)).collect();
+        let (a, b) = (RatioSums::of(&tally(&busy)), RatioSums::of(&tally(&calm)));
+        assert!(z_ratio(a, b).unwrap() > 5.0);
+        assert!(z_ratio(b, b).unwrap().abs() < 1e-9);
+        // Many short calls that wait, among long ones that do not: the
+        // share of time hardly moves when one short call more waits.
+        let mut mixed: Vec<(f64, f64)> = (0..20).map(|_| (1000.0, 60_000.0)).collect();
+        mixed.extend((0..20).map(|_| (400.0, 500.0)));
+        let mut one_more = mixed.clone();
+        one_more[0] = (1000.0, 60_000.0);
+        one_more[20] = (500.0, 500.0);
+        let z = z_ratio(RatioSums::of(&tally(&one_more)), RatioSums::of(&tally(&mixed))).unwrap();
+        assert!(z.abs() < 1.0, "{z}");
+        assert_eq!(z_ratio(RatioSums::of(&tally(&[(1.0, 2.0)])), b), None);
     }
 
     #[test]

@@ -269,14 +269,19 @@ pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
             t.llm_calls as f64,
         ),
         (
-            "overtime_llm_wait_share_total",
-            "sum over those calls of their wait share (wait / duration)",
-            t.llm_share_sum,
+            "overtime_llm_wait_seconds_squared_total",
+            "sum over those calls of their wait squared (s^2), for the z-test of the wait share",
+            t.llm_wait_squared,
         ),
         (
-            "overtime_llm_wait_share_squared_total",
-            "sum over those calls of their wait share squared",
-            t.llm_share_squares,
+            "overtime_llm_wait_by_time_seconds_squared_total",
+            "sum over those calls of wait × duration (s^2), for the z-test of the wait share",
+            t.llm_wait_by_time,
+        ),
+        (
+            "overtime_llm_time_seconds_squared_total",
+            "sum over those calls of their duration squared (s^2), for the z-test of the wait share",
+            t.llm_time_squared,
         ),
     ] {
         o.family(name, "counter", help);
