@@ -1,4 +1,4 @@
-//! Model breaker conditions (docs/metrics.md, INCIDENTS A):
+//! Model breaker conditions (docs/metrics.md, seed incident 000):
 //! - L1: `breaker_consecutive_timeouts` (3) timed-out calls in a row on one
 //!   model. A call that did not time out ends the run; so do 5 minutes
 //!   (scaled) without any call to the model, so that an idle model does not

@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn quantiles_within_one_percent() {
         let mut s = LogSketch::default();
-        // INCIDENTS A, <50 tokens: P50 1.2 s, P99 5.1 s, max 12.3 s.
+        // seed incident 000, <50 tokens: P50 1.2 s, P99 5.1 s, max 12.3 s.
         for _ in 0..50 {
             s.add(1200.0);
         }

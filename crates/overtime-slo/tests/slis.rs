@@ -42,7 +42,7 @@ fn alert<'a>(slo: &'a Slo, name: &str) -> &'a overtime_slo::Alert {
         .unwrap_or_else(|| panic!("{name} not firing: {:?}", slo.alerts()))
 }
 
-/// INCIDENTS C: "semantic success < 0.75 for 2 min". 10 min healthy (97 %
+/// seed incident 004: "semantic success < 0.75 for 2 min". 10 min healthy (97 %
 /// of answers judged ≥ 0.8), then every answer judged 0.3. The 5-min ratio
 /// crosses 0.75 after ~68 s of collapse; the page comes 2 min later.
 #[test]
@@ -83,7 +83,7 @@ fn semantic_success_collapse_pages_after_two_minutes_below_075() {
     assert_eq!(a.active_since_us, T0 + (c * 1e6) as i64);
 }
 
-/// Timeout budget (INCIDENTS A: threshold 0.5 %). Burn = ratio / 0.005.
+/// Timeout budget (seed incident 000: threshold 0.5 %). Burn = ratio / 0.005.
 #[test]
 fn timeout_ratio_burn_rate_and_the_multiwindow_alerts() {
     let mut slo = Slo::new(SloConfig::default());
@@ -154,7 +154,7 @@ fn timeout_ratio_burn_rate_and_the_multiwindow_alerts() {
     assert!(firing(&slo, BURN_TICKET), "3 d and 6 h still burn");
 }
 
-/// SLO-3 (INCIDENTS C): 90 % of LLM calls with TTFT ≤ 800 ms, P99 ≤ 2.5 s;
+/// SLO-3 (seed incident 004): 90 % of LLM calls with TTFT ≤ 800 ms, P99 ≤ 2.5 s;
 /// a healthy model has a TTFT median of 320 ms.
 #[test]
 fn ttft_within_target_and_p99() {
@@ -211,7 +211,7 @@ fn ttft_within_target_and_p99() {
     );
 }
 
-/// INCIDENTS C: chain health = 1 − Σ(stage timeout ratio × weight) fell
+/// seed incident 004: chain health = 1 − Σ(stage timeout ratio × weight) fell
 /// 0.96 → 0.89 three minutes before the outage; the page is below 0.8.
 #[test]
 fn chain_health_per_minute_with_stage_weights() {
@@ -259,7 +259,7 @@ fn chain_health_per_minute_with_stage_weights() {
     }
 }
 
-/// Fallback acceptance (INCIDENTS C: 23 callers got the cache fallback).
+/// Fallback acceptance (seed incident 004: 23 callers got the cache fallback).
 #[test]
 fn fallback_acceptance_ratio() {
     let mut slo = Slo::new(SloConfig::default());
@@ -277,7 +277,7 @@ fn fallback_acceptance_ratio() {
     assert_eq!(slo.totals().fallbacks_accepted.get(&["cache"]), 15);
 }
 
-/// L3 (INCIDENTS A): global error ratio > 15 % for 1 min. 100 requests a
+/// L3 (seed incident 000): global error ratio > 15 % for 1 min. 100 requests a
 /// minute: 16 % errors page after a minute; 14 % never does.
 #[test]
 fn l3_pages_at_16_percent_for_a_minute_not_at_14() {
@@ -309,7 +309,7 @@ fn l3_pages_at_16_percent_for_a_minute_not_at_14() {
     }
 }
 
-/// L1 (INCIDENTS A): three consecutive timeouts on one model.
+/// L1 (seed incident 000): three consecutive timeouts on one model.
 #[test]
 fn l1_three_consecutive_timeouts_on_one_model() {
     let mut slo = Slo::new(SloConfig::default());
@@ -347,7 +347,7 @@ fn l1_three_consecutive_timeouts_on_one_model() {
     assert!(!firing(&slo, BREAKER_L1));
 }
 
-/// L2 (INCIDENTS A): P99 2.1 s → 117 s; a model P99 above 2× its baseline
+/// L2 (seed incident 000): P99 2.1 s → 117 s; a model P99 above 2× its baseline
 /// held for 2 minutes. The baseline is the hour before the last 2 min.
 #[test]
 fn l2_model_p99_over_twice_its_baseline_for_two_minutes() {

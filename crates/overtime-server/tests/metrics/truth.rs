@@ -253,7 +253,7 @@ async fn incident_c_judge_ttft_and_fallback_counters() {
     );
     let ttft_count = histogram_count(&fams, "overtime_ttft_seconds");
     assert_eq!(ttft_count, ttft as f64);
-    // 23 callers got the cache fallback (INCIDENTS C).
+    // 23 callers got the cache fallback (seed incident 004).
     assert_eq!(
         value(&fams, "overtime_fallbacks_total", &[("model", "cache")]),
         Some(23.0)
