@@ -5,6 +5,7 @@
 
 mod cli_usage;
 mod demo;
+mod diagnose_at_scale;
 mod faults_auth;
 mod faults_full_disk;
 mod faults_kafka_restart;
