@@ -110,10 +110,56 @@ impl Out<'_> {
         self.i64(h.time_us);
         self.opt_f64(h.request_time_ms);
     }
-    /// A record as postcard, length-prefixed.
+    /// Bytes behind a 4-byte length (a record's body, a whole frame).
+    pub fn body_bytes(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(b);
+    }
+    /// A record as postcard behind a 4-byte length, written in place.
     pub fn record<T: serde::Serialize>(&mut self, r: &T) {
-        let body = postcard::to_allocvec(r).expect("records serialize to memory");
-        self.bytes(&body);
+        self.record_with(|buf| postcard_into(r, buf));
+    }
+    /// A record written by `write` behind a 4-byte length.
+    pub fn record_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let at = open_len(self.0);
+        write(self.0);
+        close_len(self.0, at);
+    }
+}
+
+/// Appends `r` as postcard.
+pub(crate) fn postcard_into<T: serde::Serialize>(r: &T, buf: &mut Vec<u8>) {
+    postcard::serialize_with_flavor::<T, _, ()>(r, Append(buf))
+        .expect("records serialize to memory");
+}
+
+/// Reserves a 4-byte length at the end of `buf`; returns where.
+pub(crate) fn open_len(buf: &mut Vec<u8>) -> usize {
+    buf.extend_from_slice(&[0; 4]);
+    buf.len() - 4
+}
+
+/// Writes the length of what followed `at` into its reserved bytes.
+pub(crate) fn close_len(buf: &mut [u8], at: usize) {
+    let n = (buf.len() - at - 4) as u32;
+    buf[at..at + 4].copy_from_slice(&n.to_le_bytes());
+}
+
+/// postcard writing straight into a buffer (no intermediate Vec).
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+    fn try_push(&mut self, b: u8) -> postcard::Result<()> {
+        self.0.push(b);
+        Ok(())
+    }
+    fn try_extend(&mut self, b: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(b);
+        Ok(())
+    }
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
     }
 }
 
@@ -175,6 +221,11 @@ impl<'a> In<'a> {
     }
     pub fn bytes(&mut self) -> R<&'a [u8]> {
         let n = self.var()? as usize;
+        self.take(n)
+    }
+    /// Bytes behind a 4-byte length.
+    pub fn body(&mut self) -> R<&'a [u8]> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
         self.take(n)
     }
     pub fn str(&mut self) -> R<&'a str> {
@@ -262,8 +313,8 @@ mod tests {
         assert_eq!(i.key().unwrap(), Key::Other("request:x".into()));
         assert_eq!(i.key().unwrap(), Key::Trace(u128::MAX - 5));
         assert_eq!(i.head().unwrap(), GwHead::of(&g));
-        assert_eq!(decode_span(i.bytes().unwrap()).unwrap(), s);
-        assert_eq!(decode_gateway(i.bytes().unwrap()).unwrap(), g);
+        assert_eq!(decode_span(i.body().unwrap()).unwrap(), s);
+        assert_eq!(decode_gateway(i.body().unwrap()).unwrap(), g);
         assert_eq!(i.var().unwrap(), u64::MAX);
         assert!(i.done());
         assert!(In::new(&buf[..10]).key().is_err());

@@ -18,6 +18,7 @@
 //!    failing traces and a stream of every trace's compact summary.
 
 pub mod codec;
+mod gateway_wire;
 mod partition;
 pub mod results;
 pub mod spill;
@@ -31,7 +32,8 @@ use crate::report::{BucketRow, IncidentReport, LatencyAcc};
 use crate::timeouts::{self, LayerTimeout};
 use crate::verdict::{diagnose_trace, TraceSummary};
 use crate::Trace;
-use codec::{GwHead, In, Out, GATEWAY, LINK, RID_ROW, SPAN};
+use codec::{close_len, open_len, GwHead, In, Out, GATEWAY, LINK, RID_ROW, SPAN};
+use gateway_wire::GatewayWire;
 use overtime_model::{GatewayRows, SpanRecord, Verdict};
 use partition::{assemble_partition, Joined, RidLinks};
 use results::{Collector, PartOut};
@@ -146,7 +148,7 @@ impl Engine {
         let n = (est / target + 1)
             .next_power_of_two()
             .clamp(4 * opts.threads.max(1) as u64, 4096) as usize;
-        let budget = (opts.memory_limit / 5 * 2).max(16 << 10);
+        let budget = (opts.memory_limit / 2).max(16 << 10);
         Engine {
             parts: Partitions::new("p", 2 * n, budget),
             n,
@@ -181,7 +183,6 @@ impl Engine {
             engine: self,
             local: vec![Vec::new(); 2 * self.n],
             local_bytes: 0,
-            rec: Vec::new(),
             samples: Samples::new(),
             stats: AssemblyStats::default(),
         }
@@ -288,7 +289,6 @@ impl Engine {
     fn resolve_request_ids(&self) -> Result<(), BatchError> {
         let mut joined = [0usize; 3];
         let mut local = vec![Vec::new(); 2 * self.n];
-        let mut rec = Vec::new();
         for p in self.n..2 * self.n {
             self.check_cancel()?;
             if self.parts.size(p) == 0 {
@@ -314,7 +314,7 @@ impl Engine {
                         let seq = i.seq()?;
                         let rid = i.str()?;
                         let head = i.head()?;
-                        rows.push((seq, rid, head, i.bytes()?));
+                        rows.push((seq, rid, head, i.body()?));
                     }
                     _ => return Err(codec::Corrupt("request-id record").into()),
                 }
@@ -323,14 +323,15 @@ impl Engine {
             for (seq, rid, head, body) in rows {
                 let (key, how) = links.resolve(rid);
                 joined[how as usize] += 1;
-                rec.clear();
-                let mut o = Out(&mut rec);
+                let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
+                let at = open_len(buf);
+                let mut o = Out(buf);
                 o.u8(GATEWAY);
                 o.seq(seq);
                 o.key(&key);
                 o.head(&head);
-                o.bytes(body);
-                frame(&mut local[part_of(key_hash(&key), 0, self.n)], &rec);
+                o.body_bytes(body);
+                close_len(buf, at);
             }
             self.parts.absorb(&mut local, &self.spill)?;
         }
@@ -416,7 +417,6 @@ pub struct Ingest<'e> {
     engine: &'e Engine,
     local: Vec<Vec<u8>>,
     local_bytes: usize,
-    rec: Vec<u8>,
     samples: Samples,
     stats: AssemblyStats,
 }
@@ -425,9 +425,13 @@ pub struct Ingest<'e> {
 const LOCAL_BYTES: usize = 4 << 20;
 
 impl Ingest<'_> {
-    fn put(&mut self, p: usize) -> Result<(), BatchError> {
-        self.local_bytes += self.rec.len() + 2;
-        frame(&mut self.local[p], &self.rec);
+    /// Writes one framed record into partition `p`'s buffer.
+    fn put(&mut self, p: usize, write: impl FnOnce(&mut Out)) -> Result<(), BatchError> {
+        let buf = &mut self.local[p];
+        let at = open_len(buf);
+        write(&mut Out(buf));
+        close_len(buf, at);
+        self.local_bytes += buf.len() - at;
         if self.local_bytes > LOCAL_BYTES {
             self.flush()?;
         }
@@ -443,15 +447,14 @@ impl Ingest<'_> {
     }
 
     fn link(&mut self, rid: &str, seq: Seq, key: &Key, from_span: bool) -> Result<(), BatchError> {
-        self.rec.clear();
-        let mut o = Out(&mut self.rec);
-        o.u8(LINK);
-        o.bytes(rid.as_bytes());
-        o.seq(seq);
-        o.key(key);
-        o.u8(u8::from(from_span));
         let p = self.rid_part(rid);
-        self.put(p)
+        self.put(p, |o| {
+            o.u8(LINK);
+            o.bytes(rid.as_bytes());
+            o.seq(seq);
+            o.key(key);
+            o.u8(u8::from(from_span));
+        })
     }
 
     /// Routes a span; `seq` is its place in the input ([`seq`]).
@@ -462,14 +465,13 @@ impl Ingest<'_> {
         if let Some(rid) = &s.request_id {
             self.link(rid, seq, &key, true)?;
         }
-        self.rec.clear();
-        let mut o = Out(&mut self.rec);
-        o.u8(SPAN);
-        o.seq(seq);
-        o.key(&key);
-        o.record(s);
         let p = self.trace_part(&key);
-        self.put(p)
+        self.put(p, |o| {
+            o.u8(SPAN);
+            o.seq(seq);
+            o.key(&key);
+            o.record(s);
+        })
     }
 
     /// Routes the rows of a `gateway_requests` batch parsed from input
@@ -498,55 +500,76 @@ impl Ingest<'_> {
         file: u32,
         by_line: bool,
     ) -> Result<(), BatchError> {
-        let r = GatewayRows::new(batch)?;
-        for i in 0..r.len() {
-            let g = r.row(i);
-            let seq = codec::seq(file, if by_line { g.line } else { i as u64 }, 0);
+        // The parser's batches are encoded from their columns; others
+        // through a record.
+        let wire = GatewayWire::new(batch);
+        let slow = match wire {
+            Some(_) => None,
+            None => Some(GatewayRows::new(batch)?),
+        };
+        for i in 0..batch.num_rows() {
+            let record = slow.as_ref().map(|r| r.row(i));
+            let (src, line, head, trace_id, rid) = match (&wire, &record) {
+                (Some(w), _) => (w.source(i), w.line(i), w.head(i), w.trace_id(i), w.request_id(i)),
+                (None, Some(g)) => (
+                    g.source.as_str(),
+                    g.line,
+                    GwHead::of(g),
+                    g.trace_id.as_deref(),
+                    g.request_id.as_deref(),
+                ),
+                (None, None) => unreachable!("one of the two is there"),
+            };
+            let body = |buf: &mut Vec<u8>| match (&wire, &record) {
+                (Some(w), _) => w.write(i, buf),
+                (None, Some(g)) => codec::postcard_into(g, buf),
+                (None, None) => unreachable!("one of the two is there"),
+            };
+            let seq = codec::seq(file, if by_line { line } else { i as u64 }, 0);
             // Layer timeouts: every source, and the time of each 504.
-            let src = r.source(i);
             if !self.samples.contains_key(src) {
                 self.samples.insert(src.to_string(), Vec::new());
             }
-            if let (Some(504), Some(rt)) = (g.status, g.request_time_ms) {
+            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms) {
                 if let Some(rts) = self.samples.get_mut(src) {
                     rts.push(rt);
                 }
             }
             self.stats.gateway_records += 1;
-            let head = GwHead::of(&g);
-            self.rec.clear();
-            let mut o = Out(&mut self.rec);
-            if let Some(t) = g.trace_id.as_deref().and_then(hex128) {
+            if let Some(t) = trace_id.and_then(hex128) {
                 self.stats.joined_by_traceparent += 1;
                 let key = Key::Trace(t);
-                o.u8(GATEWAY);
-                o.seq(seq);
-                o.key(&key);
-                o.head(&head);
-                o.record(&g);
                 let p = self.trace_part(&key);
-                self.put(p)?;
-                if let Some(rid) = &g.request_id {
+                self.put(p, |o| {
+                    o.u8(GATEWAY);
+                    o.seq(seq);
+                    o.key(&key);
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+                if let Some(rid) = rid {
                     self.link(rid, seq, &key, false)?;
                 }
-            } else if let Some(rid) = &g.request_id {
-                o.u8(RID_ROW);
-                o.seq(seq);
-                o.bytes(rid.as_bytes());
-                o.head(&head);
-                o.record(&g);
+            } else if let Some(rid) = rid {
                 let p = self.rid_part(rid);
-                self.put(p)?;
+                self.put(p, |o| {
+                    o.u8(RID_ROW);
+                    o.seq(seq);
+                    o.bytes(rid.as_bytes());
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
             } else {
                 self.stats.unjoined_gateway_records += 1;
-                let key = Key::Other(format!("line:{}:{}", g.source, g.line));
-                o.u8(GATEWAY);
-                o.seq(seq);
-                o.key(&key);
-                o.head(&head);
-                o.record(&g);
+                let key = Key::Other(format!("line:{src}:{line}"));
                 let p = self.trace_part(&key);
-                self.put(p)?;
+                self.put(p, |o| {
+                    o.u8(GATEWAY);
+                    o.seq(seq);
+                    o.key(&key);
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
             }
         }
         Ok(())
@@ -555,9 +578,7 @@ impl Ingest<'_> {
     /// Hands buffered records to the engine (may spill).
     pub fn flush(&mut self) -> Result<(), BatchError> {
         self.engine.check_cancel()?;
-        self.engine
-            .parts
-            .absorb(&mut self.local, &self.engine.spill)?;
+        self.engine.parts.absorb(&mut self.local, &self.engine.spill)?;
         self.local_bytes = 0;
         let mut sh = self.engine.shared.lock().expect("engine lock");
         for (src, rts) in std::mem::take(&mut self.samples) {

@@ -33,7 +33,7 @@ pub fn assemble_partition(buf: &[u8], all: bool) -> Result<Assembled, BatchError
             SPAN => {
                 let seq = i.seq()?;
                 let key = i.key()?;
-                spans.push((seq, key, i.bytes()?));
+                spans.push((seq, key, i.body()?));
             }
             GATEWAY => {
                 let seq = i.seq()?;
@@ -43,7 +43,7 @@ pub fn assemble_partition(buf: &[u8], all: bool) -> Result<Assembled, BatchError
                     seq,
                     key,
                     head,
-                    body: i.bytes()?,
+                    body: i.body()?,
                 });
             }
             _ => return Err(crate::batch::codec::Corrupt("record tag").into()),

@@ -302,18 +302,10 @@ impl Cursor {
                     return Ok(None);
                 }
                 *left -= 1;
-                let mut len = [0u8; 10];
-                let mut n = 0;
-                loop {
-                    r.read_exact(&mut len[n..n + 1])
-                        .map_err(|e| BatchError::io(path, e))?;
-                    n += 1;
-                    if len[n - 1] < 0x80 || n == 10 {
-                        break;
-                    }
-                }
-                let size = In::new(&len[..n]).var()? as usize;
-                let mut rec = vec![0u8; size];
+                let mut len = [0u8; 4];
+                r.read_exact(&mut len)
+                    .map_err(|e| BatchError::io(path, e))?;
+                let mut rec = vec![0u8; u32::from_le_bytes(len) as usize];
                 r.read_exact(&mut rec)
                     .map_err(|e| BatchError::io(path, e))?;
                 let mut i = In::new(&rec);

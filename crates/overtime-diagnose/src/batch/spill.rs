@@ -81,9 +81,9 @@ pub fn part_of(h: u64, level: u32, n: usize) -> usize {
     (((x >> 32) * n as u64) >> 32) as usize
 }
 
-/// One record framed: its length, then its bytes.
+/// One record framed: its length (4 bytes), then its bytes.
 pub fn frame(buf: &mut Vec<u8>, record: &[u8]) {
-    Out(buf).bytes(record);
+    Out(buf).body_bytes(record);
 }
 
 /// Calls `f` with each framed record of `buf`.
@@ -93,7 +93,7 @@ pub fn for_each_record<'a>(
 ) -> Result<(), BatchError> {
     let mut i = In::new(buf);
     while !i.done() {
-        f(i.bytes()?)?;
+        f(i.body()?)?;
     }
     Ok(())
 }
@@ -145,16 +145,21 @@ impl Partitions {
             }
         }
         if st.mem_bytes > self.budget {
-            self.spill_all(&mut st, spill)?;
+            self.spill_largest(&mut st, spill)?;
         }
         Ok(())
     }
 
-    fn spill_all(&self, st: &mut State, spill: &SpillDir) -> Result<(), BatchError> {
+    /// Spills the largest partitions until half the budget is free (the
+    /// others stay in memory: a small input past its budget by a little
+    /// spills a little).
+    fn spill_largest(&self, st: &mut State, spill: &SpillDir) -> Result<(), BatchError> {
         let dir = spill.path()?;
-        for p in 0..st.mem.len() {
-            if st.mem[p].is_empty() {
-                continue;
+        let mut order: Vec<usize> = (0..st.mem.len()).collect();
+        order.sort_unstable_by_key(|&p| std::cmp::Reverse(st.mem[p].len()));
+        for p in order {
+            if st.mem_bytes <= self.budget / 2 || st.mem[p].is_empty() {
+                break;
             }
             let path = self.file(dir, p);
             let mut f = std::fs::OpenOptions::new()
@@ -165,9 +170,9 @@ impl Partitions {
             f.write_all(&st.mem[p])
                 .map_err(|e| BatchError::io(&path, e))?;
             st.on_disk[p] += st.mem[p].len() as u64;
+            st.mem_bytes -= st.mem[p].len();
             st.mem[p] = Vec::new();
         }
-        st.mem_bytes = 0;
         Ok(())
     }
 
@@ -216,7 +221,7 @@ impl Partitions {
             let file = std::fs::File::open(&path).map_err(|e| BatchError::io(&path, e))?;
             let mut r = BufReader::with_capacity(1 << 20, file);
             let mut rec = Vec::new();
-            while let Some(n) = read_var(&mut r).map_err(|e| BatchError::io(&path, e))? {
+            while let Some(n) = read_len(&mut r).map_err(|e| BatchError::io(&path, e))? {
                 rec.resize(n as usize, 0);
                 r.read_exact(&mut rec)
                     .map_err(|e| BatchError::io(&path, e))?;
@@ -228,24 +233,22 @@ impl Partitions {
     }
 }
 
-/// A varint at the reader's position; `None` at a clean end of file.
-fn read_var(r: &mut impl Read) -> std::io::Result<Option<u64>> {
-    let mut v = 0u64;
-    let mut b = [0u8; 1];
-    for (i, shift) in (0..64).step_by(7).enumerate() {
-        if r.read(&mut b)? == 0 {
-            return if i == 0 {
+/// A frame's length at the reader's position; `None` at a clean end of file.
+fn read_len(r: &mut impl Read) -> std::io::Result<Option<u64>> {
+    let mut b = [0u8; 4];
+    let mut n = 0;
+    while n < 4 {
+        let k = r.read(&mut b[n..])?;
+        if k == 0 {
+            return if n == 0 {
                 Ok(None)
             } else {
                 Err(std::io::ErrorKind::UnexpectedEof.into())
             };
         }
-        v |= ((b[0] & 0x7f) as u64) << shift;
-        if b[0] < 0x80 {
-            return Ok(Some(v));
-        }
+        n += k;
     }
-    Err(std::io::ErrorKind::InvalidData.into())
+    Ok(Some(u32::from_le_bytes(b) as u64))
 }
 
 /// Framed records in memory up to a budget, then appended to one file:
@@ -298,7 +301,7 @@ impl Stream {
             let file = std::fs::File::open(&path).map_err(|e| BatchError::io(&path, e))?;
             let mut r = BufReader::with_capacity(1 << 20, file);
             let mut rec = Vec::new();
-            while let Some(n) = read_var(&mut r).map_err(|e| BatchError::io(&path, e))? {
+            while let Some(n) = read_len(&mut r).map_err(|e| BatchError::io(&path, e))? {
                 rec.resize(n as usize, 0);
                 r.read_exact(&mut rec)
                     .map_err(|e| BatchError::io(&path, e))?;
