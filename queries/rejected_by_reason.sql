@@ -1,4 +1,4 @@
--- Question: which inputs are being rejected, why, and since when (SPEC §3)?
+-- Question: which inputs are being rejected, why, and since when (docs/inputs.md#bad-input)?
 -- Tables: rejected (ingested_at is when the store accepted the row). An example raw line per reason.
 SELECT
     source,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Peer for crates/overtime-ingest/benches/collector.rs: DuckDB bulk-loads
-the same spans (SPEC §2.2 JSON lines) into a table in a database file and
+the same spans (docs/inputs.md#spans JSON lines) into a table in a database file and
 checkpoints it to disk — one bulk load, no network and no per-request
 durability, so the comparison favours DuckDB.
 

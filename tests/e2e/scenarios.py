@@ -1,9 +1,9 @@
 """The scenarios: batches of requests, each with the fault it injects and
-the diagnosis that fault must get (SPEC §4.1), decided here — by what was
+the diagnosis that fault must get (docs/diagnosis.md#root-cause-kinds), decided here — by what was
 injected — never by overtime.
 
 Times are scaled (~1/20): the gateway's read timeout is 3 s. Each failing
-batch is shaped so that exactly one rule of SPEC §4.1 applies to the
+batch is shaped so that exactly one rule of docs/diagnosis.md#root-cause-kinds applies to the
 requests that fail; the notes say why the earlier rules do not.
 """
 

@@ -1,12 +1,9 @@
-//! The alert itself and the catalog of alert names (docs/metrics.md).
-//!
-//! overtime-slo, which evaluates the SLO alerts, names them too
-//! (`overtime_slo::ALERT_NAMES`). This crate cannot re-use its constants:
-//! overtime-slo depends on this crate through overtime-config (a cycle),
-//! and would bring overtime-model's Arrow along. A unit test below reads
-//! overtime-slo's list from its source and holds the two equal.
+//! The alert itself as it is delivered. The alert names and their
+//! severities are overtime-slo's catalog (the crate that decides when each
+//! holds); this crate re-exports them.
 
 use chrono::{DateTime, Utc};
+use overtime_slo::alert_names::INCIDENT;
 use std::collections::BTreeMap;
 
 /// One alert as the caller sees it: its identity is its label set.
@@ -115,60 +112,6 @@ impl Alert {
             )
             .annotation("incident_id", incident_id)
     }
-}
-
-/// `OvertimeTimeoutBudgetBurnFast`: burn rate > 14.4 over 1 h and 5 min.
-pub const BURN_FAST: &str = "OvertimeTimeoutBudgetBurnFast";
-/// `OvertimeTimeoutBudgetBurnSlow`: burn rate > 6 over 6 h and 30 min.
-pub const BURN_SLOW: &str = "OvertimeTimeoutBudgetBurnSlow";
-/// `OvertimeTimeoutBudgetBurnTicket`: burn rate > 1 over 3 d and 6 h.
-pub const BURN_TICKET: &str = "OvertimeTimeoutBudgetBurnTicket";
-/// `OvertimeSemanticSuccessLow`: semantic success < 0.75 for 2 min.
-pub const SEMANTIC_SUCCESS_LOW: &str = "OvertimeSemanticSuccessLow";
-/// `OvertimeChainHealthLow`: chain health < 0.8.
-pub const CHAIN_HEALTH_LOW: &str = "OvertimeChainHealthLow";
-/// `OvertimeTtftSloBreach`: TTFT ≤ 800 ms for < 90 %, or P99 > 2.5 s.
-pub const TTFT_SLO_BREACH: &str = "OvertimeTtftSloBreach";
-/// `OvertimeModelBreakerL1`: 3 consecutive timeouts on one model.
-pub const BREAKER_L1: &str = "OvertimeModelBreakerL1";
-/// `OvertimeModelBreakerL2`: model P99 > 2× its baseline for 2 min.
-pub const BREAKER_L2: &str = "OvertimeModelBreakerL2";
-/// `OvertimeModelBreakerL3`: global error ratio > 15 % for 1 min.
-pub const BREAKER_L3: &str = "OvertimeModelBreakerL3";
-/// `Overtime504Incident`: a new 504 incident.
-pub const INCIDENT: &str = "Overtime504Incident";
-
-/// Every alert name of docs/metrics.md with its severity, in table order.
-/// The Prometheus rules and the collector use exactly these.
-///
-/// ```
-/// let (name, severity) = overtime_alert::CATALOG[2];
-/// assert_eq!((name, severity), ("OvertimeTimeoutBudgetBurnTicket", "ticket"));
-/// ```
-pub const CATALOG: [(&str, &str); 10] = [
-    (BURN_FAST, "page"),
-    (BURN_SLOW, "page"),
-    (BURN_TICKET, "ticket"),
-    (SEMANTIC_SUCCESS_LOW, "page"),
-    (CHAIN_HEALTH_LOW, "page"),
-    (TTFT_SLO_BREACH, "page"),
-    (BREAKER_L1, "page"),
-    (BREAKER_L2, "page"),
-    (BREAKER_L3, "page"),
-    (INCIDENT, "page"),
-];
-
-/// The severity of a catalog alert, `None` for a name not in it.
-///
-/// ```
-/// assert_eq!(overtime_alert::severity_of("OvertimeModelBreakerL3"), Some("page"));
-/// assert_eq!(overtime_alert::severity_of("Nope"), None);
-/// ```
-pub fn severity_of(alertname: &str) -> Option<&'static str> {
-    CATALOG
-        .iter()
-        .find(|(n, _)| *n == alertname)
-        .map(|(_, s)| *s)
 }
 
 /// Alertmanager's identity of an alert: its label set, written out.

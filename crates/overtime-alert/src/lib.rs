@@ -1,7 +1,7 @@
 //! # overtime-alert
 //!
 //! overtime's own alert delivery, for those who run it without Prometheus
-//! (SPEC §6): the caller evaluates its SLOs and hands the set of active
+//! (docs/metrics.md): the caller evaluates its SLOs and hands the set of active
 //! alerts to an [`AlertSender`] every evaluation; the sender sends what
 //! changed to every Alertmanager (`POST /api/v2/alerts`) and to a generic
 //! JSON webhook, re-sends what is still firing so Alertmanager keeps it
@@ -33,12 +33,14 @@ mod deliver;
 mod payload;
 mod sender;
 
-pub use alert::{
-    fingerprint, severity_of, Alert, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW,
-    BURN_TICKET, CATALOG, CHAIN_HEALTH_LOW, INCIDENT, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
-};
+pub use alert::{fingerprint, Alert};
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;
+pub use overtime_slo::alert_names::{
+    severity_of, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
+    CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, INCIDENT, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
+    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+};
 pub use payload::{alertmanager_body, rfc3339, webhook_bodies, ZERO_TIME};
 pub use sender::{AlertError, AlertSender, AlertStats};

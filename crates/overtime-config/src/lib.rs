@@ -17,8 +17,8 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-mod slo;
-pub use slo::{ChainWeights, SloConfig};
+pub use overtime_server::SqlConfig;
+pub use overtime_slo::{ChainWeights, EarlyWarningConfig, SloConfig};
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
@@ -44,11 +44,11 @@ pub struct Config {
     pub otlp: OtlpConfig,
     pub diagnose: DiagnoseSection,
     pub sql: SqlConfig,
-    /// SLIs, SLOs, breakers and alert thresholds (SPEC §6).
+    /// SLIs, SLOs, breakers and alert thresholds (docs/metrics.md).
     pub slo: SloConfig,
     /// Where the collector sends its own alerts (Alertmanager v2, webhook).
     pub alerts: overtime_alert::AlertConfig,
-    /// Deduplicated Jira tickets for new incidents (SPEC §7).
+    /// Deduplicated Jira tickets for new incidents (docs/jira.md).
     pub jira: overtime_jira::JiraConfig,
     /// Files to tail.
     #[serde(rename = "file")]
@@ -217,6 +217,9 @@ pub struct DiagnoseSection {
     /// memory, waiting or kept for revision; past it, the oldest diagnosed
     /// traces are forgotten, then the quietest waiting ones diagnosed early.
     pub max_live_records: usize,
+    /// The root-cause rules' thresholds (`[diagnose.rules]`), owned by the
+    /// rules themselves.
+    pub rules: overtime_diagnose::rules::RuleThresholds,
 }
 
 impl Default for DiagnoseSection {
@@ -231,24 +234,7 @@ impl Default for DiagnoseSection {
             default_budget_ms: None,
             max_traces: 1_000_000,
             max_live_records: 1_000_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SqlConfig {
-    pub timeout_ms: u64,
-    pub max_rows: usize,
-    pub memory_bytes: usize,
-}
-
-impl Default for SqlConfig {
-    fn default() -> Self {
-        SqlConfig {
-            timeout_ms: 10_000,
-            max_rows: 100_000,
-            memory_bytes: 256 * 1024 * 1024,
+            rules: Default::default(),
         }
     }
 }

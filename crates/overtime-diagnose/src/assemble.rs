@@ -1,5 +1,5 @@
 //! Trace assembly: spans deduplicated by (trace id, span id), grouped by
-//! trace, and joined with the gateway records of every layer (SPEC §2.4).
+//! trace, and joined with the gateway records of every layer (docs/inputs.md#identity-and-joining).
 //!
 //! Design rules (the input can be a 1 GB log):
 //! - Keys are trace ids as `u128`, hashed with FxHash: no string per row.

@@ -1,4 +1,4 @@
-//! The statistics that explain one cause (SPEC §5): prefill against the
+//! The statistics that explain one cause (docs/diagnosis.md#incidents-and-their-reports): prefill against the
 //! input-token threshold, tools against their timeout, connect times, the
 //! idle gaps of streams… and the short phrase the headline ends with.
 

@@ -1,5 +1,5 @@
 //! The knobs of the diagnosis. One struct, passed down; every field has a
-//! default that matches SPEC §4–5.
+//! default that matches docs/diagnosis.md.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,7 +17,7 @@ pub struct LayerConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DiagnoseConfig {
-    /// Input-token threshold above which prefill is expected to hurt (SPEC §5).
+    /// Input-token threshold above which prefill is expected to hurt (docs/diagnosis.md#incidents-and-their-reports).
     pub threshold_tokens: u32,
     /// Clock skew between hosts tolerated when a child span starts before
     /// its parent: it is shifted inside the parent up to this much (ms).
@@ -33,6 +33,8 @@ pub struct DiagnoseConfig {
     pub all_verdicts: bool,
     /// Example trace ids kept per incident.
     pub max_examples: usize,
+    /// The thresholds of the root-cause rules (`[diagnose.rules]`).
+    pub rules: crate::rules::RuleThresholds,
 }
 
 impl Default for DiagnoseConfig {
@@ -45,6 +47,7 @@ impl Default for DiagnoseConfig {
             default_budget_ms: None,
             all_verdicts: false,
             max_examples: 5,
+            rules: crate::rules::RuleThresholds::default(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Configuration findings of SPEC §4.2: not one call's fault, but the way
+//! Configuration findings of docs/diagnosis.md#findings-configuration-not-one-call: not one call's fault, but the way
 //! the timeouts of the chain are set.
 
 use crate::calls::{Call, CallKind};

@@ -3,8 +3,8 @@
 //! Where did the time budget of each failed request go, and why? Pure
 //! logic over overtime's tables: traces are assembled (each span once,
 //! joined to the gateway records of every layer), their critical path is
-//! rebuilt, a verdict names the root cause with evidence (SPEC §4), and
-//! failing traces are grouped into incidents with reports (SPEC §5).
+//! rebuilt, a verdict names the root cause with evidence (docs/diagnosis.md), and
+//! failing traces are grouped into incidents with reports (docs/diagnosis.md#incidents-and-their-reports).
 //!
 //! ```
 //! use overtime_diagnose::{diagnose, DiagnoseConfig};

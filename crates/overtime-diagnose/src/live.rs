@@ -25,8 +25,8 @@ use crate::report::{self, IncidentReport};
 use crate::timeouts;
 use crate::verdict::{diagnose_trace, TraceSummary};
 use crate::Trace;
+use overtime_model::RequestObservation;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
-use overtime_slo::RequestObservation;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -214,7 +214,7 @@ impl LiveDiagnoser {
         }
     }
 
-    /// Files a gateway record under its trace (SPEC §2.4 join order).
+    /// Files a gateway record under its trace (docs/inputs.md#identity-and-joining join order).
     fn attach_gateway(&mut self, g: GatewayRecord, now_us: i64) {
         let key = if let Some(t) = g.trace_id.as_deref().and_then(hex128) {
             Key::Trace(t)
@@ -362,7 +362,11 @@ impl LiveDiagnoser {
             }
             let summary = self.summaries.back().expect("diagnose keeps a summary");
             self.observations
-                .push_back(crate::observe::observe(&pending.trace, summary));
+                .push_back(crate::observe::observe_with_timeouts(
+                    &pending.trace,
+                    summary,
+                    timeouts,
+                ));
             if let Some((_, Some(v))) = &pending.given {
                 if v.outcome != Outcome::Ok {
                     if self.settled.len() == MAX_OBSERVATIONS {

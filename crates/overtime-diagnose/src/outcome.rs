@@ -248,7 +248,7 @@ pub fn outcome(
                 }
             }
             _ if cut_stream(trace, tree, g, read_timeout_ms) => Outcome::GatewayTimeout,
-            // SPEC §4: a span timeout is a failure even when the request
+            // docs/diagnosis.md: a span timeout is a failure even when the request
             // recovered (a fallback answered in time).
             _ if any_timeout => Outcome::ServiceTimeout,
             _ => Outcome::Ok,
@@ -275,7 +275,7 @@ pub fn owning_service(trace: &Trace, tree: &TraceTree) -> Option<String> {
         .map(|s| s.service.clone())
 }
 
-/// The request's budget and where it came from (SPEC §4 `budget.source`).
+/// The request's budget and where it came from (docs/diagnosis.md `budget.source`).
 pub fn budget(
     trace: &Trace,
     tree: &TraceTree,

@@ -1,4 +1,4 @@
-//! Incidents and their reports (SPEC §5): failing traces grouped by
+//! Incidents and their reports (docs/diagnosis.md#incidents-and-their-reports): failing traces grouped by
 //! fingerprint (kind, component) while they keep failing; each report says
 //! what share of the failures the cause explains, with the statistics that
 //! explain it and the LLM latency by input-token bucket.
@@ -97,7 +97,7 @@ pub struct IncidentReport {
 
 pub const BUCKETS: [&str; 4] = ["<50", "50-200", "200-500", ">500"];
 
-/// The input-token bucket of SPEC §5.
+/// The input-token bucket of docs/diagnosis.md#incidents-and-their-reports
 pub fn bucket_of(tokens: i64) -> usize {
     match tokens {
         t if t < 50 => 0,

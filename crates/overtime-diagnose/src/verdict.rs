@@ -1,5 +1,5 @@
 //! One trace in, one verdict out: the tree, the calls, the outcome, the
-//! rules and the findings put together (SPEC §4).
+//! rules and the findings put together (docs/diagnosis.md).
 
 use crate::assemble::Trace;
 use crate::calls::{self, component_of, Call, CallKind};
@@ -138,6 +138,7 @@ fn build_verdict(
         stream,
         stream_component,
         threshold_tokens: cfg.threshold_tokens,
+        thresholds: &cfg.rules,
     };
     let (mut root_cause, contributing) = if outcome == Outcome::Ok {
         let (mut rc, c) = root_cause(&facts);

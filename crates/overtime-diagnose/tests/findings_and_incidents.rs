@@ -1,5 +1,5 @@
-//! One fixture per finding of SPEC §4.2, and the incident grouping and
-//! report of SPEC §5.
+//! One fixture per finding of docs/diagnosis.md#findings-configuration-not-one-call, and the incident grouping and
+//! report of docs/diagnosis.md#incidents-and-their-reports
 
 use crate::common;
 use common::*;

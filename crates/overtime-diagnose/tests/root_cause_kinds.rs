@@ -1,4 +1,4 @@
-//! One fixture per root-cause kind of SPEC §4.1: each asserts the kind,
+//! One fixture per root-cause kind of docs/diagnosis.md#root-cause-kinds: each asserts the kind,
 //! the component and the numbers in the evidence.
 
 use crate::common;

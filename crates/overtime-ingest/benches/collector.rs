@@ -74,7 +74,7 @@ fn kv(key: &str, v: Value) -> KeyValue {
 
 /// `REQUESTS` protobuf bodies of `SPANS_PER_REQUEST` agent spans each
 /// (LLM and tool calls with the attributes real exporters send), and the
-/// same spans as SPEC §2.2 JSON lines for the peer.
+/// same spans as docs/inputs.md#spans JSON lines for the peer.
 fn payloads(jsonl: &Path) -> Vec<Vec<u8>> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(jsonl).unwrap());
     let t0: u64 = 1_764_410_400_000_000_000;

@@ -28,7 +28,7 @@ pub struct IncidentEvent {
     pub incident_id: String,
     /// The grouping key (`kind:component`); one ticket per fingerprint.
     pub fingerprint: String,
-    /// Root-cause kind (SPEC §4.1); `unknown` is refused.
+    /// Root-cause kind (docs/diagnosis.md#root-cause-kinds); `unknown` is refused.
     pub kind: String,
     /// The component blamed (model, tool, host, …).
     pub component: String,

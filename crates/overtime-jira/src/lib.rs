@@ -1,6 +1,6 @@
 //! # overtime-jira
 //!
-//! Deduplicated Jira tickets for overtime's incidents (SPEC §7): a new
+//! Deduplicated Jira tickets for overtime's incidents (docs/jira.md): a new
 //! incident fingerprint opens one issue (the report as its description —
 //! wiki markup on REST v2, Atlassian Document Format on v3 — and the
 //! fingerprint as a label); a recurrence while the issue is open adds a

@@ -3,7 +3,7 @@
 //! Kafka client.
 //!
 //! Design rules:
-//! - One record per message (SPEC §2.2): an nginx line, a JSONL span (an
+//! - One record per message (docs/inputs.md#spans): an nginx line, a JSONL span (an
 //!   OTLP JSON request is read too), or one protobuf
 //!   `ExportTraceServiceRequest`. A trailing `\n` / `\r\n` is tolerated.
 //! - Nothing is dropped silently: an empty or null payload is rejected as

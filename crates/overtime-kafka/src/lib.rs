@@ -1,6 +1,6 @@
 //! # overtime-kafka
 //!
-//! The Kafka source (SPEC §2.2, ARCHITECTURE "Durability before
+//! The Kafka source (docs/inputs.md#spans, ARCHITECTURE "Durability before
 //! acknowledgement"): one consumer in a consumer group reads the configured
 //! topics, each in its format (nginx line, JSONL span, OTLP protobuf — one
 //! record per message), and delivers them to a [`RecordSink`].

@@ -1,4 +1,4 @@
-//! The closed vocabularies of SPEC §1 and §4: stages, span statuses,
+//! The closed vocabularies of docs/inputs.md#words and docs/diagnosis.md: stages, span statuses,
 //! outcomes, root-cause kinds and findings. Their `as_str` names are the
 //! contract (JSON, SQL, metrics labels); changing one is a breaking change.
 
@@ -34,7 +34,7 @@ macro_rules! named_enum {
 }
 
 named_enum!(
-    /// The class of a span (SPEC §1).
+    /// The class of a span (docs/inputs.md#words).
     Stage {
         Gateway => "gateway",
         Service => "service",
@@ -49,7 +49,7 @@ named_enum!(
 );
 
 named_enum!(
-    /// How a span ended (SPEC §2.2 `status`).
+    /// How a span ended (docs/inputs.md#spans `status`).
     SpanStatus {
         Unset => "unset",
         Ok => "ok",
@@ -77,7 +77,7 @@ impl SpanStatus {
 }
 
 named_enum!(
-    /// The outcome of a trace as the user saw it (SPEC §4).
+    /// The outcome of a trace as the user saw it (docs/diagnosis.md).
     Outcome {
         GatewayTimeout => "gateway_timeout",
         ServiceTimeout => "service_timeout",
@@ -87,7 +87,7 @@ named_enum!(
 );
 
 named_enum!(
-    /// Root-cause kinds, in rule order (SPEC §4.1): the first that matches wins.
+    /// Root-cause kinds, in rule order (docs/diagnosis.md#root-cause-kinds): the first that matches wins.
     RootCauseKind {
         StreamIdleGap => "stream_idle_gap",
         GatewayTimeoutMismatch => "gateway_timeout_mismatch",
@@ -107,7 +107,7 @@ named_enum!(
 );
 
 named_enum!(
-    /// Configuration findings, not tied to one call (SPEC §4.2).
+    /// Configuration findings, not tied to one call (docs/diagnosis.md#findings-configuration-not-one-call).
     FindingKind {
         TimeoutMisaligned => "timeout_misaligned",
         SemanticMask => "semantic_mask",

@@ -2,7 +2,7 @@
 //!
 //! The data model every other overtime crate shares: the Arrow tables
 //! `gateway_requests`, `spans` and `rejected` (schemas, builders and row
-//! readers), the verdict types of SPEC §4, and the closed vocabularies
+//! readers), the verdict types of docs/diagnosis.md, and the closed vocabularies
 //! (stages, outcomes, root-cause kinds, findings). No I/O.
 //!
 //! ```
@@ -17,18 +17,21 @@ pub mod arrow_util;
 mod enums;
 mod gateway;
 mod gateway_rows;
+mod observation;
 mod rejected;
 mod sink;
 mod span;
 mod span_columns;
+mod span_links;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
 pub use gateway::{gateway_records, gateway_schema, sum_known, GatewayColumns, GatewayRecord};
 pub use gateway_rows::{str_at, GatewayRows};
+pub use observation::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
 pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
 pub use sink::{Checkpoint, RecordSink, SinkError, Table};
-pub use span::{LlmPhases, SpanEvent, SpanRecord};
+pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
 pub use span_columns::{span_records, span_schema, SpanColumns};
 pub use verdict::{
     BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,

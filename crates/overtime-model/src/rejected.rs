@@ -1,5 +1,5 @@
 //! `rejected`: every record that could not be read, with where it was and
-//! why (SPEC §3). Nothing is dropped silently: a bad line becomes a row here.
+//! why (docs/inputs.md#bad-input). Nothing is dropped silently: a bad line becomes a row here.
 //!
 //! | column | type | meaning |
 //! |---|---|---|

@@ -3,19 +3,23 @@
 //! append them to [`SpanColumns`]; the diagnosis reads them back with
 //! [`span_records`].
 //!
-//! Columns follow SPEC §2.2 field for field (`start_time`/`end_time` as
+//! Columns follow docs/inputs.md#spans field for field (`start_time`/`end_time` as
 //! Timestamp(µs, UTC), durations in ms as Float64), plus:
 //! `kind` (OTLP span kind), `http_status`, `error_type`, `max_wait_ms`,
 //! `peer` (the remote host of a client call), the parsed `X-LLM-Reason`
 //! phases (`queue_ms`, `prefill_ms`, `decode_ms`, `io_ms`, `other_phases`,
 //! `llm_reason_malformed`), `events` as List<Struct<name, time, duration_ms>>,
-//! `source` and `line` (where the span was read) and `attributes` (every
-//! attribute not mapped to a column, as a Map<Utf8, Utf8>).
+//! `source` and `line` (where the span was read), `attributes` (every
+//! attribute not mapped to a column, as a Map<Utf8, Utf8>), and from OTLP
+//! the instrumentation scope (`scope_name`, `scope_version`) and the span's
+//! `links` as List<Struct<trace_id, span_id, trace_state, attributes>>.
+//! Columns are only ever added at the end: a table written before a
+//! column existed reads it as null (see the store's schema upgrade).
 
 use crate::{SpanStatus, Stage};
 use serde::{Deserialize, Serialize};
 
-/// A model server's own phase timings (`X-LLM-Reason`, SPEC §2.3), in ms.
+/// A model server's own phase timings (`X-LLM-Reason`, docs/inputs.md#x-llm-reason), in ms.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmPhases {
     pub queue_ms: Option<f64>,
@@ -57,6 +61,16 @@ pub struct SpanEvent {
     pub time_us: i64,
     /// A duration the event carried (`duration_ms`, `dns_ms`…), if any.
     pub duration_ms: Option<f64>,
+}
+
+/// A link from a span to another span (OTLP `Span.links`): a batch job's
+/// inputs, a retried request's first attempt, a fan-in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpanLink {
+    pub trace_id: String,
+    pub span_id: String,
+    pub trace_state: Option<String>,
+    pub attributes: Vec<(String, String)>,
 }
 
 /// One span as a row.
@@ -102,6 +116,10 @@ pub struct SpanRecord {
     pub source: String,
     pub line: u64,
     pub attributes: Vec<(String, String)>,
+    /// OTLP instrumentation scope (`InstrumentationScope.name`/`.version`).
+    pub scope_name: Option<String>,
+    pub scope_version: Option<String>,
+    pub links: Vec<SpanLink>,
 }
 
 impl SpanRecord {
@@ -155,6 +173,9 @@ impl SpanRecord {
             source: String::new(),
             line: 0,
             attributes: Vec::new(),
+            scope_name: None,
+            scope_version: None,
+            links: Vec::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! documented on [`crate::SpanRecord`]'s module).
 
 use crate::arrow_util::*;
+use crate::span_links::{append_links, links_builder, read_links};
 use crate::{LlmPhases, ModelError, SpanEvent, SpanRecord, SpanStatus, Stage};
 use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder,
@@ -60,6 +61,9 @@ pub struct SpanColumns {
     source: StringBuilder,
     line: UInt64Builder,
     attributes: MapBuilder<StringBuilder, StringBuilder>,
+    scope_name: StringBuilder,
+    scope_version: StringBuilder,
+    links: ListBuilder<StructBuilder>,
 }
 
 fn event_fields() -> Fields {
@@ -144,6 +148,9 @@ impl SpanColumns {
             source: s(),
             line: UInt64Builder::new(),
             attributes: MapBuilder::new(None, s(), s()),
+            scope_name: s(),
+            scope_version: s(),
+            links: links_builder(),
         }
     }
 
@@ -226,6 +233,9 @@ impl SpanColumns {
             self.attributes.values().append_value(v);
         }
         self.attributes.append(true).expect("pairs");
+        self.scope_name.append_option(r.scope_name.as_deref());
+        self.scope_version.append_option(r.scope_version.as_deref());
+        append_links(&mut self.links, &r.links);
     }
 
     pub fn finish(&mut self) -> RecordBatch {
@@ -285,6 +295,9 @@ impl SpanColumns {
             ("source", Arc::new(self.source.finish())),
             ("line", Arc::new(self.line.finish())),
             ("attributes", Arc::new(self.attributes.finish())),
+            ("scope_name", Arc::new(self.scope_name.finish())),
+            ("scope_version", Arc::new(self.scope_version.finish())),
+            ("links", Arc::new(self.links.finish())),
         ];
         batch(cols)
     }
@@ -297,9 +310,16 @@ pub fn span_schema() -> SchemaRef {
         .clone()
 }
 
-/// Reads the rows of a `spans` batch.
+/// Reads the rows of a `spans` batch. The columns added last
+/// (`scope_name`, `scope_version`, `links`) may be absent (a batch written
+/// before they existed): they read as null / empty.
 pub fn span_records(b: &RecordBatch) -> Result<Vec<SpanRecord>, ModelError> {
     let c = |n| col(b, n);
+    let (scope_name, scope_version, links) = (
+        b.column_by_name("scope_name"),
+        b.column_by_name("scope_version"),
+        b.column_by_name("links"),
+    );
     let names = [
         "trace_id",
         "span_id",
@@ -432,6 +452,9 @@ pub fn span_records(b: &RecordBatch) -> Result<Vec<SpanRecord>, ModelError> {
             source: opt_str(src, i).unwrap_or_default(),
             line: opt_u64(line, i).unwrap_or(0),
             attributes: map_pairs(attrs, i),
+            scope_name: scope_name.and_then(|a| opt_str(a, i)),
+            scope_version: scope_version.and_then(|a| opt_str(a, i)),
+            links: read_links(links, i),
         });
     }
     Ok(out)
@@ -464,6 +487,14 @@ mod tests {
             duration_ms: None,
         });
         s.attributes.push(("k".into(), "v".into()));
+        s.scope_name = Some("opentelemetry.instrumentation.httpx".into());
+        s.scope_version = Some("0.48b0".into());
+        s.links.push(crate::SpanLink {
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+            span_id: "00f067aa0ba902b7".into(),
+            trace_state: Some("k=v".into()),
+            attributes: vec![("retry.of".into(), "1".into())],
+        });
         let plain = SpanRecord::new(
             "0af7651916cd43dd8448eb211c80319c",
             "00f067aa0ba902b7",
@@ -478,6 +509,16 @@ mod tests {
         let b = cols.finish();
         assert_eq!(b.schema(), span_schema());
         let back = span_records(&b).unwrap();
-        assert_eq!(back, vec![s, plain]);
+        assert_eq!(back, vec![s.clone(), plain.clone()]);
+        // A batch from before scope and links were kept still reads.
+        let old = b
+            .project(&(0..b.num_columns() - 3).collect::<Vec<_>>())
+            .unwrap();
+        let back = span_records(&old).unwrap();
+        assert_eq!(
+            (back[0].scope_name.as_deref(), back[0].links.len()),
+            (None, 0)
+        );
+        assert_eq!(back[1], plain);
     }
 }

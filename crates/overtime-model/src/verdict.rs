@@ -1,4 +1,4 @@
-//! The verdict of one trace (SPEC §4), with its stable JSON field names.
+//! The verdict of one trace (docs/diagnosis.md), with its stable JSON field names.
 
 use crate::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
 use serde::{Deserialize, Serialize};

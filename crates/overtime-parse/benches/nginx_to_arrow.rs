@@ -1,5 +1,7 @@
-//! nginx `overtime`-format access log → Arrow `gateway_requests`, on one
-//! core, against DuckDB reading the same file (scripts/bench/duckdb_nginx_peer.py).
+//! nginx access logs → Arrow `gateway_requests`, on one core, in the
+//! `overtime` format and in ingress-nginx's `upstreaminfo` format (unquoted
+//! `$upstream_*` lists), each against DuckDB reading the same file
+//! (scripts/bench/duckdb_nginx_peer.py).
 //!
 //! ```text
 //! cargo bench -p overtime-parse --bench nginx_to_arrow
@@ -129,14 +131,82 @@ fn line(rng: &mut Rng, i: u64, out: &mut String) {
     );
 }
 
-fn generate(path: &Path, lines: u64) {
+/// One realistic ingress-nginx `upstreaminfo` line: the same mix of
+/// statuses and retries, the lists unquoted with shared separators.
+fn ingress_line(rng: &mut Rng, i: u64, out: &mut String) {
+    use std::fmt::Write as _;
+    let status = match rng.below(100) {
+        0..=84 => 200,
+        85..=92 => 504,
+        93..=95 => 502,
+        96..=97 => 499,
+        _ => 429,
+    };
+    let tries = match rng.below(10) {
+        0..=7 => 1,
+        8 => 2,
+        _ => 3,
+    };
+    let (mut ua, mut ul, mut urt, mut us) =
+        (String::new(), String::new(), String::new(), String::new());
+    for t in 0..tries {
+        let sep = match t {
+            0 => "",
+            _ if rng.below(5) == 0 => " : ",
+            _ => ", ",
+        };
+        let last = t + 1 == tries;
+        let _ = write!(ua, "{sep}10.244.{}.{}:8000", rng.below(4), rng.below(250));
+        let _ = write!(ul, "{sep}{}", if last { rng.below(90_000) } else { 0 });
+        let _ = write!(
+            urt,
+            "{sep}{}",
+            if status == 504 && last {
+                "60.001".into()
+            } else {
+                secs(rng, 30_000)
+            }
+        );
+        let _ = write!(us, "{sep}{}", if last { status } else { 502 });
+    }
+    let agent = [
+        "python-httpx/0.27.0",
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
+        "OpenAI/Python 1.30.1",
+        "curl/8.5.0",
+    ][rng.below(4)];
+    let uri = match rng.below(100) {
+        0 => "/v1/chat/completions?q=\\x22quoted\\x22",
+        1..=60 => "/v1/chat/completions",
+        61..=90 => "/v1/agents/run?session=8c1f",
+        _ => "/v1/embeddings",
+    };
+    let rt = if status == 504 {
+        "60.002".to_string()
+    } else {
+        secs(rng, 40_000)
+    };
+    let _ = writeln!(
+        out,
+        "10.0.{}.{} - - [29/Nov/2026:10:{:02}:{:02} +0000] \"POST {uri} HTTP/1.1\" {status} {} \"-\" \"{agent}\" {} {rt} [agents-llm-gateway-8000] [] {ua} {ul} {urt} {us} {:032x}",
+        rng.below(256),
+        rng.below(256),
+        (i / 60_000) % 60,
+        (i / 1000) % 60,
+        rng.below(100_000),
+        200 + rng.below(3000),
+        rng.next_u64() as u128 * 7919,
+    );
+}
+
+fn generate(path: &Path, lines: u64, each: LineGen) {
     // The same file on every run.
     let mut rng = Rng::new(0x0e77_1e5e_ed00_u64.wrapping_add(lines));
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut buf = String::new();
     for i in 0..lines {
         buf.clear();
-        line(&mut rng, i, &mut buf);
+        each(&mut rng, i, &mut buf);
         f.write_all(buf.as_bytes()).unwrap();
     }
     f.flush().unwrap();
@@ -202,13 +272,14 @@ fn median_lines_per_s(path: &Path, format: &LogFormat, lines: u64, runs: usize) 
     lines as f64 / times[runs / 2]
 }
 
-fn run_peer(path: &Path) -> serde_json::Value {
+fn run_peer(path: &Path, format: &str) -> serde_json::Value {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench/duckdb_nginx_peer.py");
     let python = std::env::var("OVERTIME_PYTHON").unwrap_or_else(|_| "python3".into());
     let out = Command::new(&python)
         .arg(&script)
         .arg(path)
+        .args(["--format", format])
         .output()
         .unwrap_or_else(|e| panic!("cannot run the DuckDB peer with {python}: {e} (install Python 3 and `pip install duckdb`)"));
     assert!(
@@ -220,6 +291,12 @@ fn run_peer(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("peer prints JSON")
 }
 
+/// Writes line `i` of a generated log into the buffer.
+type LineGen = fn(&mut Rng, u64, &mut String);
+
+/// The formats measured: name, line generator.
+const FORMATS: [(&str, LineGen); 2] = [("overtime", line), ("ingress-nginx", ingress_line)];
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let lines: u64 = std::env::var("OVERTIME_BENCH_LINES")
@@ -227,26 +304,23 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if full { 200_000 } else { 2_000 });
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("overtime-access.log");
-    generate(&path, lines);
-    let format = LogFormat::builtin("overtime").unwrap();
-    let (rows, rejected) = parse_file(&path, &format);
-    assert_eq!(
-        (rows, rejected),
-        (lines as usize, 0),
-        "every generated line parses"
-    );
+    let mut files = Vec::new();
+    for (name, each) in FORMATS {
+        let path = dir.path().join(format!("{name}-access.log"));
+        generate(&path, lines, each);
+        let format = LogFormat::builtin(name).unwrap();
+        let (rows, rejected) = parse_file(&path, &format);
+        assert_eq!(
+            (rows, rejected),
+            (lines as usize, 0),
+            "every generated {name} line parses"
+        );
+        files.push((name, path, format));
+    }
     if !full {
-        println!("nginx_to_arrow: {lines} lines parse (run with `cargo bench` to measure)");
+        println!("nginx_to_arrow: {lines} lines of each format parse (run with `cargo bench` to measure)");
         return;
     }
-    let bytes = std::fs::metadata(&path).unwrap().len();
-    println!(
-        "file: {lines} lines, {:.1} MB, {:.0} bytes/line",
-        bytes as f64 / 1e6,
-        bytes as f64 / lines as f64
-    );
-
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(2))
@@ -255,31 +329,40 @@ fn main() {
     {
         let mut g = c.benchmark_group("nginx_to_arrow");
         g.throughput(Throughput::Elements(lines));
-        g.bench_function("overtime_format_file", |b| {
-            b.iter(|| black_box(parse_file(&path, &format)))
-        });
+        for (name, path, format) in &files {
+            g.bench_function(format!("{name}_format_file"), |b| {
+                b.iter(|| black_box(parse_file(path, format)))
+            });
+        }
         g.finish();
     }
     c.final_summary();
 
-    let ours = median_lines_per_s(&path, &format, lines, 7);
-    let peer = match std::env::var_os("OVERTIME_BENCH_NO_PEER") {
-        Some(_) => serde_json::json!({"results": []}),
-        None => run_peer(&path),
-    };
-    println!();
-    println!("| engine | lines/s (median) | ratio |");
-    println!("|---|---:|---:|");
-    println!("| overtime GatewayParser (1 thread) | {ours:.0} | 1.00 |");
-    for r in peer["results"].as_array().into_iter().flatten() {
-        let lps = r["lines_per_s"].as_f64().unwrap_or(f64::NAN);
+    for (name, path, format) in &files {
+        let bytes = std::fs::metadata(path).unwrap().len();
         println!(
-            "| {} ({} thread{}) | {lps:.0} | {:.2} |",
-            r["engine"].as_str().unwrap_or("duckdb"),
-            r["threads"],
-            if r["threads"] == 1 { "" } else { "s" },
-            lps / ours,
+            "\n{name}: {lines} lines, {:.1} MB, {:.0} bytes/line",
+            bytes as f64 / 1e6,
+            bytes as f64 / lines as f64
         );
+        let ours = median_lines_per_s(path, format, lines, 7);
+        let peer = match std::env::var_os("OVERTIME_BENCH_NO_PEER") {
+            Some(_) => serde_json::json!({"results": []}),
+            None => run_peer(path, name),
+        };
+        println!("| engine | lines/s (median) | ratio |");
+        println!("|---|---:|---:|");
+        println!("| overtime GatewayParser (1 thread) | {ours:.0} | 1.00 |");
+        for r in peer["results"].as_array().into_iter().flatten() {
+            let lps = r["lines_per_s"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "| {} ({} thread{}) | {lps:.0} | {:.2} |",
+                r["engine"].as_str().unwrap_or("duckdb"),
+                r["threads"],
+                if r["threads"] == 1 { "" } else { "s" },
+                lps / ours,
+            );
+        }
     }
     println!("\nratio = engine lines/s ÷ overtime lines/s; medians of 7 (overtime) and 5 (DuckDB) runs of read + parse + typed columns.");
 }

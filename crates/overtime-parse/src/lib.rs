@@ -2,10 +2,10 @@
 //!
 //! Pure parsers from bytes to overtime's Arrow tables (no I/O):
 //! - [`nginx`]: the `log_format` compiler and access-log line parser
-//!   (SPEC §2.1) into `gateway_requests`;
-//! - [`spans`]: JSONL span logs, OTLP JSON lines and OTLP protobuf (SPEC §2.2)
+//!   (docs/inputs.md#nginx-access-logs) into `gateway_requests`;
+//! - [`spans`]: JSONL span logs, OTLP JSON lines and OTLP protobuf (docs/inputs.md#spans)
 //!   into `spans`;
-//! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (SPEC §2.3);
+//! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (docs/inputs.md#x-llm-reason);
 //! - [`duration`]: `47.2s`-style durations;
 //! - [`fuzz`]: the fuzz targets' property checks (docs/fuzzing.md).
 //!

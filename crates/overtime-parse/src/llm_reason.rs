@@ -1,4 +1,4 @@
-//! `X-LLM-Reason` and `X-LLM-Duration` (SPEC §2.3): a model server's own
+//! `X-LLM-Reason` and `X-LLM-Duration` (docs/inputs.md#x-llm-reason): a model server's own
 //! account of where an LLM call's time went.
 
 use crate::duration::parse_duration_ms;

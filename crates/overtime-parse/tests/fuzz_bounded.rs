@@ -44,6 +44,11 @@ fn fuzz_nginx_rendered_lines_parse_back() {
 }
 
 #[test]
+fn fuzz_unquoted_upstream_lists_parse_back_or_are_rejected() {
+    run("nginx_lists");
+}
+
+#[test]
 fn fuzz_llm_reason_and_durations() {
     run("llm_reason");
 }
@@ -72,7 +77,7 @@ fn every_target_has_seeds_and_a_test() {
             t.name
         );
     }
-    assert_eq!(TARGETS.len(), 7);
+    assert_eq!(TARGETS.len(), 8);
 }
 
 /// Inputs the fuzzers found, minimized: each once crashed a parser or

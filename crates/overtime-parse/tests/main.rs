@@ -6,8 +6,12 @@
 mod common;
 mod fuzz_bounded;
 mod nginx_bad_input;
+mod otlp_structure;
+mod peers_nginx;
+mod peers_otlp;
 mod real_instrumentation;
 mod real_nginx;
+mod real_nginx_ingress;
 mod span_conventions_doc;
 mod spans_jsonl;
 mod spans_otlp;

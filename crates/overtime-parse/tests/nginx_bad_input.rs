@@ -1,4 +1,4 @@
-//! Bad input never costs a good line and never panics (SPEC §3): random
+//! Bad input never costs a good line and never panics (docs/inputs.md#bad-input): random
 //! bytes, truncated lines, a format that does not match, mutated lines and
 //! random formats, all with a deterministic PRNG so a failure reproduces.
 

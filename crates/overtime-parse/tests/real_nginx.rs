@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const NGINX: &str = "/usr/sbin/nginx";
+pub(crate) const NGINX: &str = "/usr/sbin/nginx";
 const TRACE: [&str; 3] = [
     "0af7651916cd43dd8448eb211c80319c",
     "4bf92f3577b34da6a3ce929d0e0e4736",
@@ -22,7 +22,7 @@ const TRACE: [&str; 3] = [
 ];
 
 /// Kills nginx when the test ends, panics included.
-struct NginxGuard {
+pub(crate) struct NginxGuard {
     child: Child,
     dir: PathBuf,
 }
@@ -35,12 +35,12 @@ impl Drop for NginxGuard {
 }
 
 impl NginxGuard {
-    fn error_log(&self) -> String {
+    pub(crate) fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -155,7 +155,7 @@ http {{
     )
 }
 
-fn start_nginx(dir: &Path, conf: &Path, port: u16) -> NginxGuard {
+pub(crate) fn start_nginx(dir: &Path, conf: &Path, port: u16) -> NginxGuard {
     assert!(
         Path::new(NGINX).exists(),
         "install nginx: apt-get install -y nginx"
@@ -192,7 +192,7 @@ fn start_nginx(dir: &Path, conf: &Path, port: u16) -> NginxGuard {
 }
 
 /// Waits until `path` holds `n` lines.
-fn read_lines(path: &Path, n: usize) -> Vec<u8> {
+pub(crate) fn read_lines(path: &Path, n: usize) -> Vec<u8> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let data = std::fs::read(path).unwrap_or_default();
@@ -346,7 +346,7 @@ fn real_nginx_logs_parse_into_every_column() {
     assert!((900.0..5000.0).contains(&rt), "request_time {rt}");
     assert_eq!(s.start_us(), s.time_us - (rt * 1000.0).round() as i64);
     assert_eq!(s.upstream_status, vec![Some(504)]);
-    // nginx writes a lone "-": null, which is an empty list (SPEC §2.1).
+    // nginx writes a lone "-": null, which is an empty list (docs/inputs.md#nginx-access-logs).
     assert!(
         s.upstream_header_ms.is_empty(),
         "no header before the timeout"

@@ -1,4 +1,4 @@
-//! JSONL span logs end to end: a file with every SPEC §2.2 field, and bad
+//! JSONL span logs end to end: a file with every docs/inputs.md#spans field, and bad
 //! input of every kind (random bytes, truncated JSON, mixtures).
 
 use crate::common;

@@ -1,4 +1,4 @@
-//! The read side of SPEC §8: traces (verdicts), incidents, SQL, health.
+//! The read side of docs/interfaces.md: traces (verdicts), incidents, SQL, health.
 
 use crate::error::ApiError;
 use crate::sql;

@@ -1,28 +1,32 @@
 //! # overtime-server
 //!
-//! The HTTP API of `overtime serve` (SPEC §8) over the live diagnosis and
+//! The HTTP API of `overtime serve` (docs/interfaces.md) over the live diagnosis and
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
-//! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`; optional
+//! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`,
+//! `GET /api/advice` and `POST /api/whatif` ([`advice_api`]); optional
 //! bearer token on everything but health; JSON errors with a reason.
 //! `/metrics` (Prometheus) and `/api/slo` come from [`metrics`].
 //! The UI (`overtime-ui`) at `/`, its sign-in and its events endpoint come
 //! from [`ui_routes`].
 //! [`pipeline`] feeds the live diagnosis from what the sources deliver.
 
+pub mod advice_api;
 pub mod api;
 pub mod auth;
 pub mod error;
 pub mod metrics;
 pub mod pipeline;
 pub mod sql;
+mod sql_config;
 pub mod sql_guard;
 pub mod store_health;
 pub mod tables;
 pub mod ui_routes;
 
+pub use sql_config::SqlConfig;
+
 use axum::routing::{get, post};
 use axum::Router;
-use overtime_config::SqlConfig;
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_store::Store;
@@ -90,6 +94,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/incidents/{id}", get(api::get_incident))
         .route("/api/sql", post(api::post_sql))
         .route("/api/slo", get(metrics::get_slo))
+        .route("/api/advice", get(advice_api::get_advice))
+        .route("/api/whatif", post(advice_api::post_whatif))
         .route("/metrics", get(metrics::get_metrics))
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(

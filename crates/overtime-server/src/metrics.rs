@@ -58,6 +58,7 @@ struct Pipeline {
     rejected: BTreeMap<(String, String), u64>,
     backpressure: BTreeMap<String, u64>,
     write_failures: BTreeMap<String, u64>,
+    live_decode_failures: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Default)]
@@ -187,6 +188,16 @@ impl Metrics {
         *p.backpressure.entry(source.to_string()).or_default() += 1;
     }
 
+    /// A stored batch the live diagnosis could not decode back into records
+    /// (a schema the model does not know): its rows are durable and
+    /// queryable, but no verdict will count them.
+    pub fn count_live_decode_failure(&self, table: &'static str) {
+        *lock(&self.pipeline)
+            .live_decode_failures
+            .entry(table)
+            .or_default() += 1;
+    }
+
     /// Counts a sink write of `source` (`file`, `otlp_http`, `otlp_grpc`,
     /// `kafka`…): rows made durable by table, rejected rows by reason, and
     /// `Full` answers as backpressure.
@@ -307,6 +318,7 @@ impl Metrics {
             families::requests(&mut o, &slo);
             let snap = slo.snapshot();
             families::slo_gauges(&mut o, &slo, &snap);
+            families::early_warning(&mut o, &slo, &snap);
             let inc = lock(&self.incidents);
             o.family(
                 "overtime_incidents_opened_total",
@@ -398,7 +410,7 @@ impl Metrics {
         o.family(
             "overtime_records_rejected_total",
             "counter",
-            "rejected records, by source and reason (SPEC §3)",
+            "rejected records, by source and reason (docs/inputs.md#bad-input)",
         );
         for ((s, r), n) in &rejected {
             o.sample(
@@ -425,6 +437,19 @@ impl Metrics {
                 "overtime_store_write_failures_total",
                 &[("source", s)],
                 *n as f64,
+            );
+        }
+        o.family(
+            "overtime_live_decode_failures_total",
+            "counter",
+            "stored batches the live diagnosis could not decode, by table; their rows are stored but get no verdict",
+        );
+        for table in ["gateway_requests", "spans"] {
+            let n = p.live_decode_failures.get(table).copied().unwrap_or(0);
+            o.sample(
+                "overtime_live_decode_failures_total",
+                &[("table", table)],
+                n as f64,
             );
         }
         o.family("overtime_kafka_lag", "gauge", "consumer lag in messages");

@@ -20,28 +20,35 @@ pub struct DiagnosingSink {
 }
 
 impl DiagnosingSink {
-    /// Shows an accepted batch to the live diagnosis.
+    /// Shows an accepted batch to the live diagnosis. A batch that does not
+    /// decode back into records is counted
+    /// (`overtime_live_decode_failures_total`) and logged, never dropped
+    /// unseen: its rows stay stored and queryable.
     pub fn observe(state: &AppState, table: Table, batch: &RecordBatch, now: i64) {
-        match table {
-            Table::GatewayRequests => {
-                if let Ok(rows) = gateway_records(batch) {
-                    state
-                        .live
-                        .lock()
-                        .expect("live state lock")
-                        .add_gateway(rows, now);
-                }
-            }
-            Table::Spans => {
-                if let Ok(rows) = span_records(batch) {
-                    state
-                        .live
-                        .lock()
-                        .expect("live state lock")
-                        .add_spans(rows, now);
-                }
-            }
-            Table::Rejected => {}
+        let decoded = match table {
+            Table::GatewayRequests => gateway_records(batch).map(|rows| {
+                state
+                    .live
+                    .lock()
+                    .expect("live state lock")
+                    .add_gateway(rows, now)
+            }),
+            Table::Spans => span_records(batch).map(|rows| {
+                state
+                    .live
+                    .lock()
+                    .expect("live state lock")
+                    .add_spans(rows, now)
+            }),
+            Table::Rejected => Ok(()),
+        };
+        if let Err(e) = decoded {
+            let name = table.as_str();
+            state.metrics.count_live_decode_failure(name);
+            eprintln!(
+                "overtime: a stored {name} batch of {} rows could not be decoded for the live diagnosis: {e}",
+                batch.num_rows()
+            );
         }
     }
 }

@@ -11,12 +11,12 @@
 //!   existed.
 
 use crate::tables::{incidents_batch, verdicts_batch};
+use crate::SqlConfig;
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
-use overtime_config::SqlConfig;
 use overtime_diagnose::IncidentReport;
 use overtime_model::Verdict;
 use overtime_store::Store;

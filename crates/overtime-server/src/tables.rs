@@ -3,10 +3,10 @@
 //!
 //! `verdicts`: trace_id, request_id, started_at (Timestamp µs UTC), outcome,
 //! kind, component, share, summary, gateway_status, elapsed_ms, budget_ms,
-//! revision, verdict (the whole SPEC §4 JSON).
+//! revision, verdict (the whole docs/diagnosis.md JSON).
 //! `incidents`: id, fingerprint, kind, component, status, window_start,
 //! window_end, headline, trace_count, requests, failures, gateway_504,
-//! report (the whole SPEC §5 JSON).
+//! report (the whole docs/diagnosis.md#incidents-and-their-reports JSON).
 
 use arrow::array::{
     ArrayRef, Float64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,

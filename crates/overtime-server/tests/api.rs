@@ -4,13 +4,13 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use overtime_config::SqlConfig;
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_model::{RecordSink, Table};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{parse_span_bytes, SpanFormat};
 use overtime_server::pipeline::DiagnosingSink;
+use overtime_server::SqlConfig;
 use overtime_server::{router, AppState};
 use overtime_store::{Store, StoreConfig};
 use std::path::PathBuf;

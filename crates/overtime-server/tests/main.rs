@@ -3,5 +3,6 @@
 //! dependency graph cost more than the tests themselves. Under
 //! `cargo nextest` every test still runs in its own process.
 
+mod advice;
 mod api;
 mod metrics;

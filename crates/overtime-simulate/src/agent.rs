@@ -12,6 +12,7 @@
 
 use crate::http::{self, ChunkSender};
 use crate::orchestrator::{Profile, Run, ALIGNED, LEGACY, MISALIGNED};
+use crate::overrides::Overrides;
 use crate::service::{header, plain, record_error, respond, Ctx, Reply, Req};
 use crate::steps::AgentRequest;
 use bytes::Bytes;
@@ -88,6 +89,8 @@ pub struct AgentApi {
     pub ports: Ports,
     pub registry: Arc<Registry>,
     workers: Arc<Semaphore>,
+    /// `--set`: timeouts replacing the profiles'.
+    pub overrides: Arc<Overrides>,
 }
 
 /// Writes SSE text to the client and records a span event per write
@@ -130,7 +133,14 @@ impl AgentApi {
             ports,
             registry: Arc::new(Registry::default()),
             workers: Arc::new(Semaphore::new(POOL_WORKERS)),
+            overrides: Arc::new(Overrides::default()),
         }
+    }
+
+    /// The same service under `--set` timeouts.
+    pub fn with_overrides(mut self, o: Overrides) -> Self {
+        self.overrides = Arc::new(o);
+        self
     }
 
     pub fn route_of(path: &str) -> String {
@@ -159,14 +169,13 @@ impl AgentApi {
         };
         let span = cx.span();
         span.set_attribute(KeyValue::new("agent.profile", profile.name));
-        if let Some(b) = profile.budget_ms {
+        let budget_ms = self.overrides.budget.unwrap_or(profile.budget_ms);
+        if let Some(b) = budget_ms {
             span.set_attribute(KeyValue::new("agent.budget_ms", self.ctx.scale.real_ms(b)));
         }
         let run = Run {
             profile,
-            deadline: profile
-                .budget_ms
-                .map(|b| Instant::now() + self.ctx.scale.real(b)),
+            deadline: budget_ms.map(|b| Instant::now() + self.ctx.scale.real(b)),
             emit: None,
         };
         if mode == Mode::Stream {

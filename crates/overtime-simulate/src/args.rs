@@ -4,6 +4,7 @@ use crate::clock::{parse_duration, TimeScale};
 use crate::error::SimulateError;
 use crate::gateway::nginx::find_nginx;
 use crate::load::Mix;
+use crate::scenarios::timeline::TimelineSpec;
 use crate::scenarios::{self, Scenario};
 use clap::Parser;
 use std::path::PathBuf;
@@ -32,9 +33,10 @@ pub struct SimulateArgs {
     /// Requests per second (real time); a burst counts each request.
     #[arg(long, default_value_t = 4.0, value_name = "N")]
     pub rate: f64,
-    /// How long to send requests (real time); `0`: until Ctrl-C.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
-    pub duration: String,
+    /// How long to send requests (real time; default 60s, a ramp or
+    /// `healthy_noisy`: its whole simulated length); `0`: until Ctrl-C.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
     /// Stop after this many requests (0: no limit).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub requests: u64,
@@ -76,13 +78,33 @@ pub struct SimulateArgs {
     /// The gateway's port on 127.0.0.1 (0: any free port).
     #[arg(long = "gateway-port", default_value_t = 0, value_name = "PORT")]
     pub gateway_port: u16,
-    /// Seeds the request mix, trace ids and request ids.
+    /// Seeds the request mix, trace ids and request ids (and a ramp's
+    /// arrival times and knobs: a seeded run asks for the same requests).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
+    /// Ramps and `healthy_noisy`: requests per simulated minute at the
+    /// start (default 30; the ramp grows it 1.6x). Replaces --rate.
+    #[arg(long = "sim-rate", value_name = "N")]
+    pub sim_rate: Option<f64>,
+    /// Ramps: healthy simulated time before the ramp (default 10m).
+    #[arg(long, value_name = "DURATION")]
+    pub warmup: Option<String>,
+    /// Ramps: simulated time from healthy to full severity (default 30m).
+    #[arg(long, value_name = "DURATION")]
+    pub ramp: Option<String>,
+    /// Ramps: simulated time at full severity after the ramp (default 5m).
+    #[arg(long, value_name = "DURATION")]
+    pub hold: Option<String>,
     /// Write the ground truth: one JSON line per request (trace id,
     /// expected root cause and component, the outcome the client saw).
     #[arg(long, value_name = "FILE")]
     pub truth: Option<PathBuf>,
+    /// Run under other timeouts than the routes' (nominal, like every
+    /// delay): `llm.<model>.timeout=30s`, `tool.<name>.timeout=20s` (or
+    /// `none`), `service.budget=90s`, `gateway.read_timeout=130s`,
+    /// `retries=off` — the keys of `overtime whatif`. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// Print the scenarios and what each does, and exit.
     #[arg(long = "list-scenarios")]
     pub list_scenarios: bool,
@@ -140,6 +162,10 @@ pub(crate) struct Settings {
     pub nginx: Option<PathBuf>,
     /// nginx was wanted but is not installed.
     pub nginx_missing: bool,
+    /// `--set` timeouts.
+    pub overrides: crate::overrides::Overrides,
+    /// A scenario over simulated time: its phases and start rate.
+    pub timeline: Option<TimelineSpec>,
 }
 
 fn usage(msg: String) -> SimulateError {
@@ -147,7 +173,11 @@ fn usage(msg: String) -> SimulateError {
 }
 
 fn names() -> String {
-    let mut n: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
+    let mut n: Vec<&str> = scenarios::all()
+        .iter()
+        .chain(scenarios::timelines())
+        .map(|s| s.name)
+        .collect();
     n.insert(0, "mix");
     n.join(", ")
 }
@@ -161,8 +191,10 @@ impl Settings {
                 a.rate
             )));
         }
-        let duration =
-            parse_duration(&a.duration).map_err(|e| usage(format!("--duration: {e}")))?;
+        let duration = match &a.duration {
+            Some(d) => Some(parse_duration(d).map_err(|e| usage(format!("--duration: {e}")))?),
+            None => None,
+        };
         let (scenario, mix) = if a.scenario == "mix" {
             let incident = scenarios::find(&a.incident)
                 .filter(|s| s.kind.is_some())
@@ -185,6 +217,38 @@ impl Settings {
                 ))
             })?;
             (s, None)
+        };
+        let timeline = match scenario.timeline.filter(|_| mix.is_none()) {
+            Some(t) => Some(timeline_spec(a, t.spec())?),
+            None => {
+                for (flag, v) in [
+                    ("--warmup", &a.warmup),
+                    ("--ramp", &a.ramp),
+                    ("--hold", &a.hold),
+                ] {
+                    if v.is_some() {
+                        return Err(usage(format!(
+                            "{flag} is for a ramp or healthy_noisy, not --scenario {}",
+                            a.scenario
+                        )));
+                    }
+                }
+                None
+            }
+        };
+        // A timeline runs its whole simulated length unless told otherwise.
+        let duration = match (duration, timeline) {
+            (Some(d), _) => (!d.is_zero()).then_some(d),
+            (None, Some(t)) => Some(scale.real(t.warmup_ms + t.ramp_ms + t.hold_ms)),
+            (None, None) => Some(Duration::from_secs(60)),
+        };
+        let rate = match (a.sim_rate, timeline) {
+            (Some(r), _) if !(r.is_finite() && r > 0.0) => {
+                return Err(usage(format!("--sim-rate must be > 0, got {r}")))
+            }
+            (_, Some(t)) => t.rate_per_min / 60.0 * scale.factor(),
+            (Some(r), None) => r / 60.0 * scale.factor(),
+            (None, None) => a.rate,
         };
         let concurrency = match a.concurrency {
             Some(0) => return Err(usage("--concurrency must be at least 1".into())),
@@ -217,19 +281,45 @@ impl Settings {
                 None => (None, true),
             }
         };
+        let overrides = crate::overrides::Overrides::parse(&a.set).map_err(usage)?;
         Ok(Settings {
+            overrides,
             scenario,
             mix,
             scale,
-            rate: a.rate,
-            duration: (!duration.is_zero()).then_some(duration),
+            rate,
+            duration,
             max_requests: (a.requests > 0).then_some(a.requests),
             concurrency,
             otlp,
             nginx,
             nginx_missing,
+            timeline,
         })
     }
+}
+
+/// The phases of a timeline run: its defaults, changed by the flags.
+fn timeline_spec(a: &SimulateArgs, mut spec: TimelineSpec) -> Result<TimelineSpec, SimulateError> {
+    for (flag, v, slot) in [
+        ("--warmup", &a.warmup, &mut spec.warmup_ms),
+        ("--ramp", &a.ramp, &mut spec.ramp_ms),
+        ("--hold", &a.hold, &mut spec.hold_ms),
+    ] {
+        if let Some(v) = v {
+            let d = parse_duration(v).map_err(|e| usage(format!("{flag}: {e}")))?;
+            *slot = d.as_secs_f64() * 1000.0;
+        }
+    }
+    if let Some(r) = a.sim_rate {
+        spec.rate_per_min = r;
+    }
+    if spec.warmup_ms + spec.ramp_ms + spec.hold_ms <= 0.0 {
+        return Err(usage(
+            "--warmup, --ramp and --hold add up to nothing".into(),
+        ));
+    }
+    Ok(spec)
 }
 
 /// `--list-scenarios`: each scenario, the cause its failures get and how.
@@ -237,7 +327,7 @@ pub fn scenario_list() -> String {
     let mut out = String::from(
         "mix\n    Healthy traffic, then (after --incident-after) one request in three from --incident.\n",
     );
-    for s in scenarios::all() {
+    for s in scenarios::all().iter().chain(scenarios::timelines()) {
         let cause = match s.kind {
             Some(k) => format!(" -> {k} ({})", s.component),
             None => " -> no failing verdict".into(),
@@ -298,9 +388,60 @@ mod tests {
     }
 
     #[test]
+    fn a_ramp_runs_its_simulated_length_at_its_simulated_rate() {
+        let s = settings(&["--scenario", "ramp_dns_retry", "--time-scale", "20"]).unwrap();
+        let t = s.timeline.unwrap();
+        assert_eq!(
+            (t.warmup_ms, t.ramp_ms, t.hold_ms),
+            (600_000.0, 1_800_000.0, 300_000.0)
+        );
+        // 45 simulated minutes at 20x: 135 s; 30 requests a simulated minute: 10 a second.
+        assert_eq!(s.duration, Some(Duration::from_secs(135)));
+        assert_eq!(s.rate, 10.0);
+        let s = settings(&[
+            "--scenario",
+            "ramp_prefill",
+            "--ramp",
+            "20m",
+            "--warmup",
+            "5m",
+            "--sim-rate",
+            "60",
+            "--time-scale",
+            "50",
+            "--duration",
+            "10s",
+        ])
+        .unwrap();
+        let t = s.timeline.unwrap();
+        assert_eq!(
+            (t.warmup_ms, t.ramp_ms, t.rate_per_min),
+            (300_000.0, 1_200_000.0, 60.0)
+        );
+        assert_eq!(s.duration, Some(Duration::from_secs(10)));
+        for (flags, says) in [
+            (
+                &["--scenario", "healthy", "--ramp", "5m"][..],
+                "--ramp is for a ramp",
+            ),
+            (
+                &["--scenario", "ramp_prefill", "--warmup", "soon"][..],
+                "--warmup",
+            ),
+            (
+                &["--scenario", "ramp_prefill", "--sim-rate", "0"][..],
+                "--sim-rate",
+            ),
+        ] {
+            let e = settings(flags).expect_err(&format!("{flags:?}"));
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[test]
     fn the_list_names_every_scenario() {
         let l = scenario_list();
-        for s in scenarios::all() {
+        for s in scenarios::all().iter().chain(scenarios::timelines()) {
             assert!(l.contains(s.name), "{}", s.name);
         }
         assert!(l.starts_with("mix"));

@@ -8,7 +8,7 @@
 //! lines to `--spans-out`), W3C trace context over real HTTP, behind a
 //! real nginx (or the built-in gateway) writing the `overtime` access-log
 //! format. Each scenario injects one fault and writes, with `--truth`, the
-//! root cause (SPEC §4.1) its failures must be given.
+//! root cause (docs/diagnosis.md#root-cause-kinds) its failures must be given.
 //!
 //! ```no_run
 //! use overtime_simulate::{simulate, SimulateArgs};
@@ -31,6 +31,7 @@ mod http;
 mod load;
 pub mod model;
 mod orchestrator;
+pub mod overrides;
 mod platform;
 pub mod scenarios;
 mod service;
@@ -237,8 +238,12 @@ fn simulate_inner(
         Some(p) => Some(Arc::new(Truth::create(p)?)),
         None => None,
     };
-    let platform = rt.block_on(Platform::start(&tel, scale))?;
-    let read_timeout = scale.real(s.scenario.gateway_timeout_ms);
+    let platform = rt.block_on(Platform::start(&tel, scale, &s.overrides))?;
+    let gateway_ms = s
+        .overrides
+        .gateway_ms
+        .unwrap_or(s.scenario.gateway_timeout_ms);
+    let read_timeout = scale.real(gateway_ms);
     let spec = GatewaySpec {
         listen_port: args.gateway_port,
         upstream_port: platform.agent_port,
@@ -315,7 +320,6 @@ fn simulate_inner(
             }
         });
     }
-    let gateway_ms = s.scenario.gateway_timeout_ms;
     let load_cfg = LoadConfig {
         scenario: s.scenario,
         mix: s.mix,
@@ -328,6 +332,7 @@ fn simulate_inner(
         gateway_port: gw.port(),
         client_timeout: scale.real(3.0 * gateway_ms) + Duration::from_secs(2),
         idle_wait: scale.real(5.0 * gateway_ms) + Duration::from_secs(2),
+        timeline: s.timeline,
     };
     let idle_wait = load_cfg.idle_wait;
     let (report, idle) = rt.block_on(async {

@@ -6,6 +6,7 @@
 
 use crate::http;
 use crate::platform::Platform;
+use crate::scenarios::timeline::TimelineSpec;
 use crate::scenarios::{self, PlanCtx, Planned, Scenario, Traceparent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -54,6 +55,8 @@ pub struct LoadConfig {
     pub client_timeout: Duration,
     /// After a burst, how long to wait for the platform to be idle.
     pub idle_wait: Duration,
+    /// A scenario over simulated time: its phases and start rate.
+    pub timeline: Option<TimelineSpec>,
 }
 
 /// One request as the client saw it, and what its failure must be
@@ -156,7 +159,7 @@ fn traceparent(
     )
 }
 
-/// What the client saw, as an outcome (SPEC §4's words).
+/// What the client saw, as an outcome (docs/diagnosis.md's words).
 pub fn outcome(status: Option<u16>, stream: bool, complete: bool) -> &'static str {
     match status {
         None => "not_answered",
@@ -268,6 +271,99 @@ async fn acquire(
     }
 }
 
+/// Sends one planned request in the background; its truth line goes to `tx`.
+#[allow(clippy::too_many_arguments)]
+fn spawn_request(
+    cfg: &LoadConfig,
+    platform: &Platform,
+    tx: &mpsc::UnboundedSender<TruthRecord>,
+    sc: &'static Scenario,
+    p: Planned,
+    idx: u64,
+    rng: &mut fastrand::Rng,
+    permit: OwnedSemaphorePermit,
+) -> tokio::task::JoinHandle<()> {
+    let (tp, tid, tp_mode) = traceparent(p.traceparent, idx, rng);
+    let ua = p.user_agent.unwrap_or(UAS[(idx % 4) as usize]);
+    let (tx, registry, port, limit) = (
+        tx.clone(),
+        platform.registry.clone(),
+        cfg.gateway_port,
+        cfg.client_timeout,
+    );
+    tokio::spawn(async move {
+        let started = chrono::Local::now();
+        let t0 = Instant::now();
+        let seen = match tokio::time::timeout(limit, exchange(port, &p, tp.as_deref(), ua)).await {
+            Ok(s) => s,
+            Err(_) => Seen {
+                status: None,
+                request_id: None,
+                complete: false,
+                error: Some(format!("no answer within {limit:?}")),
+            },
+        };
+        // Always take the agent's entry, so the registry stays small.
+        let seen_by_agent = seen.request_id.as_deref().and_then(|r| registry.take(r));
+        let trace_id = tid.or(seen_by_agent);
+        let _ = tx.send(TruthRecord {
+            trace_id,
+            request_id: seen.request_id,
+            scenario: sc.name,
+            route: p.route,
+            stream: p.stream,
+            traceparent: tp_mode,
+            expected_kind: p.expect.map(|e| e.0),
+            expected_component: p.expect.map(|e| e.1),
+            noise: p.noise,
+            outcome: outcome(seen.status, p.stream, seen.complete),
+            status: seen.status,
+            started_at: started.to_rfc3339(),
+            elapsed_ms: crate::traced::ms(t0.elapsed()),
+            error: seen.error,
+        });
+        drop(permit);
+    })
+}
+
+/// A scenario over simulated time: each request sent at its scheduled
+/// (nominal) time, planned from the seed and its index.
+async fn run_timeline(
+    cfg: &LoadConfig,
+    spec: TimelineSpec,
+    platform: &Platform,
+    tx: &mpsc::UnboundedSender<TruthRecord>,
+    stopped: &(impl Fn() -> bool + Sync),
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let sc = cfg.scenario;
+    let Some(tl) = sc.timeline else {
+        return Vec::new();
+    };
+    let times = tl.schedule(&spec, cfg.seed);
+    let sem = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let mut rng = fastrand::Rng::with_seed(cfg.seed);
+    let start = Instant::now();
+    let mut inflight = Vec::new();
+    for (i, t) in times.iter().enumerate() {
+        if stopped() || cfg.max_requests.is_some_and(|m| i as u64 >= m) {
+            break;
+        }
+        tokio::time::sleep_until(start + cfg.ctx.scale.real(*t)).await;
+        if stopped() {
+            break;
+        }
+        let p = tl.plan_at(i, *t, &spec, cfg.seed);
+        let Some(permit) = acquire(&sem, stopped).await else {
+            break;
+        };
+        inflight.push(spawn_request(
+            cfg, platform, tx, sc, p, i as u64, &mut rng, permit,
+        ));
+        inflight.retain(|h| !h.is_finished());
+    }
+    inflight
+}
+
 /// Sends until `--duration`, `--requests` or `stop`; then waits for the
 /// requests in flight. Truth lines are written as answers come.
 pub async fn run(
@@ -303,6 +399,16 @@ pub async fn run(
         }
         rep
     });
+    if let (Some(spec), None) = (cfg.timeline, cfg.mix) {
+        let inflight = run_timeline(&cfg, spec, platform, &tx, &stopped).await;
+        for h in inflight {
+            let _ = h.await;
+        }
+        drop(tx);
+        let mut rep = writer.await.unwrap_or_default();
+        rep.elapsed = start.elapsed();
+        return rep;
+    }
     let mut rng = fastrand::Rng::with_seed(cfg.seed);
     let interval = Duration::from_secs_f64(1.0 / cfg.rate);
     let mut next = start;
@@ -358,49 +464,9 @@ pub async fn run(
             };
             let idx = sent;
             sent += 1;
-            let (tp, tid, tp_mode) = traceparent(p.traceparent, idx, &mut rng);
-            let ua = p.user_agent.unwrap_or(UAS[(idx % 4) as usize]);
-            let (tx, registry, port, limit) = (
-                tx.clone(),
-                platform.registry.clone(),
-                cfg.gateway_port,
-                cfg.client_timeout,
-            );
-            wave.push(tokio::spawn(async move {
-                let started = chrono::Local::now();
-                let t0 = Instant::now();
-                let seen = match tokio::time::timeout(limit, exchange(port, &p, tp.as_deref(), ua))
-                    .await
-                {
-                    Ok(s) => s,
-                    Err(_) => Seen {
-                        status: None,
-                        request_id: None,
-                        complete: false,
-                        error: Some(format!("no answer within {limit:?}")),
-                    },
-                };
-                // Always take the agent's entry, so the registry stays small.
-                let seen_by_agent = seen.request_id.as_deref().and_then(|r| registry.take(r));
-                let trace_id = tid.or(seen_by_agent);
-                let _ = tx.send(TruthRecord {
-                    trace_id,
-                    request_id: seen.request_id,
-                    scenario: sc.name,
-                    route: p.route,
-                    stream: p.stream,
-                    traceparent: tp_mode,
-                    expected_kind: p.expect.map(|e| e.0),
-                    expected_component: p.expect.map(|e| e.1),
-                    noise: p.noise,
-                    outcome: outcome(seen.status, p.stream, seen.complete),
-                    status: seen.status,
-                    started_at: started.to_rfc3339(),
-                    elapsed_ms: crate::traced::ms(t0.elapsed()),
-                    error: seen.error,
-                });
-                drop(permit);
-            }));
+            wave.push(spawn_request(
+                &cfg, platform, &tx, sc, p, idx, &mut rng, permit,
+            ));
         }
         let n = wave.len() as u32;
         if burst {

@@ -2,7 +2,7 @@
 //! model on FIFO "GPU slots": the queue wait, a prefill quadratic in the
 //! input tokens and a decode of output tokens / rate are really slept, and
 //! reported as `X-LLM-Reason: queue_wait=…s,kv_cache_build=…s,
-//! decode_loop=…s,io_wait=…s` and `X-LLM-Duration` (SPEC §2.3); streams
+//! decode_loop=…s,io_wait=…s` and `X-LLM-Duration` (docs/inputs.md#x-llm-reason); streams
 //! answer SSE chunks. `legacy-llm` (llama) reports no phases at all.
 
 use crate::http;
@@ -135,6 +135,8 @@ impl ModelServer {
         span.set_attribute(KeyValue::new("gen_ai.request.model", model.clone()));
         span.set_attribute(KeyValue::new("gen_ai.usage.input_tokens", i64::from(tin)));
         let t0 = Instant::now();
+        // Other tenants' work ahead of this call on the shared pool.
+        scale.sleep(sim["queue_ms"].as_f64().unwrap_or(0.0)).await;
         let Ok(permit) = slots.acquire_owned().await else {
             return respond(&cx, 503, &json!({"error": "model server stopping"}), &[]);
         };

@@ -66,6 +66,8 @@ pub const MISALIGNED: Profile = Profile {
 pub fn agent_tool(tool: &str) -> (Option<f64>, u32) {
     match tool {
         "weather_api" => (Some(40_000.0), 1),
+        // Incident C's tool service: 8 s at the orchestrator, one retry.
+        "weather_lookup" => (Some(8_000.0), 1),
         "maps_api" => (Some(80_000.0), 0),
         "search_api" => (None, 0),
         "crm_api" => (Some(20_000.0), 4),
@@ -135,7 +137,7 @@ pub struct Run {
 }
 
 enum CallKind<'a> {
-    Llm,
+    Llm(&'a str),
     Tool(&'a str),
     Memory,
 }
@@ -156,15 +158,22 @@ impl AgentApi {
         }
         let p = run.profile;
         let t = match kind {
-            CallKind::Llm => {
-                let t = s.real_ms(p.llm_ms);
-                Some(match (p.llm_frac, rem) {
-                    (Some(f), Some(r)) => t.min(r * f),
+            CallKind::Llm(model) => {
+                let t = match self.overrides.llm_ms(model) {
+                    Some(o) => o.map(|t| s.real_ms(t)),
+                    None => Some(s.real_ms(p.llm_ms)),
+                };
+                match (p.llm_frac, rem) {
+                    (Some(f), Some(r)) => Some(t.unwrap_or(f64::INFINITY).min(r * f)),
                     _ => t,
-                })
+                }
             }
             CallKind::Tool(tool) => {
-                let t = agent_tool(tool).0.map(|t| s.real_ms(t));
+                let t = self
+                    .overrides
+                    .tool_ms(tool)
+                    .unwrap_or(agent_tool(tool).0)
+                    .map(|t| s.real_ms(t));
                 match (p.tool_frac, rem) {
                     (Some(f), Some(r)) => Some(t.unwrap_or(s.real_ms(30_000.0)).min(r * f)),
                     _ => t,
@@ -276,9 +285,12 @@ impl AgentApi {
         } else {
             ("model-server", self.ports.model)
         };
-        let (timeout, rem) = self.timeouts(run, CallKind::Llm)?;
+        let (timeout, rem) = self.timeouts(run, CallKind::Llm(&l.model))?;
         let prompt = vec!["tok"; l.input_tokens.saturating_sub(5).max(1) as usize].join(" ");
-        let mut sim = json!({"output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow});
+        let mut sim = json!({
+            "output_tokens": l.output_tokens, "slow": l.slow, "prefill_slow": l.prefill_slow,
+            "queue_ms": l.queue_ms,
+        });
         if let Some(ms) = l.latency_ms {
             sim["latency_ms"] = json!(ms);
         }
@@ -394,7 +406,7 @@ impl AgentApi {
                 "gen_ai.evaluation.result",
                 vec![
                     KeyValue::new("gen_ai.evaluation.name", "answer_relevance"),
-                    KeyValue::new("gen_ai.evaluation.score.value", 0.91),
+                    KeyValue::new("gen_ai.evaluation.score.value", l.score.unwrap_or(0.91)),
                 ],
             );
         }
@@ -409,7 +421,12 @@ impl AgentApi {
         cx: &Context,
     ) -> Result<(), AgentError> {
         let name = st.name.as_str();
-        let retries = agent_tool(name).1;
+        // `--set tool.retries=false` turns retries off; otherwise the
+        // timeline's step, else the tool's own setting.
+        let retries = match self.overrides.retries {
+            Some(false) => 0,
+            _ => st.retries.unwrap_or(agent_tool(name).1),
+        };
         let t = &self.ctx.tracer;
         let mut sim = json!({
             "latency_ms": st.latency_ms, "status": st.status, "connect_ms": st.connect_ms,
@@ -417,6 +434,9 @@ impl AgentApi {
         });
         if let Some(d) = st.dns_ms {
             sim["dns_ms"] = json!(d);
+        }
+        if let Some(d) = st.retry_dns_ms {
+            sim["retry_dns_ms"] = json!(d);
         }
         for attempt in 0..=retries {
             let (timeout, rem) = self.timeouts(run, CallKind::Tool(name))?;

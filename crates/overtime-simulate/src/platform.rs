@@ -6,6 +6,7 @@ use crate::clock::TimeScale;
 use crate::error::SimulateError;
 use crate::http::{self, Server};
 use crate::model::{LegacyLlm, ModelServer};
+use crate::overrides::Overrides;
 use crate::service::{serve_service, Ctx};
 use crate::telemetry::Telemetry;
 use crate::tools::{external_api, MemoryStore, ToolGateway};
@@ -27,7 +28,11 @@ pub struct Platform {
 impl Platform {
     /// Starts external APIs, model servers, tool gateway, memory store and
     /// the agent API.
-    pub async fn start(tel: &Telemetry, scale: TimeScale) -> Result<Platform, SimulateError> {
+    pub async fn start(
+        tel: &Telemetry,
+        scale: TimeScale,
+        overrides: &Overrides,
+    ) -> Result<Platform, SimulateError> {
         let busy = Arc::new(AtomicUsize::new(0));
         let ctx = |name: &'static str| -> Result<Arc<Ctx>, SimulateError> {
             Ok(Arc::new(Ctx::new(
@@ -83,7 +88,7 @@ impl Platform {
             tools: tools.port(),
             memory: memory.port(),
         };
-        let a = Arc::new(AgentApi::new(ctx("agent-api")?, ports));
+        let a = Arc::new(AgentApi::new(ctx("agent-api")?, ports).with_overrides(overrides.clone()));
         let registry = a.registry.clone();
         let agent = serve_service(a.ctx.clone(), a, AgentApi::route_of, AgentApi::handle)
             .await

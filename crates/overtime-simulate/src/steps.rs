@@ -75,6 +75,13 @@ pub struct LlmStep {
     /// captured `X-LLM-Reason`.
     #[serde(default)]
     pub raw: bool,
+    /// Extra wait in the model server's queue before a GPU slot (nominal
+    /// ms): the shared pool busy with other tenants' work.
+    #[serde(default)]
+    pub queue_ms: f64,
+    /// The judge's score of the answer (judge calls; default 0.91).
+    #[serde(default)]
+    pub score: Option<f64>,
 }
 
 /// A tool call: the third-party API's latency and status, its DNS and
@@ -96,6 +103,13 @@ pub struct ToolStep {
     /// Read from memory when every attempt failed.
     #[serde(default)]
     pub fallback: Option<MemoryStep>,
+    /// DNS time of the retries (nominal ms; default: `dns_ms`): a retry
+    /// often finds the name the first try resolved in the cache.
+    #[serde(default)]
+    pub retry_dns_ms: Option<f64>,
+    /// Retries of the orchestrator (default: the tool's own).
+    #[serde(default)]
+    pub retries: Option<u32>,
 }
 
 /// A memory-store lookup.
@@ -126,6 +140,8 @@ pub fn llm(input_tokens: u32, output_tokens: u32) -> Step {
         prefill_slow: 1.0,
         latency_ms: None,
         raw: false,
+        queue_ms: 0.0,
+        score: None,
     })
 }
 
@@ -154,6 +170,8 @@ pub fn judge(input_tokens: u32, output_tokens: u32, slow: f64) -> Step {
         prefill_slow: 1.0,
         latency_ms: None,
         raw: false,
+        queue_ms: 0.0,
+        score: None,
     })
 }
 
@@ -168,6 +186,8 @@ pub fn tool(name: &str, latency_ms: f64) -> Step {
         fail_attempts: 0,
         fail_status: 503,
         fallback: None,
+        retry_dns_ms: None,
+        retries: None,
     })
 }
 

@@ -18,6 +18,8 @@ use std::sync::Arc;
 pub fn tool_gateway_target(tool: &str) -> (&'static str, Option<f64>) {
     match tool {
         "weather_api" => ("api.weather.example", Some(25_000.0)),
+        // Incident C: the tool service's own 5 s timeout.
+        "weather_lookup" => ("api.weather.example", Some(5_000.0)),
         "maps_api" => ("maps.example", Some(60_000.0)),
         "search_api" => ("search.example", None),
         "crm_api" => ("crm.internal.example", Some(20_000.0)),
@@ -71,7 +73,14 @@ impl ToolGateway {
             path: format!("/{tool}?latency_ms={latency}&status={status}"),
             body: None,
             timeout: timeout_ms.map(|t| scale.real(t)),
-            dns: scale.real(sim["dns_ms"].as_f64().unwrap_or(DNS_MS)),
+            dns: scale.real(if attempt > 0 {
+                sim["retry_dns_ms"]
+                    .as_f64()
+                    .or(sim["dns_ms"].as_f64())
+                    .unwrap_or(DNS_MS)
+            } else {
+                sim["dns_ms"].as_f64().unwrap_or(DNS_MS)
+            }),
             connect: scale.real(sim["connect_ms"].as_f64().unwrap_or(0.0)),
             phase_events: true,
             attrs,

@@ -5,16 +5,17 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-// The names are the delivery crate's catalog (one list for the rules, the
-// evaluator and the sender).
-pub use overtime_alert::{
-    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_LOW,
+// The names of the catalog (one list for the rules, the evaluator and the
+// sender).
+pub use crate::alert_names::{
+    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_FALLING,
+    CHAIN_HEALTH_LOW, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING, SEMANTIC_SUCCESS_FALLING,
     SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 
 /// Every alert this crate evaluates, in docs/metrics.md order.
 /// (`Overtime504Incident` comes from incidents, not from SLOs.)
-pub const ALERT_NAMES: [&str; 9] = [
+pub const ALERT_NAMES: [&str; 13] = [
     BURN_FAST,
     BURN_SLOW,
     BURN_TICKET,
@@ -24,6 +25,10 @@ pub const ALERT_NAMES: [&str; 9] = [
     BREAKER_L1,
     BREAKER_L2,
     BREAKER_L3,
+    CHAIN_HEALTH_FALLING,
+    NEAR_TIMEOUT_RISING,
+    LLM_WAIT_RISING,
+    SEMANTIC_SUCCESS_FALLING,
 ];
 
 /// An alert that holds now (its condition held for its hold duration).
@@ -151,10 +156,10 @@ mod tests {
 
     #[test]
     fn evaluates_every_alert_of_the_catalog_but_the_incident_page() {
-        let catalog: Vec<&str> = overtime_alert::CATALOG
+        let catalog: Vec<&str> = crate::alert_names::CATALOG
             .iter()
             .map(|(name, _)| *name)
-            .filter(|n| *n != overtime_alert::INCIDENT)
+            .filter(|n| *n != crate::alert_names::INCIDENT)
             .collect();
         assert_eq!(ALERT_NAMES.to_vec(), catalog);
     }

@@ -1,4 +1,4 @@
-//! Model breaker conditions (SPEC §6, INCIDENTS A):
+//! Model breaker conditions (docs/metrics.md, INCIDENTS A):
 //! - L1: `breaker_consecutive_timeouts` (3) timed-out calls in a row on one
 //!   model. A call that did not time out ends the run; so do 5 minutes
 //!   (scaled) without any call to the model, so that an idle model does not
@@ -7,7 +7,7 @@
 //!   `breaker_p99_factor` (2) × its baseline P99. The baseline is the P99
 //!   over the `breaker_baseline_window_s` (1 h) that ends where the 2-min
 //!   window starts — recent calls never raise their own baseline — and
-//!   needs `breaker_baseline_min_calls` (20) calls. While the condition
+//!   needs `breaker_baseline_min_calls` (100) calls. While the condition
 //!   holds the baseline is frozen at its value when the condition began,
 //!   so a long outage never becomes its own baseline. Held 2 min by the
 //!   evaluator.
@@ -15,10 +15,10 @@
 //!
 //! Calls of stage `llm` and `judge` count: a judge runs on a model too.
 
-use crate::observation::CallObservation;
 use crate::ring::Ring;
 use crate::windows::{sum_calls, CallStats, CallTally};
-use overtime_config::SloConfig;
+use crate::SloConfig;
+use overtime_model::CallObservation;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! # overtime-slo
 //!
-//! The agent-level signals of SPEC §6, live: semantic success, timeout
+//! The agent-level signals of docs/metrics.md, live: semantic success, timeout
 //! budget burn, TTFT, chain health, fallback acceptance, error ratio and
 //! the model breakers L1–L3, over sliding windows keyed by the requests'
 //! end times (data time: a replay gives the same numbers as live traffic),
@@ -33,10 +33,12 @@
 //! assert!(slo.alerts().iter().any(|a| a.name() == "OvertimeModelBreakerL3"));
 //! ```
 
+pub mod alert_names;
 mod alerts;
 mod breakers;
+mod config;
+pub mod early;
 mod labels;
-mod observation;
 mod ring;
 mod sketch;
 mod totals;
@@ -44,12 +46,15 @@ mod windows;
 
 pub use alerts::{
     Alert, ALERT_NAMES, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET,
-    CHAIN_HEALTH_LOW, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+    CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
+    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 pub use breakers::ModelStats;
+pub use early::{EarlyTotals, EarlyWarningView, SignalView};
 pub use labels::{BoundedLabel, OTHER};
-pub use observation::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
-pub use overtime_config::SloConfig;
+// The live diagnosis writes them (overtime-model holds the type both share).
+pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
+pub use overtime_model::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
 pub use sketch::{LogSketch, MAX_BINS};
 pub use totals::{
     CounterVec, Histogram, HistogramVec, Labels, Totals, BUDGET_BUCKETS, CALL_BUCKETS, TTFT_BUCKETS,
@@ -60,6 +65,7 @@ pub use windows::{
 
 use alerts::{pct, secs, Condition, Holds};
 use breakers::Breakers;
+use early::Early;
 use overtime_model::Outcome;
 use serde::Serialize;
 use windows::Windows;
@@ -91,6 +97,8 @@ pub struct SloSnapshot {
     pub routes: Vec<RouteStats>,
     pub breakers: Vec<BreakerState>,
     pub alerts: Vec<Alert>,
+    /// The leading signals (docs/advice.md), short window against baseline.
+    pub early_warning: EarlyWarningView,
     pub observed: u64,
     /// Observations older than a window's memory (counted in the totals only).
     pub late: u64,
@@ -104,6 +112,7 @@ pub struct Slo {
     totals: Totals,
     windows: Windows,
     breakers: Breakers,
+    early: Early,
     holds: Holds,
     firing: Vec<Alert>,
     watermark_us: i64,
@@ -120,6 +129,7 @@ impl Slo {
             totals: Totals::default(),
             windows: Windows::new(&cfg),
             breakers: Breakers::new(&cfg),
+            early: Early::new(&cfg),
             holds: Holds::default(),
             firing: Vec::new(),
             watermark_us: 0,
@@ -145,6 +155,16 @@ impl Slo {
         &self.totals
     }
 
+    /// The cumulative counters of the early-warning signals.
+    pub fn early_totals(&self) -> &EarlyTotals {
+        self.early.totals()
+    }
+
+    /// The early-warning signals at the watermark.
+    pub fn early_warning(&self) -> EarlyWarningView {
+        self.early.view(self.watermark_us, &self.cfg)
+    }
+
     /// Adds one completed request. Requests should come in end-time order
     /// (see [`Slo::observe_all`]); one that ends before the watermark still
     /// lands in its bucket if the windows remember it.
@@ -162,6 +182,7 @@ impl Slo {
                     .then(|| self.labels.tool.get(c.tool.as_deref().unwrap_or("")))
             })
             .collect();
+        self.early.add(o, self.watermark_us, &self.cfg);
         if !self
             .windows
             .add(o, &route, &tools, self.watermark_us, &self.cfg)
@@ -234,7 +255,8 @@ impl Slo {
 
     fn evaluate_at(&mut self, now_us: i64) {
         self.breakers.update_frozen(now_us, &self.cfg);
-        let conditions = self.conditions(now_us);
+        let mut conditions = self.conditions(now_us);
+        conditions.extend(self.early.evaluate(now_us, &self.cfg));
         self.firing = self.holds.apply(now_us, conditions);
     }
 
@@ -295,6 +317,7 @@ impl Slo {
             routes: self.windows.routes(now),
             breakers,
             alerts: self.firing.clone(),
+            early_warning: self.early.view(now, &self.cfg),
             observed: self.observed,
             late: self.late,
         }

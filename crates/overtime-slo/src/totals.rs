@@ -3,7 +3,7 @@
 //! start; label values bounded by [`BoundedLabel`].
 
 use crate::labels::BoundedLabel;
-use crate::observation::{input_bucket, RequestObservation};
+use overtime_model::{input_bucket, RequestObservation};
 use overtime_model::{Outcome, Stage};
 use std::collections::BTreeMap;
 
@@ -262,7 +262,7 @@ impl Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observation::CallObservation;
+    use overtime_model::CallObservation;
     use overtime_model::SpanStatus;
 
     fn llm(ms: f64, status: SpanStatus, ttft: Option<f64>) -> CallObservation {
@@ -276,6 +276,7 @@ mod tests {
             input_tokens: Some(412),
             budget_left_ms: Some(29_997.0),
             end_us: 0,
+            ..CallObservation::new(Stage::Llm, status, ms, 0)
         }
     }
 

@@ -3,11 +3,11 @@
 //! each; chain health keeps whole minutes; routes, models and tools keep
 //! their own rings for the breakdowns and the L2 breaker.
 
-use crate::observation::{CallObservation, RequestObservation};
 use crate::ring::Ring;
 use crate::sketch::LogSketch;
-use overtime_config::SloConfig;
+use crate::SloConfig;
 use overtime_model::Stage;
+use overtime_model::{CallObservation, RequestObservation};
 use serde::Serialize;
 
 /// Buckets per global window.

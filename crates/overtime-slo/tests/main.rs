@@ -3,4 +3,5 @@
 //! dependency graph cost more than the tests themselves. Under
 //! `cargo nextest` every test still runs in its own process.
 
+mod early_warning;
 mod slis;

@@ -1,4 +1,4 @@
-//! Each SLI, SLO alert and breaker against the numbers of INCIDENTS.md,
+//! Each SLI, SLO alert and breaker against the numbers of the incidents in tests/fixtures/incidents,
 //! replayed in data time (no clock: the requests' end times drive it all).
 
 use overtime_model::{Outcome, SpanStatus, Stage};
@@ -27,7 +27,7 @@ fn call(stage: Stage, status: SpanStatus, ms: f64, end_us: i64) -> CallObservati
         ttft_ms: None,
         input_tokens: None,
         budget_left_ms: None,
-        end_us,
+        ..CallObservation::new(stage, status, ms, end_us)
     }
 }
 

@@ -373,7 +373,8 @@ impl SegmentFile {
             let batch = batch
                 .map_err(|e| StoreError::arrow(format!("reading {}", self.path.display()), e))?;
             if batch.num_rows() > 0 {
-                out.push(batch);
+                // A file written by an older version gets the current schema.
+                out.push(crate::tables::upgrade(self.table, batch));
             }
         }
         Ok(out)

@@ -6,6 +6,12 @@
 //! the batch): rejected rows belong to the bucket they were written in.
 //! The schema registered for SQL is `rejected_schema()` + `ingested_at`.
 //!
+//! Schema upgrades: the model only ever adds nullable columns at the end of
+//! a table. A Parquet file or WAL record written before a column existed is
+//! read through [`upgrade`], which adds the missing columns as nulls, so old
+//! data reads with the current schema (and SQL sees the same, through
+//! DataFusion's schema adapter).
+//!
 //! ```
 //! use overtime_model::Table;
 //! use overtime_store::tables::{stored_schema, time_column};
@@ -14,7 +20,7 @@
 //! ```
 
 use crate::StoreError;
-use arrow::array::{ArrayRef, TimestampMicrosecondArray};
+use arrow::array::{new_null_array, ArrayRef, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use overtime_model::{gateway_schema, rejected_schema, span_schema, Table};
@@ -108,4 +114,53 @@ pub fn conform(t: Table, batch: RecordBatch, now_us: i64) -> Result<RecordBatch,
     }
     RecordBatch::try_new(stored_schema(t), cols)
         .map_err(|e| StoreError::arrow(format!("conforming a `{t}` batch"), e))
+}
+
+/// `batch` (of table `t`, possibly written by an older version) with the
+/// current stored schema: columns matched by name, missing nullable ones
+/// added as nulls. A batch that already has the stored schema, or that
+/// cannot be upgraded (a column of another type, a missing non-nullable
+/// one), is returned unchanged.
+pub fn upgrade(t: Table, batch: RecordBatch) -> RecordBatch {
+    let want = stored_schema(t);
+    if batch.schema().fields() == want.fields() {
+        return batch;
+    }
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(want.fields().len());
+    for f in want.fields() {
+        match batch.column_by_name(f.name()) {
+            Some(c) if c.data_type().equals_datatype(f.data_type()) => cols.push(c.clone()),
+            None if f.is_nullable() => cols.push(new_null_array(f.data_type(), batch.num_rows())),
+            _ => return batch,
+        }
+    }
+    RecordBatch::try_new(want, cols).unwrap_or(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overtime_model::{span_records, SpanColumns, SpanRecord};
+
+    #[test]
+    fn a_spans_batch_from_before_scope_and_links_is_upgraded() {
+        let mut c = SpanColumns::new();
+        c.append(&SpanRecord::new(
+            "0af7651916cd43dd8448eb211c80319c",
+            "b7ad6b7169203331",
+            "agent",
+            "chat",
+            1,
+            2,
+        ));
+        let now = c.finish();
+        let n = now.num_columns();
+        let old = now.project(&(0..n - 3).collect::<Vec<_>>()).unwrap();
+        let up = upgrade(Table::Spans, old);
+        assert_eq!(up.schema(), stored_schema(Table::Spans));
+        assert!(up.column(n - 1).is_null(0));
+        assert_eq!(span_records(&up).unwrap(), span_records(&now).unwrap());
+        // Already current: unchanged.
+        assert_eq!(upgrade(Table::Spans, now.clone()), now);
+    }
 }

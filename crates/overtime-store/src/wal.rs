@@ -121,7 +121,8 @@ pub fn decode_payload(p: &[u8]) -> Option<WalRecord> {
         Some(serde_json::from_slice(ck_bytes).ok()?)
     };
     let mut reader = StreamReader::try_new(&p[ck_end..], None).ok()?;
-    let batch = reader.next()?.ok()?;
+    // A record written by an older version gets the current schema.
+    let batch = crate::tables::upgrade(table, reader.next()?.ok()?);
     Some(WalRecord {
         table,
         written_us,

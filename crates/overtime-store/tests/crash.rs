@@ -51,6 +51,9 @@ fn crash_child() {
                     drop(o);
                     if t == 0 && b % 40 == 39 {
                         store.flush().unwrap();
+                        let mut o = out.lock().unwrap();
+                        writeln!(o, "FLUSHED").unwrap();
+                        o.flush().unwrap();
                     }
                 }
             })
@@ -80,12 +83,18 @@ fn kill_9_mid_stream_loses_no_ack() {
     let stdout = child.stdout.take().unwrap();
     let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = seen.clone();
+    let flushes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let flushed = flushes.clone();
     let reader = std::thread::spawn(move || {
         let mut acks: Vec<(u64, u64)> = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let mut p = line.split_whitespace();
-            if p.next() == Some("ACK") {
+            let word = p.next();
+            if word == Some("FLUSHED") {
+                flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if word == Some("ACK") {
                 let t = p.next().unwrap().parse().unwrap();
                 let b = p.next().unwrap().parse().unwrap();
                 acks.push((t, b));
@@ -94,14 +103,18 @@ fn kill_9_mid_stream_loses_no_ack() {
         }
         acks
     });
-    // Let it run past a few flushes (thread 0 flushes every 40 batches),
-    // however slow the machine, then kill -9.
+    // Let it run past a completed flush (thread 0 flushes every 40
+    // batches) and 200 acknowledged writes, however slow the machine, then
+    // kill -9 mid-stream.
     let started = Instant::now();
-    while seen.load(std::sync::atomic::Ordering::Relaxed) <= 200 {
+    while seen.load(std::sync::atomic::Ordering::Relaxed) <= 200
+        || flushes.load(std::sync::atomic::Ordering::Relaxed) == 0
+    {
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "the child acknowledged only {} writes in 120 s",
-            seen.load(std::sync::atomic::Ordering::Relaxed)
+            "in 120 s the child acknowledged only {} writes and completed {} flushes",
+            seen.load(std::sync::atomic::Ordering::Relaxed),
+            flushes.load(std::sync::atomic::Ordering::Relaxed)
         );
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -9,4 +9,5 @@ mod crash;
 mod parquet_sql;
 mod queries;
 mod retention_checkpoints;
+mod schema_upgrade;
 mod wal_recovery;

@@ -1,5 +1,5 @@
 // overtime UI: trace search, the waterfall of one trace against its budget,
-// incident reports. Vanilla JS, no dependencies; talks to the SPEC §8 API
+// incident reports. Vanilla JS, no dependencies; talks to the docs/interfaces.md API
 // (same origin, the sign-in cookie rides along) and to
 // /api/traces/{id}/events for stream chunks and DNS/connect phases.
 'use strict';
@@ -80,11 +80,12 @@
     const { parts, params } = parseHash();
     const gen = ++generation;
     for (const a of document.querySelectorAll('.top nav a')) a.classList.remove('on');
-    $(parts[0] === 'incidents' ? '#nav-incidents' : '#nav-search').classList.add('on');
+    $(parts[0] === 'incidents' ? '#nav-incidents' : parts[0] === 'advice' ? '#nav-advice' : '#nav-search').classList.add('on');
     try {
       if (parts[0] === 'trace' && parts[1]) await viewTrace(parts[1], gen);
       else if (parts[0] === 'incidents' && parts[1]) await viewIncident(parts.slice(1).join('/'), gen);
       else if (parts[0] === 'incidents') await viewIncidents(gen);
+      else if (parts[0] === 'advice') window.overtimeAdvice.view(gen, () => gen === generation);
       else await viewSearch(params, gen);
     } catch (e) {
       if (gen === generation) showError(e);
@@ -658,4 +659,6 @@
   });
   // For tests and the curious: the pure parts.
   window.overtimeUi = { buildRows, retryUnits, streamGaps, dur };
+  // The helpers advice.js (the #/advice page) renders with.
+  window.overtime = { api, esc, dur, pct, main };
 })();

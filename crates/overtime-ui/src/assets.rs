@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
+const ADVICE_JS: &str = include_str!("../assets/advice.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 pub(crate) const LOGIN_HTML: &str = include_str!("../assets/login.html");
 
@@ -55,7 +56,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 struct Set {
     index: Asset,
-    files: [Asset; 2],
+    files: [Asset; 3],
 }
 
 fn set() -> &'static Set {
@@ -66,6 +67,11 @@ fn set() -> &'static Set {
             "text/javascript; charset=utf-8",
             Bytes::from_static(APP_JS.as_bytes()),
         );
+        let advice = Asset::new(
+            "advice.js",
+            "text/javascript; charset=utf-8",
+            Bytes::from_static(ADVICE_JS.as_bytes()),
+        );
         let css = Asset::new(
             "app.css",
             "text/css; charset=utf-8",
@@ -74,12 +80,16 @@ fn set() -> &'static Set {
         let page = INDEX_HTML
             .replace("__APP_JS__", &format!("/assets/app.js?v={}", js.version()))
             .replace(
+                "__ADVICE_JS__",
+                &format!("/assets/advice.js?v={}", advice.version()),
+            )
+            .replace(
                 "__APP_CSS__",
                 &format!("/assets/app.css?v={}", css.version()),
             );
         Set {
             index: Asset::new("index.html", "text/html; charset=utf-8", Bytes::from(page)),
-            files: [js, css],
+            files: [js, advice, css],
         }
     })
 }

@@ -1,6 +1,6 @@
 //! # overtime-ui
 //!
-//! The trace timeline UI of `overtime serve` (SPEC §8, "the UI at `/`"):
+//! The trace timeline UI of `overtime serve` (docs/interfaces.md, "the UI at `/`"):
 //! trace search, the waterfall of one trace against its budget, and the
 //! incident reports. One page, one script and one stylesheet, vanilla JS
 //! with no framework and no CDN, compiled into the binary with
@@ -64,7 +64,7 @@ async fn asset_route(
         return (
             StatusCode::NOT_FOUND,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("no UI asset {file:?}; the UI has index.html, app.js, app.css"),
+            format!("no UI asset {file:?}; the UI has index.html, app.js, advice.js, app.css"),
         )
             .into_response();
     };

@@ -47,12 +47,21 @@ async fn the_page_links_its_assets_by_content_version() {
         "{body}"
     );
     assert!(body.contains(&format!("href=\"/assets/app.css?v={}\"", css.version())));
+    let advice = asset("advice.js").unwrap();
     assert!(
-        !body.contains("__APP_"),
+        body.contains(&format!("src=\"/assets/advice.js?v={}\"", advice.version())),
+        "{body}"
+    );
+    assert!(
+        body.contains("href=\"#/advice\""),
+        "the Advice page is in the nav"
+    );
+    assert!(
+        !body.contains("__APP_") && !body.contains("__ADVICE_"),
         "a placeholder was left in the page"
     );
     // No third-party origin anywhere: the UI must work offline.
-    for text in [body.as_str(), APP_JS_TEXT, APP_CSS_TEXT] {
+    for text in [body.as_str(), APP_JS_TEXT, APP_CSS_TEXT, ADVICE_JS_TEXT] {
         assert!(
             !text.contains("http://") && !text.contains("https://"),
             "an absolute URL in an asset"
@@ -61,6 +70,7 @@ async fn the_page_links_its_assets_by_content_version() {
 }
 
 const APP_JS_TEXT: &str = include_str!("../assets/app.js");
+const ADVICE_JS_TEXT: &str = include_str!("../assets/advice.js");
 const APP_CSS_TEXT: &str = include_str!("../assets/app.css");
 
 #[tokio::test]
@@ -77,6 +87,13 @@ async fn assets_have_their_content_types_and_the_embedded_bytes() {
     assert_eq!(h(&headers, header::CONTENT_TYPE), "text/css; charset=utf-8");
     assert_eq!(body, APP_CSS_TEXT);
     assert_eq!(h(&headers, header::X_CONTENT_TYPE_OPTIONS), "nosniff");
+    let (status, headers, body) = get("/assets/advice.js", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        h(&headers, header::CONTENT_TYPE),
+        "text/javascript; charset=utf-8"
+    );
+    assert_eq!(body, ADVICE_JS_TEXT);
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The command line (SPEC §8). Exit codes: 0 ok, 1 failure, 2 usage.
+//! The command line (docs/interfaces.md). Exit codes: 0 ok, 1 failure, 2 usage.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -18,8 +18,32 @@ pub struct Cli {
 pub enum Command {
     /// Diagnose offline: nginx logs and span files in, verdicts and incident reports out.
     Diagnose(Box<DiagnoseArgs>),
-    /// Print the recommended nginx `log_format overtime` directive.
-    NginxFormat,
+    /// Timeout advice from the same inputs as `diagnose`: latency per LLM
+    /// model and input-token bucket, per tool, per gateway layer (cut calls
+    /// censored), a latency law per model, recommended timeouts and the
+    /// alignment rule checked top-down.
+    #[command(
+        mut_arg("json", |a| a.help("Print the advice as one JSON document.")),
+        mut_arg("markdown", |a| a.help("Print the advice as Markdown (default: aligned text).")),
+        mut_arg("all", |a| a.hide(true)),
+        mut_arg("incident_quiet", |a| a.hide(true)),
+        mut_arg("threshold_tokens", |a| a.hide(true)),
+    )]
+    Advise(Box<AdviseArgs>),
+    /// Replay every trace of the inputs (as `diagnose` reads them) under
+    /// proposed timeouts, budgets and retries: which 504s would finish,
+    /// fail fast or fall back, which successes would fail.
+    #[command(
+        mut_arg("json", |a| a.help("Print the report as one JSON document.")),
+        mut_arg("markdown", |a| a.help("Print the report as Markdown (default: aligned text).")),
+        mut_arg("all", |a| a.hide(true)),
+        mut_arg("incident_quiet", |a| a.hide(true)),
+        mut_arg("threshold_tokens", |a| a.hide(true)),
+    )]
+    Whatif(Box<WhatIfArgs>),
+    /// Print the recommended nginx `log_format overtime` directive, another
+    /// built-in format by name, or (--list) every built-in format.
+    NginxFormat(NginxFormatArgs),
     /// Run the collector: sources, store, live diagnosis and the API.
     Serve {
         /// The TOML config (default: the embedded default, see `overtime config`).
@@ -34,6 +58,16 @@ pub enum Command {
     /// Drive a simulated agent platform (agent API, model server, tools,
     /// behind real nginx or a built-in gateway) for demos and tests.
     Simulate(Box<overtime_simulate::SimulateArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct NginxFormatArgs {
+    /// The built-in format to print (`overtime nginx-format --list` names them).
+    #[arg(value_name = "NAME", default_value = "overtime")]
+    pub name: String,
+    /// List the built-in formats: name, who writes it, and the directive.
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// How `overtime query` prints rows.
@@ -101,8 +135,8 @@ pub struct DiagnoseArgs {
     /// without it, it is read from --nginx-conf or inferred from the 504s.
     #[arg(long = "gateway-timeout", value_name = "DURATION")]
     pub gateway_timeout: Vec<String>,
-    /// JSONL span log (one span per line, SPEC §2.2); a file, glob or
-    /// directory, plain, .gz or .zst, like --nginx-log.
+    /// JSONL span log (one span per line, docs/inputs.md#spans); a file,
+    /// glob or directory, plain, .gz or .zst, like --nginx-log.
     #[arg(long = "spans", value_name = "FILE")]
     pub spans: Vec<PathBuf>,
     /// OTLP JSON lines (one ExportTraceServiceRequest per line).
@@ -118,7 +152,7 @@ pub struct DiagnoseArgs {
     /// Print the report for humans (the default).
     #[arg(long)]
     pub markdown: bool,
-    /// Input-token threshold for prefill (SPEC §5).
+    /// Input-token threshold for prefill (docs/diagnosis.md#incidents-and-their-reports).
     #[arg(long = "threshold-tokens", value_name = "N", default_value_t = 300)]
     pub threshold_tokens: u32,
     /// Give a verdict for every trace, not only the failed ones.
@@ -155,4 +189,35 @@ pub struct DiagnoseArgs {
     /// (otherwise an error: the format is likely wrong).
     #[arg(long = "allow-rejects")]
     pub allow_rejects: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub inputs: DiagnoseArgs,
+    /// The share of calls a recommended timeout must cover (0.5–0.9999).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.99)]
+    pub target: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct WhatIfArgs {
+    #[command(flatten)]
+    pub inputs: DiagnoseArgs,
+    /// One proposed value, e.g. `llm.deepseek-v4-pro.timeout=45s`,
+    /// `llm.deepseek-v4-pro.bucket.gt500.timeout=90s`,
+    /// `tool.search_api.timeout=15s`, `service.budget=90s`,
+    /// `gateway.edge.read_timeout=120s`, `retries=off`. Repeatable; applied
+    /// after --proposal.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// A TOML file of proposed values (the same keys as tables).
+    #[arg(long, value_name = "FILE")]
+    pub proposal: Option<PathBuf>,
+    /// Seeds the draws for calls that were cut (same seed, same report).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Replays with fresh draws; the counts are their mean.
+    #[arg(long, value_name = "N", default_value_t = 25)]
+    pub draws: usize,
 }

@@ -22,6 +22,8 @@ pub struct Parsed<'a> {
     pub path: &'a Path,
     /// The format as the user named it (a built-in name or the body).
     pub format_label: &'a str,
+    /// Whether the format has `$status` or `$request_time` at all.
+    pub format_has_status_or_time: bool,
     pub rows: usize,
     pub rejected_rows: usize,
     /// Some parsed row has a status or a request time.
@@ -37,22 +39,26 @@ pub fn check(p: &Parsed, head: &[u8]) -> Result<(), String> {
     if total == 0 {
         return Ok(());
     }
-    let problem = if p.rejected_rows * 2 > total {
-        format!(
-            "{} of {total} lines do not match the format {}",
-            p.rejected_rows,
-            short(p.format_label)
-        )
-    } else if !p.gives_status_or_time {
-        format!(
+    // A format with neither variable can never show a failure: say that
+    // first, whatever else its lines did.
+    let no_status_or_time = !p.format_has_status_or_time || !p.gives_status_or_time;
+    let problem =
+        if !p.format_has_status_or_time || (p.rejected_rows * 2 <= total && no_status_or_time) {
+            format!(
             "the format {} gives neither $status nor $request_time for any of the {} lines read, \
              so no request can be seen to fail",
             short(p.format_label),
-            p.rows
+            total
         )
-    } else {
-        return Ok(());
-    };
+        } else if p.rejected_rows * 2 > total {
+            format!(
+                "{} of {total} lines do not match the format {}",
+                p.rejected_rows,
+                short(p.format_label)
+            )
+        } else {
+            return Ok(());
+        };
     let first = p
         .first_rejected
         .as_ref()

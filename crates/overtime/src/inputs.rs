@@ -357,7 +357,13 @@ pub fn run(a: &DiagnoseArgs, on_trace: Option<TraceHook>) -> Result<Run> {
     };
     let engine = Engine::new(plan.config.clone(), opts);
     let started = std::time::Instant::now();
-    let stats = read::read_all(&plan.jobs, Some(&engine), plan.threads, &progress, &cancel);
+    let stats = read::read_all(
+        &plan.jobs,
+        read::Destination::Engine(&engine),
+        plan.threads,
+        &progress,
+        &cancel,
+    );
     let totals = progress.totals(started.elapsed());
     let stats = match stats {
         Ok(s) => s,
@@ -389,13 +395,57 @@ pub fn parse_only(a: &DiagnoseArgs) -> Result<(Vec<String>, ReadTotals)> {
     let cancel = cancel_flag();
     let progress = progress::Progress::new(plan.on_disk, !a.quiet);
     let started = std::time::Instant::now();
-    let stats = read::read_all(&plan.jobs, None, plan.threads, &progress, &cancel);
+    let stats = read::read_all(
+        &plan.jobs,
+        read::Destination::Nothing,
+        plan.threads,
+        &progress,
+        &cancel,
+    );
     progress.finish();
     let stats = stats?;
     Ok((
         report_lines(&plan, &stats),
         progress.totals(started.elapsed()),
     ))
+}
+
+/// Every record of a run's inputs, in input order, held in memory.
+pub struct Loaded {
+    pub gateway: Vec<arrow::record_batch::RecordBatch>,
+    pub spans: Vec<overtime_model::SpanRecord>,
+    pub config: DiagnoseConfig,
+    /// One line per input file: records read and rejected, by reason.
+    pub report_lines: Vec<String>,
+}
+
+/// Reads every input of `a` on every core into memory, checked as [`run`]
+/// checks them. For `advise` and `whatif`, whose fits see every request at
+/// once (docs/diagnose-at-scale.md says what that costs).
+pub fn load(a: &DiagnoseArgs) -> Result<Loaded> {
+    let plan = plan(a)?;
+    let cancel = cancel_flag();
+    let progress = progress::Progress::new(plan.on_disk, !a.quiet);
+    let held = read::Collector::default();
+    let stats = read::read_all(
+        &plan.jobs,
+        read::Destination::Memory(&held),
+        plan.threads,
+        &progress,
+        &cancel,
+    );
+    progress.finish();
+    let stats = stats?;
+    if !a.allow_rejects {
+        check_formats(&plan, &stats)?;
+    }
+    let (gateway, spans) = held.into_input_order();
+    Ok(Loaded {
+        gateway,
+        spans,
+        report_lines: report_lines(&plan, &stats),
+        config: plan.config,
+    })
 }
 
 fn report_lines(plan: &Plan, stats: &[FileStats]) -> Vec<String> {
@@ -425,6 +475,10 @@ fn check_formats(plan: &Plan, stats: &[FileStats]) -> Result<()> {
             let p = crate::format_check::Parsed {
                 path: f,
                 format_label: &l.format_label,
+                format_has_status_or_time: l
+                    .format
+                    .variables()
+                    .any(|v| v == "status" || v == "request_time"),
                 rows: s.records,
                 rejected_rows: s.rejected,
                 gives_status_or_time: s.status_or_time,

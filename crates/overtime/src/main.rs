@@ -1,6 +1,7 @@
 //! `overtime`: the thin binary. Parses the command line and hands off to
-//! the library crates; exit codes 0 ok, 1 failure, 2 usage (SPEC §8).
+//! the library crates; exit codes 0 ok, 1 failure, 2 usage (docs/interfaces.md).
 
+mod advise_cmd;
 mod cli;
 mod conf_timeouts;
 mod diagnose_cmd;
@@ -61,6 +62,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
+        cli::Command::Advise(a) => advise_cmd::run_advise(*a),
+        cli::Command::Whatif(a) => advise_cmd::run_whatif(*a),
         cli::Command::Serve { config } => serve::run(config),
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Simulate(a) => overtime_simulate::run(*a).map_err(|e| {
@@ -74,12 +77,7 @@ fn main() -> ExitCode {
             print!("{}", overtime_config::DEFAULT_TOML);
             Ok(())
         }
-        cli::Command::NginxFormat => {
-            println!("{}", overtime_parse::nginx::OVERTIME_LOG_FORMAT);
-            println!("# then, in the server or location that proxies the agent API:");
-            println!("#   access_log /var/log/nginx/overtime.log overtime;");
-            Ok(())
-        }
+        cli::Command::NginxFormat(a) => nginx_format(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -94,4 +92,39 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `overtime nginx-format [NAME] [--list]`.
+fn nginx_format(a: &cli::NginxFormatArgs) -> anyhow::Result<()> {
+    use overtime_parse::nginx::BUILTIN_FORMATS;
+    if a.list {
+        for b in BUILTIN_FORMATS {
+            let aka = if b.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (also: {})", b.aliases.join(", "))
+            };
+            println!("{}{aka}: {}", b.name, b.about);
+            println!("    {}", b.directive.replace('\n', "\n    "));
+        }
+        println!("# use one with --log-format NAME, or print it with: overtime nginx-format NAME");
+        return Ok(());
+    }
+    let Some(b) = BUILTIN_FORMATS
+        .iter()
+        .find(|b| b.name == a.name || b.aliases.contains(&a.name.as_str()))
+    else {
+        let names: Vec<&str> = BUILTIN_FORMATS.iter().map(|b| b.name).collect();
+        return Err(anyhow::Error::new(UsageError(format!(
+            "no built-in log format `{}` (built in: {})",
+            a.name,
+            names.join(", ")
+        ))));
+    };
+    println!("{}", b.directive);
+    if b.name == "overtime" {
+        println!("# then, in the server or location that proxies the agent API:");
+        println!("#   access_log /var/log/nginx/overtime.log overtime;");
+    }
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! `overtime query`: SQL over the five tables (SPEC §8), against a data
+//! `overtime query`: SQL over the five tables (docs/interfaces.md), against a data
 //! dir or a running server, with the same read-only limits as
 //! `POST /api/sql`.
 //!

@@ -1,4 +1,4 @@
-//! The CLI's contract with its users (SPEC §8, §3): `--help` everywhere,
+//! The CLI's contract with its users (docs/interfaces.md, docs/inputs.md#bad-input): `--help` everywhere,
 //! exit 2 with one clear line for unusable arguments, `nginx-format`, and
 //! bad input that is counted and reported but never fatal.
 
@@ -26,7 +26,7 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// The recommended format, SPEC §2.1, quoted pieces concatenated.
+/// The recommended format, docs/inputs.md#nginx-access-logs, quoted pieces concatenated.
 const OVERTIME_BODY: &str = concat!(
     r#"$remote_addr [$time_iso8601] "$request" $status "#,
     r#"$body_bytes_sent rt=$request_time uct="$upstream_connect_time" "#,
@@ -62,7 +62,7 @@ fn listed_subcommands() -> Vec<String> {
 #[test]
 fn help_on_every_subcommand_exits_0() {
     let subs = listed_subcommands();
-    // SPEC §8 names serve, diagnose, query, nginx-format and simulate; the
+    // docs/interfaces.md names serve, diagnose, query, nginx-format and simulate; the
     // ones that exist today must at least include these.
     for must in ["diagnose", "nginx-format"] {
         assert!(
@@ -556,4 +556,28 @@ fn a_missing_or_broken_config_is_a_usage_error_on_one_line() {
             "the OS error once: {err}"
         );
     }
+}
+
+#[test]
+fn nginx_format_lists_every_builtin_and_prints_each_by_name() {
+    let out = overtime(&["nginx-format", "--list"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for name in ["overtime", "ingress-nginx", "combined"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(name)),
+            "{name} not listed:\n{stdout}"
+        );
+    }
+    let out = overtime(&["nginx-format", "ingress-nginx"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("log_format upstreaminfo '$remote_addr - $remote_user [$time_local]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("$upstream_status $req_id';"), "{stdout}");
+    let out = overtime(&["nginx-format", "apache"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("ingress-nginx"));
 }

@@ -75,11 +75,12 @@ fn concrete(path: &str, trace: &str, incident: &str) -> String {
         .replace("{file}", "app.js")
 }
 
-fn body_for(method: &str) -> &'static [u8] {
-    if method == "POST" {
-        b"{\"sql\": \"SELECT 1 AS one\"}"
-    } else {
-        b""
+/// A body the route accepts once the token is right.
+fn body_for(method: &str, path: &str) -> &'static [u8] {
+    match (method, path) {
+        ("POST", "/api/whatif") => b"{\"set\": [\"gateway.edge.read_timeout=120s\"]}",
+        ("POST", _) => b"{\"sql\": \"SELECT 1 AS one\"}",
+        _ => b"",
     }
 }
 
@@ -153,7 +154,7 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
             continue;
         }
         let p = concrete(path, &trace, &incident);
-        let body = body_for(method);
+        let body = body_for(method, path);
         let json = [("Content-Type", "application/json")];
         // No token.
         let a = request(api, method, &p, &json, body).unwrap();
@@ -197,12 +198,14 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
         let cookie = format!("overtime_token={TOKEN}");
         for hdr in [("Authorization", h.as_str()), ("Cookie", cookie.as_str())] {
             let a = request(api, method, &p, &[hdr, json[0]], body).unwrap();
+            // Past the guard: an answer of the route itself (a what-if
+            // proposal naming a layer this one trace lacks is its own 400).
+            let routed = (200..400).contains(&a.status)
+                || (a.status == 400 && a.json()["reason"] == "bad_proposal");
             assert!(
-                (200..400).contains(&a.status),
+                routed,
                 "{method} {p} with the right token ({}): {} {}",
-                hdr.0,
-                a.status,
-                a.body
+                hdr.0, a.status, a.body
             );
         }
         // HEAD of a GET route is guarded too.

@@ -3,9 +3,11 @@
 //! dependency graph cost more than the tests themselves. Under
 //! `cargo nextest` every test still runs in its own process.
 
+mod advise_cli;
 mod cli_usage;
 mod demo;
 mod diagnose_at_scale;
+mod early_warning;
 mod faults_auth;
 mod faults_full_disk;
 mod faults_kafka_restart;
@@ -19,4 +21,6 @@ mod prometheus_e2e;
 mod serve;
 mod serve_durability;
 mod support;
+mod ui_advice;
 mod ui_browser;
+mod whatif_vs_reality;

@@ -8,7 +8,7 @@
 //! go to `$CARGO_TARGET_DIR/ui-artifacts/`; their paths are printed.
 
 #[path = "../../../tests/ui/cdp.rs"]
-mod cdp;
+pub(crate) mod cdp;
 
 use cdp::Browser;
 use serde_json::Value;
@@ -143,7 +143,7 @@ impl Server {
 
 /// One agent request that looped 666 times through an LLM call, a tool and
 /// a memory write (some tools retried, some without a timeout) until its
-/// 100 s budget ran out: 2,000 spans in JSONL (SPEC §2.2).
+/// 100 s budget ran out: 2,000 spans in JSONL (docs/inputs.md#spans).
 fn big_trace_jsonl() -> String {
     const CHILDREN: usize = 1998;
     let t0: i64 = 1_795_748_400_000; // 2026-11-27T03:00:00Z

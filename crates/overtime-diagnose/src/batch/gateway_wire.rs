@@ -170,7 +170,10 @@ impl<'a> GatewayWire<'a> {
         if l.is_null(i) {
             return var(out, 0);
         }
-        let (s, e) = (l.value_offsets()[i] as usize, l.value_offsets()[i + 1] as usize);
+        let (s, e) = (
+            l.value_offsets()[i] as usize,
+            l.value_offsets()[i + 1] as usize,
+        );
         let v = l.values().as_primitive::<Float64Type>();
         var(out, (e - s) as u64);
         for j in s..e {
@@ -215,7 +218,10 @@ impl<'a> GatewayWire<'a> {
         if us.is_null(i) {
             var(out, 0);
         } else {
-            let (s, e) = (us.value_offsets()[i] as usize, us.value_offsets()[i + 1] as usize);
+            let (s, e) = (
+                us.value_offsets()[i] as usize,
+                us.value_offsets()[i + 1] as usize,
+            );
             let v = us.values().as_primitive::<UInt16Type>();
             var(out, (e - s) as u64);
             for j in s..e {
@@ -232,7 +238,10 @@ impl<'a> GatewayWire<'a> {
         if ua.is_null(i) {
             var(out, 0);
         } else {
-            let (s, e) = (ua.value_offsets()[i] as usize, ua.value_offsets()[i + 1] as usize);
+            let (s, e) = (
+                ua.value_offsets()[i] as usize,
+                ua.value_offsets()[i + 1] as usize,
+            );
             let v = ua.values().as_string::<i32>();
             var(out, (e - s) as u64);
             for j in s..e {
@@ -249,7 +258,10 @@ impl<'a> GatewayWire<'a> {
         if m.is_null(i) {
             var(out, 0);
         } else {
-            let (s, e) = (m.value_offsets()[i] as usize, m.value_offsets()[i + 1] as usize);
+            let (s, e) = (
+                m.value_offsets()[i] as usize,
+                m.value_offsets()[i + 1] as usize,
+            );
             let (k, v) = (m.keys().as_string::<i32>(), m.values().as_string::<i32>());
             let pairs = (s..e).filter(|&j| !k.is_null(j));
             var(out, pairs.clone().count() as u64);

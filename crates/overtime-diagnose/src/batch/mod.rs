@@ -510,7 +510,13 @@ impl Ingest<'_> {
         for i in 0..batch.num_rows() {
             let record = slow.as_ref().map(|r| r.row(i));
             let (src, line, head, trace_id, rid) = match (&wire, &record) {
-                (Some(w), _) => (w.source(i), w.line(i), w.head(i), w.trace_id(i), w.request_id(i)),
+                (Some(w), _) => (
+                    w.source(i),
+                    w.line(i),
+                    w.head(i),
+                    w.trace_id(i),
+                    w.request_id(i),
+                ),
                 (None, Some(g)) => (
                     g.source.as_str(),
                     g.line,
@@ -578,7 +584,9 @@ impl Ingest<'_> {
     /// Hands buffered records to the engine (may spill).
     pub fn flush(&mut self) -> Result<(), BatchError> {
         self.engine.check_cancel()?;
-        self.engine.parts.absorb(&mut self.local, &self.engine.spill)?;
+        self.engine
+            .parts
+            .absorb(&mut self.local, &self.engine.spill)?;
         self.local_bytes = 0;
         let mut sh = self.engine.shared.lock().expect("engine lock");
         for (src, rts) in std::mem::take(&mut self.samples) {

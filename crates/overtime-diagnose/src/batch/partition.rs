@@ -1,7 +1,7 @@
 //! Assembly of one partition: every record of the traces whose join key
 //! hashes here, in any order, in; requests out — each span once (the first
 //! copy in input order), gateway records of every layer joined to their
-//! trace, healthy gateway-only requests kept light (SPEC §2.4).
+//! trace, healthy gateway-only requests kept light (docs/inputs.md, *Identity and joining*).
 //!
 //! Records are put back in input order ([`Seq`]) first, so what "first"
 //! means never depends on threads, partitions or spilling.

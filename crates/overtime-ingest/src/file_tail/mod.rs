@@ -74,7 +74,7 @@ pub enum FileKind {
         layer: String,
         layer_index: u32,
     },
-    /// JSONL span records, one per line (SPEC §2.2).
+    /// JSONL span records, one per line (docs/inputs.md#spans).
     Jsonl,
     /// OTLP JSON, one `ExportTraceServiceRequest` per line (the
     /// OpenTelemetry Collector's file exporter).

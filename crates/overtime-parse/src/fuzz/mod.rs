@@ -20,13 +20,16 @@
 //! ```
 
 mod gen;
+mod lists;
 mod nginx;
 mod otlp_diff;
+mod peer_seeds;
 mod roundtrip;
 mod seeds;
 mod spans;
 
 pub use gen::Unstructured;
+pub use lists::{check_nginx_lists, LIST_FORMATS};
 pub use nginx::{check_log_format, check_nginx_line, check_nginx_roundtrip};
 pub use seeds::{dictionary, seeds};
 pub use spans::{check_jsonl, check_llm_reason, check_otlp_json, check_otlp_proto};
@@ -53,6 +56,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "nginx_roundtrip",
         check: check_nginx_roundtrip,
+    },
+    Target {
+        name: "nginx_lists",
+        check: check_nginx_lists,
     },
     Target {
         name: "llm_reason",

@@ -85,6 +85,16 @@ fn sample(var: &str) -> &'static str {
         "request_method" => "GET",
         "server_protocol" => "HTTP/1.1",
         "remote_addr" => "10.0.0.1",
+        "server_addr" | "realip_remote_addr" => "10.0.0.3",
+        "binary_remote_addr" => "0a000001",
+        "connection"
+        | "connection_requests"
+        | "request_length"
+        | "pid"
+        | "server_port"
+        | "remote_port"
+        | "content_length" => "7",
+        "upstream_response_length" | "upstream_bytes_received" | "upstream_bytes_sent" => "5",
         "upstream_addr" => "10.0.0.2:80",
         "request_id" | "http_x_request_id" => "4bf92f3577b34da6a3ce929d0e0e4736",
         "http_traceparent" => "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
@@ -164,7 +174,7 @@ pub fn check_nginx_line(data: &[u8]) {
     check_lines(format, body);
 }
 
-fn check_lines(format: LogFormat, body: &[u8]) {
+pub(crate) fn check_lines(format: LogFormat, body: &[u8]) {
     let escape = format.escape();
     let mut p = GatewayParser::new(format, "fuzz", 0);
     let split = lines(body);

@@ -92,9 +92,26 @@ fn to_json(req: &ExportTraceServiceRequest) -> Option<String> {
                 if let Some(st) = &s.status {
                     o["status"] = json!({ "code": st.code, "message": st.message });
                 }
+                let links: Option<Vec<Value>> = s
+                    .links
+                    .iter()
+                    .map(|l| {
+                        Some(json!({
+                            "traceId": hex(&l.trace_id),
+                            "spanId": hex(&l.span_id),
+                            "traceState": l.trace_state,
+                            "attributes": attrs(&l.attributes)?,
+                        }))
+                    })
+                    .collect();
+                o["links"] = Value::Array(links?);
                 spans.push(o);
             }
-            scopes.push(json!({ "spans": spans }));
+            let mut scope = json!({ "spans": spans });
+            if let Some(sc) = &ss.scope {
+                scope["scope"] = json!({ "name": sc.name, "version": sc.version });
+            }
+            scopes.push(scope);
         }
         let resource = match &rs.resource {
             Some(r) => json!({ "attributes": attrs(&r.attributes)? }),

@@ -39,7 +39,7 @@ fn parse_one(format: LogFormat, line: &str) -> GatewayRecord {
 }
 
 /// A time between 1970 and 2100 with a UTC offset in quarter hours.
-fn time(u: &mut Unstructured) -> (DateTime<FixedOffset>, i64) {
+pub(crate) fn time(u: &mut Unstructured) -> (DateTime<FixedOffset>, i64) {
     let secs = u.range(0, 4_102_444_799) as i64;
     let off = (u.range(0, 112) as i32 - 56) * 900;
     let tz = FixedOffset::east_opt(off).expect("offset within ±14h");
@@ -215,13 +215,13 @@ fn json_format(u: &mut Unstructured) {
 }
 
 /// A value as overtime keeps it: `-` and empty are nginx's "no value".
-fn logged(s: &str) -> Option<&str> {
+pub(crate) fn logged(s: &str) -> Option<&str> {
     (!s.is_empty() && s != "-").then_some(s)
 }
 
 /// A value as nginx writes it with `escape=default`: `"`, `\`, control
 /// bytes and every byte from 0x7f as `\xHH`.
-fn default_escaped(s: &str) -> String {
+pub(crate) fn default_escaped(s: &str) -> String {
     let mut out = String::new();
     for &b in s.as_bytes() {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {

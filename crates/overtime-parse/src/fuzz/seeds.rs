@@ -106,8 +106,21 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             two.extend(req.encode_length_delimited_to_vec());
             out.push(two);
         }
+        "nginx_lists" => {
+            for sel in [0u8, 2, 4] {
+                out.push(vec![sel]);
+                out.push(
+                    (0..200)
+                        .map(|i: u8| sel.wrapping_add(i.wrapping_mul(53)))
+                        .collect(),
+                );
+            }
+            out.push(b"\x03172.17.0.6:8080, 172.17.0.7:8080 : unix:/s 502, 200 : 404 0.100, 0.004 : - - - 61, 100 : 0 1, 2 : 3 3, 4 : 5 MISS 4bf92f3577b34da6a3ce929d0e0e4736".to_vec());
+            out.push(b"\x05200 [[::1]:80, [::2]:80] 0.100, 0.004s 502, 200 my id".to_vec());
+        }
         _ => {}
     }
+    out.extend(super::peer_seeds::peer_seeds(name));
     out
 }
 
@@ -210,6 +223,21 @@ pub fn dictionary(name: &str) -> Vec<&'static [u8]> {
     ];
     match name {
         "log_format" | "nginx_line" | "nginx_roundtrip" => nginx.to_vec(),
+        "nginx_lists" => {
+            let mut d = nginx.to_vec();
+            d.extend_from_slice(&[
+                b"[]" as &[u8],
+                b"] [",
+                b"unix:/run/a.sock",
+                b"[fd00::1]:443",
+                b"HTTP/1.1\" ",
+                b"PATCHp ",
+                b"MISS",
+                b"0, 0",
+                b"502 : 200",
+            ]);
+            d
+        }
         "jsonl" | "otlp_json" | "otlp_proto" => spans.to_vec(),
         "llm_reason" => reason.to_vec(),
         _ => Vec::new(),

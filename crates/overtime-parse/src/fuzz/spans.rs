@@ -110,7 +110,7 @@ fn check_span_bytes(format: SpanFormat, data: &[u8]) {
 
 /// OTLP protobuf: a stream (length-delimited or one message) and one
 /// message. A message that decodes gives one span or one rejection per
-/// span in it, [`spans_from_otlp_request`] reports the same rejections,
+/// span in it (plus one per empty resource or scope), [`spans_from_otlp_request`] reports the same rejections,
 /// and the same request written as OTLP JSON maps to the same spans and
 /// rejections; one that does not decode is exactly one `bad_proto`
 /// rejection.
@@ -126,10 +126,25 @@ pub fn check_otlp_proto(data: &[u8]) {
                 .flat_map(|rs| &rs.scope_spans)
                 .map(|ss| ss.spans.len())
                 .sum();
-            assert_eq!(one.spans.len() + one.rejected.len(), n, "spans in == out");
+            // Rejections of spans; the others are of an empty resource or
+            // scope, each named by its position.
+            let of_spans = one
+                .rejected
+                .iter()
+                .filter(|r| r.position.contains(", span "))
+                .count();
+            for r in one
+                .rejected
+                .iter()
+                .filter(|r| !r.position.contains(", span "))
+            {
+                assert!(r.position.contains("resourceSpans["), "{r:?}");
+                assert_eq!(r.reason, "bad_otlp", "{r:?}");
+            }
+            assert_eq!(one.spans.len() + of_spans, n, "spans in == out");
             let mut again = ParsedSpans::default();
             let rejected = spans_from_otlp_request(&req, "fuzz", 1, &mut again);
-            assert_eq!(rejected, one.rejected.len());
+            assert_eq!(rejected, of_spans);
             assert_eq!(again, one, "decoded request maps like the bytes");
             let mut re = ParsedSpans::default();
             parse_otlp_proto(&req.encode_to_vec(), "fuzz", 1, &mut re);

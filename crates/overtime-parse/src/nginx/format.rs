@@ -1,6 +1,7 @@
 //! The `log_format` compiler: nginx.conf text → a list of literal and
 //! variable segments, compiled once per source.
 
+use super::builtins::{builtin_names, BUILTIN_FORMATS};
 use super::conf::{line_col, log_format_directives, tokenize, Token};
 use std::fmt;
 
@@ -53,7 +54,7 @@ pub enum FormatError {
     },
     #[error("log_format `{name}` has no format string")]
     Empty { name: String },
-    #[error("log_format `{name}` not found in nginx.conf (defined there: {}; built in: combined, overtime)", if defined.is_empty() { "none".to_string() } else { defined.join(", ") })]
+    #[error("log_format `{name}` not found in nginx.conf (defined there: {}; built in: {})", if defined.is_empty() { "none".to_string() } else { defined.join(", ") }, builtin_names())]
     NotFound { name: String, defined: Vec<String> },
 }
 
@@ -82,18 +83,6 @@ pub struct LogFormat {
     segments: Vec<Segment>,
     escape: Escape,
 }
-
-/// nginx's built-in `combined` format (always `escape=default`).
-pub const COMBINED_BODY: &str = "'$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"'";
-
-/// The `log_format overtime …;` directive of SPEC §2.1, exactly as printed by
-/// `overtime nginx-format`.
-pub const OVERTIME_LOG_FORMAT: &str = r#"log_format overtime '$remote_addr [$time_iso8601] "$request" $status '
-    '$body_bytes_sent rt=$request_time uct="$upstream_connect_time" '
-    'uht="$upstream_header_time" urt="$upstream_response_time" '
-    'us="$upstream_status" ua="$upstream_addr" rid=$request_id '
-    'tp="$http_traceparent" mw="$http_x_max_wait" '
-    'llm="$upstream_http_x_llm_reason" llmd="$upstream_http_x_llm_duration"';"#;
 
 impl LogFormat {
     /// Compiles a format body as written in nginx.conf: quoted pieces
@@ -165,21 +154,22 @@ impl LogFormat {
         build(text, "", escape, &[(raw, text.len() - body_trim.len())])
     }
 
-    /// A built-in format: `combined` (nginx's own) or `overtime` (SPEC §2.1).
+    /// A built-in format ([`BUILTIN_FORMATS`]): `overtime` (the recommended
+    /// one), `ingress-nginx` (alias `upstreaminfo`) or `combined`.
     ///
     /// ```
     /// use overtime_parse::nginx::LogFormat;
     /// assert!(LogFormat::builtin("combined").unwrap().variables().any(|v| v == "http_user_agent"));
     /// assert!(LogFormat::builtin("overtime").unwrap().variables().any(|v| v == "upstream_addr"));
+    /// assert!(LogFormat::builtin("ingress-nginx").unwrap().variables().any(|v| v == "req_id"));
+    /// assert_eq!(LogFormat::builtin("upstreaminfo"), LogFormat::builtin("ingress-nginx"));
     /// assert!(LogFormat::builtin("main").is_none());
     /// ```
     pub fn builtin(name: &str) -> Option<LogFormat> {
-        let text = match name {
-            "combined" => COMBINED_BODY,
-            "overtime" => OVERTIME_LOG_FORMAT,
-            _ => return None,
-        };
-        Some(LogFormat::compile(text).expect("built-in formats compile"))
+        let b = BUILTIN_FORMATS
+            .iter()
+            .find(|b| b.name == name || b.aliases.contains(&name))?;
+        Some(LogFormat::compile(b.directive).expect("built-in formats compile"))
     }
 
     /// Finds `log_format NAME …;` in nginx.conf text (comments, quotes and
@@ -386,6 +376,7 @@ fn build(
 
 #[cfg(test)]
 mod tests {
+    use super::super::builtins::*;
     use super::*;
 
     fn lit(s: &str) -> Segment {
@@ -527,5 +518,13 @@ http {
             OVERTIME_LOG_FORMAT.starts_with("log_format overtime '$remote_addr [$time_iso8601]")
         );
         assert!(OVERTIME_LOG_FORMAT.ends_with("llmd=\"$upstream_http_x_llm_duration\"';"));
+        assert_eq!(
+            LogFormat::compile(COMBINED_LOG_FORMAT).unwrap(),
+            LogFormat::compile(COMBINED_BODY).unwrap()
+        );
+        let i = LogFormat::builtin("ingress-nginx").unwrap();
+        assert_eq!(i.variables().count(), 17);
+        assert_eq!(i.variables().last(), Some("req_id"));
+        assert!(i.segments().contains(&lit("] [")));
     }
 }

@@ -1,5 +1,5 @@
 //! nginx access logs: the `log_format` compiler and the line parser
-//! (SPEC §2.1), from text to the `gateway_requests` and `rejected` tables.
+//! (docs/inputs.md#nginx-access-logs), from text to the `gateway_requests` and `rejected` tables.
 //!
 //! A format is compiled once ([`LogFormat::compile`],
 //! [`LogFormat::from_nginx_conf`] or [`LogFormat::builtin`]) into literal and
@@ -31,7 +31,7 @@
 //! assert_eq!(r.extra("http_x_tenant"), Some("acme"));
 //! ```
 //!
-//! Variables map to columns as SPEC §2.1 says. Where several variables can
+//! Variables map to columns as docs/inputs.md#nginx-access-logs says. Where several variables can
 //! feed one column the best present one does and the others are kept in
 //! `extra`: `$body_bytes_sent` over `$bytes_sent`, `$request_id` over
 //! `$http_x_request_id`, `$msec` over `$time_iso8601` over `$time_local`,
@@ -47,16 +47,26 @@
 //! `format_mismatch`; adjacent variables of unknown shape (`$a$b`) cannot be
 //! told apart (see `plan.rs`); `include` is not followed in nginx.conf.
 
+mod builtins;
 mod bytes;
+mod checks;
 mod columns;
 mod conf;
 mod format;
+mod lists;
 mod parser;
 mod plan;
+mod request;
 pub(crate) mod values;
 
 #[cfg(test)]
+mod parser_list_tests;
+#[cfg(test)]
 mod parser_tests;
 
-pub use format::{Escape, FormatError, LogFormat, Segment, COMBINED_BODY, OVERTIME_LOG_FORMAT};
+pub use builtins::{
+    BuiltinFormat, BUILTIN_FORMATS, COMBINED_BODY, COMBINED_LOG_FORMAT, INGRESS_NGINX_LOG_FORMAT,
+    OVERTIME_LOG_FORMAT,
+};
+pub use format::{Escape, FormatError, LogFormat, Segment};
 pub use parser::GatewayParser;

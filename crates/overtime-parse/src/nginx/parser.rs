@@ -7,12 +7,14 @@
 //! builders, so a bad line never leaves a half-written row.
 
 use super::bytes::{find_byte, has_byte};
+use super::checks::{detail, passes};
 use super::columns::presized;
 use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
+use super::request::split_request;
 use super::values::{
-    duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, split_request, time_local_us, trace_id,
-    uint, unescape_default, unescape_json, ListItems,
+    duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, time_local_us, trace_id, uint,
+    unescape_default, unescape_json, ListItems,
 };
 use arrow::record_batch::RecordBatch;
 use overtime_model::{sum_known, GatewayColumns, RejectedColumns, RejectedRecord};
@@ -80,6 +82,9 @@ struct Row<'a> {
     precision_us: i64,
     remote_addr: Option<&'a str>,
     request: (Option<&'a str>, Option<&'a str>, Option<&'a str>),
+    /// `$request` as written, when nginx's request-line grammar cannot
+    /// split it (kept in `extra` as `request`).
+    request_raw: Option<&'a str>,
     method: Option<&'a str>,
     uri: Option<&'a str>,
     protocol: Option<&'a str>,
@@ -150,7 +155,12 @@ fn read_row<'a>(plan: &Plan, vals: Values<'a>, lists: &mut Lists) -> Result<Row<
         let name = plan.names[occ].as_str();
         match col {
             Col::RemoteAddr => r.remote_addr = opt(v),
-            Col::Request => r.request = split_request(v),
+            Col::Request => {
+                r.request = split_request(v);
+                if r.request.0.is_none() && !is_null(v) {
+                    r.request_raw = Some(v);
+                }
+            }
             Col::Method => r.method = opt(v),
             Col::Uri => r.uri = opt(v),
             Col::Protocol => r.protocol = opt(v),
@@ -386,6 +396,15 @@ impl GatewayParser {
         if let Err(d) = self.plan.split(line, &mut self.spans) {
             return self.reject(line_no, "format_mismatch", d, raw);
         }
+        // What values may hold, checked as nginx wrote them (escaped).
+        for &(occ, c) in &self.plan.checks {
+            let (a, b) = self.spans[occ];
+            let v = line.get(a..b).unwrap_or("");
+            if !passes(c, v, self.plan.json) {
+                let d = detail(c, &self.plan.names[occ], v, occ == 0);
+                return self.reject(line_no, "format_mismatch", d, raw);
+            }
+        }
         // Most lines have no backslash at all: one branch-free pass instead
         // of a search per value.
         if self.escape != Escape::None && has_byte(line.as_bytes(), b'\\') {
@@ -511,6 +530,10 @@ fn append(
     }
     for (k, v) in r.unparsed.iter().flatten() {
         c.extra.keys().append_value(k);
+        c.extra.values().append_value(v);
+    }
+    if let Some(v) = r.request_raw {
+        c.extra.keys().append_value("request");
         c.extra.values().append_value(v);
     }
     // Keys and values were appended in pairs just above, which is the only

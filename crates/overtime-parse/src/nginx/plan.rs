@@ -4,7 +4,10 @@
 //! A value ends where the literal that follows its variable in the format
 //! starts (the first occurrence after the value's start; for the last
 //! variable of a format that ends with a literal, the line must end with
-//! that literal, so a last value may contain it). Variables written with no
+//! that literal). A variable nginx writes as a list (`$upstream_addr`…)
+//! ends instead where a complete list meets the literal (`lists.rs`), so
+//! `", "` and `" : "` stay in the value even unquoted. What a value may
+//! hold is then checked (`checks.rs`). Variables written with no
 //! literal between them (`$a$b`) are split by the character class of known
 //! variables: `$status$request_time` works, and so does `$host$request_uri`
 //! (a host cannot contain `/`). When neither side has a known shape, the
@@ -12,7 +15,9 @@
 //! between such variables.
 
 use super::bytes::{eq_at, Lit};
+use super::checks::{check_for, Check};
 use super::format::{Escape, LogFormat, Segment};
+use super::lists::{is_list_var, list_end, Items};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +72,7 @@ pub(crate) enum Shape {
 }
 
 impl Shape {
-    fn of(var: &str) -> Option<Shape> {
+    pub(crate) fn of(var: &str) -> Option<Shape> {
         Some(match var {
             "status" => Shape::Status,
             "body_bytes_sent"
@@ -98,7 +103,7 @@ impl Shape {
         })
     }
 
-    fn accepts(self, b: u8) -> bool {
+    pub(crate) fn accepts(self, b: u8) -> bool {
         match self {
             Shape::Status | Shape::Digits => b.is_ascii_digit(),
             Shape::Decimal => b.is_ascii_digit() || b == b'.',
@@ -151,6 +156,11 @@ pub(crate) struct Group {
     pub after: Option<Lit>,
     /// This is the last group of the format.
     pub last: bool,
+    /// One list variable followed by a literal that a list may contain:
+    /// cut by [`list_end`].
+    pub list: bool,
+    /// What that list's items look like.
+    pub items: Items,
 }
 
 /// The compiled cutting and mapping plan of a format.
@@ -169,6 +179,8 @@ pub(crate) struct Plan {
     /// `escape=json`: a `"` preceded by an odd number of backslashes is
     /// inside a value, never the start of a literal.
     pub json: bool,
+    /// What some values must look like (`checks.rs`): (occurrence, check).
+    pub checks: Vec<(usize, Check)>,
 }
 
 /// Column of a variable by name, ignoring precedence.
@@ -187,7 +199,7 @@ fn col_of(var: &str) -> Option<Col> {
         "upstream_response_time" => Col::UpResponse,
         "upstream_status" => Col::UpStatus,
         "upstream_addr" => Col::UpAddr,
-        "request_id" | "http_x_request_id" => Col::RequestId,
+        "request_id" | "req_id" | "http_x_request_id" => Col::RequestId,
         "http_traceparent" => Col::Traceparent,
         "http_x_max_wait" => Col::MaxWait,
         "upstream_http_x_llm_reason" => Col::LlmReason,
@@ -204,7 +216,8 @@ fn col_of(var: &str) -> Option<Col> {
 fn outranked(var: &str, present: &dyn Fn(&str) -> bool) -> bool {
     match var {
         "bytes_sent" => present("body_bytes_sent"),
-        "http_x_request_id" => present("request_id"),
+        "req_id" => present("request_id"),
+        "http_x_request_id" => present("request_id") || present("req_id"),
         "uri" => present("request_uri") || present("request"),
         "time_iso8601" => present("msec"),
         "time_local" => present("msec") || present("time_iso8601"),
@@ -249,6 +262,8 @@ impl Plan {
                             len: 1,
                             after: None,
                             last: false,
+                            list: false,
+                            items: Items::Text,
                         }),
                     }
                     occ += 1;
@@ -258,14 +273,54 @@ impl Plan {
         if let Some(g) = groups.last_mut() {
             g.last = true;
         }
+        let escape = format.escape();
+        for g in &mut groups {
+            // A quote never starts inside a value nginx escapes, so a list
+            // in quotes ends at the first quote like any value.
+            let quoted =
+                escape != Escape::None && g.after.as_ref().is_some_and(|l| l.text.starts_with('"'));
+            g.list = g.len == 1
+                && !(g.last && g.after.is_some())
+                && g.after.is_some()
+                && is_list_var(vars[g.first])
+                && !quoted;
+            g.items = Items::of(vars[g.first]);
+        }
+        let shapes: Vec<Option<Shape>> = vars.iter().map(|v| Shape::of(v)).collect();
+        let mut checks = Vec::new();
+        for (occ, &v) in vars.iter().enumerate() {
+            if roles[occ] == Role::Skip {
+                continue;
+            }
+            let edge = occ == 0 || occ + 1 == vars.len();
+            let typed = matches!(
+                roles[occ],
+                Role::Col(
+                    Col::Status
+                        | Col::Bytes
+                        | Col::RequestTime
+                        | Col::UpConnect
+                        | Col::UpHeader
+                        | Col::UpResponse
+                        | Col::UpStatus
+                        | Col::Msec
+                        | Col::TimeIso
+                        | Col::TimeLocal
+                )
+            );
+            if let Some(c) = check_for(v, shapes[occ], edge, typed, escape != Escape::None) {
+                checks.push((occ, c));
+            }
+        }
         Plan {
             prefix,
             groups,
             roles,
-            shapes: vars.iter().map(|v| Shape::of(v)).collect(),
+            shapes,
             names: vars.iter().map(|v| v.to_string()).collect(),
             extra_names,
-            json: format.escape() == Escape::Json,
+            json: escape == Escape::Json,
+            checks,
         }
     }
 
@@ -278,7 +333,8 @@ impl Plan {
             return Err(format!("line does not start with {:?}", self.prefix));
         }
         let mut pos = self.prefix.len();
-        for g in &self.groups {
+        let mut ref_items = None;
+        for (gi, g) in self.groups.iter().enumerate() {
             let end = match (&g.after, g.last) {
                 (None, _) => line.len(),
                 (Some(lit), true) => {
@@ -290,6 +346,15 @@ impl Plan {
                         ));
                     }
                     line.len() - lit.len()
+                }
+                (Some(lit), false) if g.list => {
+                    let next = self.groups.get(gi + 1).and_then(|n| self.shapes[n.first]);
+                    list_end(b, pos, lit, g.items, next, &mut ref_items).map_err(|why| {
+                        format!(
+                            "${} (byte {pos}) then {:?}: {why}",
+                            self.names[g.first], lit.text
+                        )
+                    })?
                 }
                 (Some(lit), false) => match self.find_literal(b, pos, lit) {
                     Some(k) => k,

@@ -1,5 +1,6 @@
 //! Value readers for the line parser: nginx numbers, the three time
-//! variables, `$upstream_*` lists, `$request`, and nginx's two escapes.
+//! variables, `$upstream_*` lists, and nginx's two escapes (`$request` is
+//! in `request.rs`).
 //! All are allocation-free except unescaping, which writes into a buffer
 //! the caller reuses.
 
@@ -132,8 +133,21 @@ fn num(b: &[u8], at: usize, n: usize) -> Option<i64> {
     })
 }
 
+/// Days in month `mo` of year `y` (proleptic Gregorian).
+fn month_days(y: i64, mo: i64) -> i64 {
+    match mo {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// A date nginx could write (no 31 February: that would silently become
+/// 3 March), as µs since the epoch.
 fn epoch_us(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64, off_s: i64) -> Option<i64> {
-    let ok = (1..=12).contains(&mo) && (1..=31).contains(&d) && h < 24 && mi < 60 && s <= 60;
+    let ok =
+        (1..=12).contains(&mo) && d >= 1 && d <= month_days(y, mo) && h < 24 && mi < 60 && s <= 60;
     ok.then(|| ((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) - off_s) * 1_000_000)
 }
 
@@ -272,34 +286,6 @@ impl<'a> Iterator for ListItems<'a> {
         }
         self.rest = None;
         Some(trim_spaces(s))
-    }
-}
-
-/// `$request` → (method, uri, protocol). A request line that does not start
-/// with an upper-case method and a space (a TLS hello sent to a plain-HTTP
-/// port, a scanner's garbage) gives three `None`s.
-pub(crate) fn split_request(r: &str) -> (Option<&str>, Option<&str>, Option<&str>) {
-    const NONE: (Option<&str>, Option<&str>, Option<&str>) = (None, None, None);
-    let Some(sp) = r.find(' ') else {
-        return NONE;
-    };
-    let method = &r[..sp];
-    let good = !method.is_empty()
-        && method.len() <= 32
-        && method
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_');
-    let rest = trim_spaces(&r[sp + 1..]);
-    if !good || rest.is_empty() {
-        return NONE;
-    }
-    match rest.rfind(' ') {
-        Some(k) if rest[k + 1..].starts_with("HTTP/") => (
-            Some(method),
-            Some(rest[..k].trim_end_matches(' ')),
-            Some(&rest[k + 1..]),
-        ),
-        _ => (Some(method), Some(rest), None),
     }
 }
 
@@ -463,6 +449,13 @@ mod tests {
         assert_eq!(iso8601_us("2026-11-29T10:00:00Z"), Some(t));
         assert_eq!(iso8601_us("2026-11-29T10:00:00.250Z"), Some(t + 250_000));
         assert_eq!(iso8601_us("2026-13-29T10:00:00+00:00"), None);
+        assert_eq!(
+            iso8601_us("2026-02-29T10:00:00+00:00"),
+            None,
+            "not a leap year"
+        );
+        assert!(iso8601_us("2028-02-29T10:00:00+00:00").is_some());
+        assert_eq!(time_local_us("31/Apr/2026:10:00:00 +0000"), None);
         assert_eq!(iso8601_us("2026-11-29"), None);
         assert_eq!(time_local_us("29/Nov/2026:10:00:00 +0000"), Some(t));
         assert_eq!(time_local_us("29/Nov/2026:05:00:00 -0500"), Some(t));
@@ -485,21 +478,6 @@ mod tests {
         );
         let a: Vec<_> = ListItems::new("[::1]:8080, 10.0.0.2:80 : unix:/run/llm.sock").collect();
         assert_eq!(a, vec!["[::1]:8080", "10.0.0.2:80", "unix:/run/llm.sock"]);
-    }
-
-    #[test]
-    fn request_line_and_garbage() {
-        assert_eq!(
-            split_request("GET /v1/chat?q=a b HTTP/1.1"),
-            (Some("GET"), Some("/v1/chat?q=a b"), Some("HTTP/1.1"))
-        );
-        assert_eq!(split_request("GET /"), (Some("GET"), Some("/"), None));
-        assert_eq!(
-            split_request("\u{16}\u{3}\u{1}\u{0} \u{fffd}"),
-            (None, None, None)
-        );
-        assert_eq!(split_request(""), (None, None, None));
-        assert_eq!(split_request("GET "), (None, None, None));
     }
 
     #[test]

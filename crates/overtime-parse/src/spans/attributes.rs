@@ -163,7 +163,7 @@ impl SpanBuilder {
         self.unreadable_events += 1;
     }
 
-    /// Applies one JSONL field (SPEC §2.2 table, plus the `spans` column
+    /// Applies one JSONL field (docs/inputs.md#spans table, plus the `spans` column
     /// names `kind`, `http_status`, `error_type`, `status_message`,
     /// `max_wait_ms`, `peer`, `llm_duration_ms` and `llm_duration`). OTLP
     /// `agent.<field>` attributes come here too. Returns `false` when the

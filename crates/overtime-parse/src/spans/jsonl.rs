@@ -1,4 +1,4 @@
-//! JSONL span logs: one JSON object per line, fields as SPEC §2.2's table.
+//! JSONL span logs: one JSON object per line, fields as docs/inputs.md#spans's table.
 //!
 //! Required: `trace_id` (32 hex), `span_id` (16 hex), `service`, `name`,
 //! `start_time` (RFC 3339 or epoch ms; s/µs/ns by magnitude) and `end_time`
@@ -37,7 +37,7 @@ const STRUCTURAL: &[&str] = &[
     "attributes",
 ];
 
-/// Parses one JSONL span line (SPEC §2.2 table).
+/// Parses one JSONL span line (docs/inputs.md#spans table).
 ///
 /// A rejection carries the reason code — `bad_json`, `missing_field`,
 /// `bad_field`, `bad_id`, `bad_time` — its detail, and the line.

@@ -1,5 +1,5 @@
-//! Span inputs (SPEC §2.2): JSONL span logs, OTLP JSON lines and OTLP
-//! protobuf, into the `spans` table; bad records into `rejected` (SPEC §3).
+//! Span inputs (docs/inputs.md#spans): JSONL span logs, OTLP JSON lines and OTLP
+//! protobuf, into the `spans` table; bad records into `rejected` (docs/inputs.md#bad-input).
 //!
 //! Entry points: [`parse_span_bytes`] for a whole file or chunk,
 //! [`parse_span_line`] for one line of it, [`parse_jsonl_line`] / [`parse_otlp_json_line`] / [`parse_otlp_proto`]
@@ -86,7 +86,7 @@ impl SpanError {
 /// The encodings spans arrive in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SpanFormat {
-    /// JSONL span logs, one span per line (SPEC §2.2 table).
+    /// JSONL span logs, one span per line (docs/inputs.md#spans table).
     Jsonl,
     /// OTLP JSON, one `ExportTraceServiceRequest` per line.
     OtlpJson,

@@ -11,11 +11,15 @@
 
 use super::ids::{id_bytes_from_json, IdKind};
 use super::jsonl::span_from_jsonl_value;
-use super::otlp::{map_span, reject_span, service_name};
+use super::otlp::{map_span, reject_span, service_name, Origin, UNKNOWN_KIND};
 use super::time::parse_unix_nano;
 use super::value::{get, otlp_json_attributes};
 use super::{ParsedSpans, SpanError};
-use opentelemetry_proto::tonic::trace::v1::{span::Event, Span, Status};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::{
+    span::{Event, Link},
+    Span, Status,
+};
 use overtime_model::RejectedRecord;
 use serde_json::{Map, Value};
 
@@ -97,31 +101,83 @@ pub(crate) fn otlp_json_value(
         }
     };
     let mut k = 0;
+    let at_line = |at: &str, what: &str| {
+        whole(SpanError::BadOtlp(format!("{at} {what}")))
+            .with_position(format!("{UNIT} {line_no}, {at}"))
+    };
     for (ri, rs) in resource_spans.iter().enumerate() {
+        let at_r = format!("resourceSpans[{ri}]");
         let Value::Object(rs) = rs else {
-            let e = SpanError::BadOtlp(format!("resourceSpans[{ri}] is not an object"));
-            out.rejected
-                .push(whole(e).with_position(format!("line {line_no}, resourceSpans[{ri}]")));
+            out.rejected.push(at_line(&at_r, "is not an object"));
             continue;
         };
-        let attrs = get(rs, &["resource"])
-            .and_then(Value::as_object)
+        let resource = match get(rs, &["resource"]) {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(r)) => Some(r),
+            Some(_) => {
+                out.rejected
+                    .push(at_line(&at_r, "resource is not an object"));
+                continue;
+            }
+        };
+        let attrs = resource
             .map(|r| otlp_json_attributes(r.get("attributes")))
             .unwrap_or_default();
         let service = service_name(&attrs);
-        let scopes = get(
+        let scopes = match get(
             rs,
-            &["scopeSpans", "scope_spans", "instrumentationLibrarySpans"],
-        );
-        for ss in scopes.and_then(Value::as_array).map_or(&[][..], |a| a) {
-            let spans = ss
-                .as_object()
-                .and_then(|s| get(s, &["spans"]))
-                .and_then(Value::as_array);
-            for span in spans.map_or(&[][..], |a| a) {
+            &[
+                "scopeSpans",
+                "scope_spans",
+                "instrumentationLibrarySpans",
+                "instrumentation_library_spans",
+            ],
+        ) {
+            Some(Value::Array(a)) if !a.is_empty() => a,
+            Some(Value::Array(_)) | Some(Value::Null) | None => {
+                out.rejected.push(at_line(&at_r, "has no scopeSpans"));
+                continue;
+            }
+            Some(_) => {
+                out.rejected
+                    .push(at_line(&at_r, "scopeSpans is not an array"));
+                continue;
+            }
+        };
+        for (si, ss) in scopes.iter().enumerate() {
+            let at_s = format!("{at_r}.scopeSpans[{si}]");
+            let Value::Object(ss) = ss else {
+                out.rejected.push(at_line(&at_s, "is not an object"));
+                continue;
+            };
+            let (scope_name, scope_version) = match scope_of(ss) {
+                Ok(s) => s,
+                Err(what) => {
+                    out.rejected.push(at_line(&at_s, what));
+                    continue;
+                }
+            };
+            let spans = match get(ss, &["spans"]) {
+                Some(Value::Array(a)) if !a.is_empty() => a,
+                Some(Value::Array(_)) | Some(Value::Null) | None => {
+                    out.rejected.push(at_line(&at_s, "has no spans"));
+                    continue;
+                }
+                Some(_) => {
+                    out.rejected.push(at_line(&at_s, "spans is not an array"));
+                    continue;
+                }
+            };
+            let o = Origin {
+                service: &service,
+                scope_name,
+                scope_version,
+                source,
+                position: line_no,
+            };
+            for span in spans {
                 k += 1;
-                let mapped =
-                    span_from_json(span).and_then(|s| map_span(&s, &service, source, line_no));
+                let mapped = span_from_json(span).and_then(|s| map_span(&s, &o));
                 match mapped {
                     Ok(r) => out.spans.push(r),
                     Err(e) => {
@@ -139,6 +195,28 @@ pub(crate) fn otlp_json_value(
             }
         }
     }
+}
+
+/// The instrumentation scope's name and version (`scope`, or
+/// `instrumentationLibrary` before OTLP 1.0); `Err` when it is not shaped
+/// like one.
+fn scope_of(ss: &Map<String, Value>) -> Result<(Option<&str>, Option<&str>), &'static str> {
+    let scope = match get(
+        ss,
+        &["scope", "instrumentationLibrary", "instrumentation_library"],
+    ) {
+        None | Some(Value::Null) => return Ok((None, None)),
+        Some(Value::Object(s)) => s,
+        Some(_) => return Err("scope is not an object"),
+    };
+    let text = |name: &str| match scope.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(()),
+    };
+    let name = text("name").map_err(|()| "scope.name is not a string")?;
+    let version = text("version").map_err(|()| "scope.version is not a string")?;
+    Ok((name, version))
 }
 
 fn id_field(
@@ -173,19 +251,29 @@ fn nanos(o: &Map<String, Value>, names: &[&'static str]) -> Result<u64, SpanErro
 }
 
 /// An enum as an integer or a name (`SPAN_KIND_CLIENT`, `STATUS_CODE_ERROR`,
-/// `CLIENT`, `Error`…), looked up in `names` (index = value).
-fn enum_value(v: Option<&Value>, prefix: &str, names: &[&str]) -> i32 {
+/// `CLIENT`, `Error`…), looked up in `names` (index = value). Absent or
+/// null is 0; `Err` holds a value that is neither (kept for the caller to
+/// reject or flag).
+fn enum_value(v: Option<&Value>, prefix: &str, names: &[&str]) -> Result<i32, String> {
     match v {
-        Some(Value::Number(n)) => n.as_i64().and_then(|i| i32::try_from(i).ok()).unwrap_or(0),
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .and_then(|i| i32::try_from(i).ok())
+            .ok_or_else(|| n.to_string()),
         Some(Value::String(s)) => {
             let u = s.trim().to_ascii_uppercase();
             let u = u.strip_prefix(prefix).unwrap_or(&u);
             match u.parse::<i32>() {
-                Ok(i) => i,
-                Err(_) => names.iter().position(|n| *n == u).map_or(0, |i| i as i32),
+                Ok(i) => Ok(i),
+                Err(_) => names
+                    .iter()
+                    .position(|n| *n == u)
+                    .map(|i| i as i32)
+                    .ok_or_else(|| s.clone()),
             }
         }
-        _ => 0,
+        Some(other) => Err(other.to_string()),
     }
 }
 
@@ -198,6 +286,27 @@ const KINDS: &[&str] = &[
     "CONSUMER",
 ];
 const CODES: &[&str] = &["UNSET", "OK", "ERROR"];
+
+/// An optional array field of a span (`events`, `links`): absent or null is
+/// empty, anything else but an array an error.
+fn array<'a>(o: &'a Map<String, Value>, name: &str) -> Result<&'a [Value], SpanError> {
+    match o.get(name) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(SpanError::BadOtlp(format!("{name} is not an array"))),
+    }
+}
+
+/// An id error of link `i`, named `links[i].<field>`.
+fn prefix_field(e: SpanError, i: usize) -> SpanError {
+    match e {
+        SpanError::BadId { field, detail } => SpanError::BadId {
+            field: format!("links[{i}].{field}"),
+            detail,
+        },
+        e => e,
+    }
+}
 
 /// One OTLP JSON span → prost `Span`. Only what cannot be read at all is an
 /// error here (a non-object, unreadable ids or times); the rest of the
@@ -213,41 +322,98 @@ fn span_from_json(v: &Value) -> Result<Span, SpanError> {
             .unwrap_or_default()
             .to_string()
     };
-    let events = field(&["events"])
-        .and_then(Value::as_array)
-        .map_or(&[][..], |a| a)
-        .iter()
-        .filter_map(Value::as_object)
-        .map(|e| Event {
-            time_unix_nano: parse_unix_nano(get(e, &["timeUnixNano", "time_unix_nano"]))
-                .unwrap_or(0),
-            name: get(e, &["name"])
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            attributes: otlp_json_attributes(e.get("attributes")),
-            ..Default::default()
-        })
-        .collect();
-    let status = field(&["status"])
-        .and_then(Value::as_object)
-        .map(|s| Status {
-            code: enum_value(get(s, &["code"]), "STATUS_CODE_", CODES),
+    // In map_span's order, so JSON and protobuf give the same reason.
+    let trace_id = id_field(o, &["traceId", "trace_id"], IdKind::Trace)?;
+    if trace_id.is_empty() {
+        return Err(SpanError::MissingField("traceId".into()));
+    }
+    let span_id = id_field(o, &["spanId", "span_id"], IdKind::Span)?;
+    if span_id.is_empty() {
+        return Err(SpanError::MissingField("spanId".into()));
+    }
+    let parent_span_id = id_field(o, &["parentSpanId", "parent_span_id"], IdKind::Span)?;
+    let status = match field(&["status"]) {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(s)) => Some(Status {
+            code: enum_value(get(s, &["code"]), "STATUS_CODE_", CODES).map_err(|raw| {
+                SpanError::BadField {
+                    field: "status.code".into(),
+                    detail: format!("{raw} is not an OTLP status code (0 unset, 1 ok, 2 error)"),
+                }
+            })?,
             message: get(s, &["message"])
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
+        }),
+        Some(_) => return Err(SpanError::BadOtlp("status is not an object".into())),
+    };
+    let links = array(o, "links")?
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = l
+                .as_object()
+                .ok_or_else(|| SpanError::BadOtlp(format!("links[{i}] is not an object")))?;
+            Ok(Link {
+                trace_id: id_field(l, &["traceId", "trace_id"], IdKind::Trace)
+                    .map_err(|e| prefix_field(e, i))?,
+                span_id: id_field(l, &["spanId", "span_id"], IdKind::Span)
+                    .map_err(|e| prefix_field(e, i))?,
+                trace_state: get(l, &["traceState", "trace_state"])
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                attributes: otlp_json_attributes(l.get("attributes")),
+                ..Default::default()
+            })
+        })
+        .collect::<Result<Vec<_>, SpanError>>()?;
+    let events = array(o, "events")?
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let e = e
+                .as_object()
+                .ok_or_else(|| SpanError::BadOtlp(format!("events[{i}] is not an object")))?;
+            Ok(Event {
+                time_unix_nano: nanos(e, &["timeUnixNano", "time_unix_nano"]).map_err(
+                    |e| match e {
+                        SpanError::BadTime(m) => SpanError::BadTime(format!("events[{i}].{m}")),
+                        e => e,
+                    },
+                )?,
+                name: get(e, &["name"])
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                attributes: otlp_json_attributes(e.get("attributes")),
+                ..Default::default()
+            })
+        })
+        .collect::<Result<Vec<_>, SpanError>>()?;
+    let mut attributes = otlp_json_attributes(field(&["attributes"]));
+    let kind = enum_value(field(&["kind"]), "SPAN_KIND_", KINDS).unwrap_or_else(|raw| {
+        attributes.push(KeyValue {
+            key: UNKNOWN_KIND.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(raw)),
+            }),
+            ..Default::default()
         });
+        0
+    });
     Ok(Span {
-        trace_id: id_field(o, &["traceId", "trace_id"], IdKind::Trace)?,
-        span_id: id_field(o, &["spanId", "span_id"], IdKind::Span)?,
-        parent_span_id: id_field(o, &["parentSpanId", "parent_span_id"], IdKind::Span)?,
+        trace_id,
+        span_id,
+        parent_span_id,
         name: text(&["name"]),
-        kind: enum_value(field(&["kind"]), "SPAN_KIND_", KINDS),
+        kind,
         start_time_unix_nano: nanos(o, &["startTimeUnixNano", "start_time_unix_nano"])?,
         end_time_unix_nano: nanos(o, &["endTimeUnixNano", "end_time_unix_nano"])?,
-        attributes: otlp_json_attributes(field(&["attributes"])),
+        attributes,
         events,
+        links,
         status,
         ..Default::default()
     })

@@ -1,4 +1,4 @@
-//! Which stage (SPEC §1) a span belongs to, when it does not say.
+//! Which stage (docs/inputs.md#words) a span belongs to, when it does not say.
 //!
 //! One pure function, [`derive_stage`], serves JSONL and OTLP alike: each
 //! format fills a [`StageHints`] from what it read and the rules below pick

@@ -1,6 +1,6 @@
 //! How a span ended: OTLP's three status codes (or a JSONL status word)
 //! refined with `error.type`, the HTTP status and the error message into
-//! the five of SPEC §2.2 (`unset ok error timeout cancelled`).
+//! the five of docs/inputs.md#spans (`unset ok error timeout cancelled`).
 
 use overtime_model::SpanStatus;
 

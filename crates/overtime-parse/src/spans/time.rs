@@ -10,13 +10,13 @@ use serde_json::Value;
 
 /// Epoch numbers below this are seconds (1e11 s is the year 5138).
 const SECONDS_BELOW: f64 = 1e11;
-/// ... below this milliseconds (SPEC §2.2's unit), ...
+/// ... below this milliseconds (docs/inputs.md#spans's unit), ...
 const MILLIS_BELOW: f64 = 1e14;
 /// ... below this microseconds, above it nanoseconds.
 const MICROS_BELOW: f64 = 1e17;
 
 /// Reads a JSONL timestamp: an RFC 3339 string (a naive date-time is taken
-/// as UTC), or an epoch number — milliseconds per SPEC §2.2, but seconds,
+/// as UTC), or an epoch number — milliseconds per docs/inputs.md#spans, but seconds,
 /// microseconds and nanoseconds are recognised by magnitude. Numeric
 /// strings are read as numbers. Returns µs since the epoch.
 ///

@@ -213,3 +213,130 @@ pub(super) fn slo_gauges(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
         );
     }
 }
+
+/// The early-warning counters and live signals (docs/advice.md).
+pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
+    use overtime_slo::early::{Answer, Chain, LLM_PHASES, TIMED_STAGES};
+    let t = slo.early_totals();
+    let name = "overtime_chains_total";
+    o.family(
+        name,
+        "counter",
+        "requests by what became of their chain of calls: healthy, degraded (answered ok after a failed, timed-out or retried call, or a fallback), failed (not answered ok)",
+    );
+    for (c, n) in Chain::ALL.iter().zip(t.chains) {
+        o.sample(name, &[("result", c.as_str())], n as f64);
+    }
+    let name = "overtime_answers_total";
+    o.family(
+        name,
+        "counter",
+        "answers by result: success (a real one), masked (answered ok but fell back, lost a call or was judged below slo.semantic_success_score), failed",
+    );
+    for (a, n) in Answer::ALL.iter().zip(t.answers) {
+        o.sample(name, &[("result", a.as_str())], n as f64);
+    }
+    for (name, help, v) in [
+        (
+            "overtime_timed_calls_total",
+            "calls with a known timeout (configured or observed), and requests with a known gateway read timeout or budget (stage=\"request\")",
+            &t.timed,
+        ),
+        (
+            "overtime_near_timeout_calls_total",
+            "of those, the ones that used slo.early_warning.near_timeout_share (80 %) of their timeout or more",
+            &t.near,
+        ),
+    ] {
+        o.family(name, "counter", help);
+        for (st, n) in TIMED_STAGES.iter().zip(v) {
+            o.sample(name, &[("stage", st)], *n as f64);
+        }
+    }
+    let name = "overtime_llm_time_seconds_total";
+    o.family(
+        name,
+        "counter",
+        "time of LLM calls whose wait is known, by phase: queue, prefill, first_token (the TTFT when phases are unknown), rest",
+    );
+    for (p, v) in LLM_PHASES.iter().zip(t.llm_seconds) {
+        o.sample(name, &[("phase", p)], v);
+    }
+    for (name, help, v) in [
+        (
+            "overtime_llm_wait_calls_total",
+            "LLM calls whose wait (queue + prefill, or first token) is known",
+            t.llm_calls as f64,
+        ),
+        (
+            "overtime_llm_wait_share_total",
+            "sum over those calls of their wait share (wait / duration)",
+            t.llm_share_sum,
+        ),
+        (
+            "overtime_llm_wait_share_squared_total",
+            "sum over those calls of their wait share squared",
+            t.llm_share_squares,
+        ),
+    ] {
+        o.family(name, "counter", help);
+        o.sample(name, &[], v);
+    }
+    let ew = &snap.early_warning;
+    let gauges: [(&str, &str, &overtime_slo::SignalView); 4] = [
+        (
+            "overtime_chain_healthy_ratio",
+            "share of requests whose chain completed healthily",
+            &ew.chain_healthy,
+        ),
+        (
+            "overtime_near_timeout_ratio",
+            "share of timed calls and requests that used 80 % of their timeout or more",
+            &ew.near_timeout,
+        ),
+        (
+            "overtime_llm_wait_share",
+            "queue + prefill (or first-token) share of LLM time",
+            &ew.llm_wait_share,
+        ),
+        (
+            "overtime_answer_success_ratio",
+            "semantic success: real successes / answers",
+            &ew.semantic_success,
+        ),
+    ];
+    for (name, help, v) in gauges {
+        o.family(name, "gauge", help);
+        if let Some(x) = v.value {
+            o.sample(name, &[("window", &ew.window)], x);
+        }
+        if let Some(x) = v.baseline {
+            o.sample(name, &[("window", "baseline")], x);
+        }
+    }
+    let name = "overtime_chain_healthy_slope";
+    o.family(
+        name,
+        "gauge",
+        "slope of the per-minute healthy-chain share over the last 10 minutes, per minute",
+    );
+    if let Some(x) = ew.chain_healthy_slope_per_min {
+        o.sample(name, &[], x);
+    }
+    let name = "overtime_early_warning_z";
+    o.family(
+        name,
+        "gauge",
+        "how many standard errors each signal moved the wrong way from its baseline (z-test)",
+    );
+    for (signal, v) in [
+        ("chain_health", &ew.chain_healthy),
+        ("near_timeout", &ew.near_timeout),
+        ("llm_queue_prefill", &ew.llm_wait_share),
+        ("semantic_success", &ew.semantic_success),
+    ] {
+        if let Some(z) = v.z {
+            o.sample(name, &[("signal", signal)], z);
+        }
+    }
+}

@@ -116,3 +116,47 @@ async fn an_idle_collector_moves_on_in_data_time() {
         five(&text)
     );
 }
+
+#[tokio::test]
+async fn a_batch_the_live_diagnosis_cannot_decode_is_counted_not_dropped_unseen() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(dir.path(), None, 64 * 1024 * 1024);
+    let (_, _, before) = call(&s, "/metrics", None).await;
+    let before = parse_exposition(&before).unwrap();
+    assert_eq!(
+        value(
+            &before,
+            "overtime_live_decode_failures_total",
+            &[("table", "spans")]
+        ),
+        Some(0.0),
+        "the family is there from the start, at zero"
+    );
+    // A gateway batch shown to the live diagnosis as spans: it cannot be
+    // read as spans.
+    let mut p = GatewayParser::new(LogFormat::builtin("overtime").unwrap(), "edge", 0);
+    p.push_bytes(
+        &std::fs::read(fixture("a_prefill").join("access.log")).unwrap(),
+        1,
+    );
+    let (g, _) = p.finish();
+    pipeline::DiagnosingSink::observe(&s, Table::Spans, &g, pipeline::now_us());
+    let (_, _, after) = call(&s, "/metrics", None).await;
+    let after = parse_exposition(&after).unwrap();
+    assert_eq!(
+        value(
+            &after,
+            "overtime_live_decode_failures_total",
+            &[("table", "spans")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &after,
+            "overtime_live_decode_failures_total",
+            &[("table", "gateway_requests")]
+        ),
+        Some(0.0)
+    );
+}

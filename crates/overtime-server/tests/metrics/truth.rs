@@ -78,6 +78,40 @@ async fn metrics_of_each_incident_match_its_truth() {
             .collect();
         assert_eq!(kinds, want_kinds, "{name}: root causes by kind");
 
+        // Early warning: every request but the 4xx is one chain and one
+        // answer; the failing ones are failed in both; every timed-out
+        // request used all of its gateway timeout or budget.
+        let client_errors: f64 = fed
+            .gateway_statuses
+            .iter()
+            .filter(|(s, _)| s.starts_with('4'))
+            .map(|(_, n)| *n as f64)
+            .sum();
+        let chains = sum_by(&fams, "overtime_chains_total", "result");
+        let answers = sum_by(&fams, "overtime_answers_total", "result");
+        let requests = fed.gateway_lines as f64 - client_errors;
+        assert_eq!(chains.values().sum::<f64>(), requests, "{name}: {chains:?}");
+        assert_eq!(
+            answers.values().sum::<f64>(),
+            requests,
+            "{name}: {answers:?}"
+        );
+        assert_eq!(chains["failed"], failing, "{name}: {chains:?}");
+        assert_eq!(answers["failed"], failing, "{name}: {answers:?}");
+        assert!(
+            chains["healthy"] <= answers["success"] + answers["masked"],
+            "{name}"
+        );
+        let near = value(
+            &fams,
+            "overtime_near_timeout_calls_total",
+            &[("stage", "request")],
+        );
+        assert!(
+            near.unwrap() >= want.get("gateway_timeout").copied().unwrap_or(0.0) * 0.5,
+            "{name}: {near:?}"
+        );
+
         // Gateway records by status, as parsed.
         let statuses: BTreeMap<String, u64> =
             sum_by(&fams, "overtime_gateway_responses_total", "status")

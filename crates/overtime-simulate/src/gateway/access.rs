@@ -1,5 +1,5 @@
 //! The gateway's access log in overtime's recommended `log_format
-//! overtime` (SPEC §2.1, `overtime nginx-format`), with nginx's own value
+//! overtime` (docs/inputs.md#nginx-access-logs, `overtime nginx-format`), with nginx's own value
 //! semantics: times in seconds with millisecond resolution, `-` for a
 //! variable with no value, `escape=default` (`"`, `\`, control and
 //! non-ASCII bytes as `\xHH`).
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn the_format_is_the_one_of_the_spec() {
-        // Every variable of SPEC §2.1's `overtime` format, in order.
+        // Every variable of docs/inputs.md#nginx-access-logs's `overtime` format, in order.
         let vars: Vec<&str> = OVERTIME_LOG_FORMAT
             .split('$')
             .skip(1)

@@ -308,3 +308,42 @@ pub(super) fn tool_slow(i: usize, _: &PlanCtx) -> Planned {
     };
     Planned::new(route, vec![llm(60, 100), tool("crm_report", 70_000.0)])
 }
+
+/// A log-normal draw (median, σ of its log) from a seeded generator.
+fn lognormal(rng: &mut fastrand::Rng, median: f64, sigma: f64) -> f64 {
+    // Box–Muller; 1 - f64() keeps the logarithm finite.
+    let (u1, u2) = (1.0 - rng.f64(), rng.f64());
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    median * (sigma * z).exp()
+}
+
+/// A latency study: seed 000's three input classes on deepseek-v4-pro and
+/// a search tool that hangs one call in twelve (seed 003), on the route
+/// whose 120 s budget outlives the gateway. Request `i` is drawn from `i`
+/// alone: every run sends the same requests, whatever `--set` changes.
+pub(super) fn latency_law(i: usize, _: &PlanCtx) -> Planned {
+    let mut rng =
+        fastrand::Rng::with_seed(0x0ddb_1a5e ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let tokens = |rng: &mut fastrand::Rng, lo: u32, hi: u32| rng.u32(lo..=hi);
+    let u = rng.f64();
+    let steps = if u < 0.4 {
+        vec![llm(tokens(&mut rng, 10, 49), tokens(&mut rng, 20, 80))]
+    } else if u < 0.75 {
+        let search = if rng.f64() < 1.0 / 12.0 {
+            120_000.0
+        } else {
+            lognormal(&mut rng, 2_500.0, 0.8).min(60_000.0)
+        };
+        vec![
+            llm(40, 30),
+            tool("search_api", search),
+            llm(tokens(&mut rng, 200, 500), tokens(&mut rng, 100, 300)),
+        ]
+    } else {
+        vec![
+            llm(60, 40),
+            llm(tokens(&mut rng, 600, 1_600), tokens(&mut rng, 100, 300)),
+        ]
+    };
+    Planned::new("/v1/agent/plan", steps)
+}

@@ -1,13 +1,14 @@
 //! The scenarios: what each request asks of the platform, and the root
-//! cause (SPEC §4.1) a failing request must be given — decided here, by
+//! cause (docs/diagnosis.md#root-cause-kinds) a failing request must be given — decided here, by
 //! the fault injected, never by overtime. Every number is nominal (the
 //! production value: a 60 s gateway, 28 tokens/s decode); `--time-scale`
 //! divides them all.
 //!
-//! Each fault scenario is shaped so that exactly one rule of §4.1 applies
+//! Each fault scenario is shaped so that exactly one rule of docs/diagnosis.md applies
 //! to the requests that fail; [`Scenario::how`] says how.
 
 mod build;
+pub mod timeline;
 
 use crate::clock::TimeScale;
 use crate::steps::Step;
@@ -94,6 +95,9 @@ pub struct Scenario {
     make: Make,
     /// One healthy request after every `n` faults.
     noise: Option<(usize, Make)>,
+    /// A scenario over simulated time (a ramp into an incident, or
+    /// healthy noisy traffic): its requests come from here, not `make`.
+    pub timeline: Option<&'static timeline::Timeline>,
 }
 
 impl Scenario {
@@ -130,14 +134,20 @@ impl Scenario {
     }
 }
 
-/// Every scenario: `healthy` and one per root-cause kind of SPEC §4.1.
+/// Every scenario: `healthy` and one per root-cause kind of docs/diagnosis.md#root-cause-kinds
 pub fn all() -> &'static [Scenario] {
     SCENARIOS
 }
 
-/// A scenario by name.
+/// A scenario by name (the per-cause ones and the timelines).
 pub fn find(name: &str) -> Option<&'static Scenario> {
-    SCENARIOS.iter().find(|s| s.name == name)
+    SCENARIOS.iter().chain(timelines()).find(|s| s.name == name)
+}
+
+/// The scenarios over simulated time: a gradual ramp into each seed
+/// incident, and healthy noisy traffic.
+pub fn timelines() -> &'static [Scenario] {
+    timeline::TIMELINES
 }
 
 const fn sc(
@@ -156,6 +166,7 @@ const fn sc(
         gateway_timeout_ms: GATEWAY_TIMEOUT_MS,
         make,
         noise: None,
+        timeline: None,
     }
 }
 
@@ -168,6 +179,16 @@ static SCENARIOS: &[Scenario] = &[
             "—",
             "Quick chats, multi-hop answers with parallel lookups, an aligned-budget route, a judge, a legacy model, streams (one kept alive by heartbeats through a 90 s browse), a retry that worked, a fallback to cache, the report worker pool, sampled-out requests and a few 4xx: slow at times, never over a timeout.",
             healthy,
+        )
+    },
+    Scenario {
+        kind: None,
+        concurrency: 8,
+        ..sc(
+            "latency_law",
+            "—",
+            "A latency study for `overtime advise` and `whatif`: seed 000's three input classes (10–49, 200–500 and 600–1600 input tokens) on deepseek-v4-pro, and a search_api that hangs 120 s one call in twelve (seed 003), on /v1/agent/plan (budget 120 s > gateway 60 s). Each request is drawn from its index: every run sends the same requests; change the timeouts with --set.",
+            latency_law,
         )
     },
     Scenario {
@@ -297,13 +318,14 @@ mod tests {
     }
 
     #[test]
-    fn one_scenario_per_root_cause_kind_plus_healthy() {
+    fn one_scenario_per_root_cause_kind_plus_healthy_and_the_latency_study() {
         for k in KINDS {
             let s = find(k).unwrap_or_else(|| panic!("no scenario for {k}"));
             assert_eq!(s.kind, Some(k));
         }
         assert_eq!(find("healthy").unwrap().kind, None);
-        assert_eq!(all().len(), KINDS.len() + 1);
+        assert_eq!(find("latency_law").unwrap().kind, None);
+        assert_eq!(all().len(), KINDS.len() + 2);
     }
 
     #[test]

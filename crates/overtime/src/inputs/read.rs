@@ -8,7 +8,7 @@ use super::files;
 use super::progress::Progress;
 use anyhow::{anyhow, Context, Result};
 use overtime_diagnose::batch::{seq, Engine, Ingest};
-use overtime_model::{rejected_records, GatewayRows};
+use overtime_model::{rejected_records, GatewayRows, SpanRecord};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{self, ParsedSpans, SpanFormat};
 use std::collections::BTreeMap;
@@ -74,11 +74,43 @@ struct Chunk {
     first_line: u64,
 }
 
-/// Reads every job into `engine` with `threads` parsers (with no engine:
-/// parses and counts, nothing more).
+/// Where parsed records go.
+#[derive(Clone, Copy)]
+pub enum Destination<'a> {
+    /// Into the batch engine (`diagnose`).
+    Engine(&'a Engine),
+    /// Into memory, every record kept (`advise`, `whatif`).
+    Memory(&'a Collector),
+    /// Nowhere: parse and count (`--parse-only`).
+    Nothing,
+}
+
+/// Records held in memory, each with its place in the input, so the
+/// order of parsers finishing their chunks does not change the result.
+#[derive(Default)]
+pub struct Collector {
+    gateway: Mutex<Vec<((u32, u64), arrow::record_batch::RecordBatch)>>,
+    spans: Mutex<Vec<(overtime_diagnose::batch::Seq, SpanRecord)>>,
+}
+
+impl Collector {
+    /// The gateway batches and spans in input order (file, then line).
+    pub fn into_input_order(self) -> (Vec<arrow::record_batch::RecordBatch>, Vec<SpanRecord>) {
+        let mut g = self.gateway.into_inner().expect("collector lock");
+        g.sort_by_key(|(k, _)| *k);
+        let mut s = self.spans.into_inner().expect("collector lock");
+        s.sort_by_key(|(k, _)| *k);
+        (
+            g.into_iter().map(|(_, b)| b).collect(),
+            s.into_iter().map(|(_, r)| r).collect(),
+        )
+    }
+}
+
+/// Reads every job into `into` with `threads` parsers.
 pub fn read_all(
     jobs: &[Job],
-    engine: Option<&Engine>,
+    into: Destination<'_>,
     threads: usize,
     progress: &Progress,
     cancel: &AtomicBool,
@@ -106,8 +138,16 @@ pub fn read_all(
                         rx: &rx,
                         failed: &failed,
                     };
+                    let engine = match into {
+                        Destination::Engine(e) => Some(e),
+                        _ => None,
+                    };
+                    let held = match into {
+                        Destination::Memory(c) => Some(c),
+                        _ => None,
+                    };
                     let mut ing = engine.map(Engine::ingest);
-                    let r = parse_chunks(&rx, jobs, &stats, ing.as_mut(), progress);
+                    let r = parse_chunks(&rx, jobs, &stats, ing.as_mut(), held, progress);
                     let r = match &mut ing {
                         Some(ing) => r.and_then(|()| ing.flush().map_err(anyhow::Error::from)),
                         None => r,
@@ -268,6 +308,7 @@ fn parse_chunks(
     jobs: &[Job],
     stats: &[Mutex<FileStats>],
     mut ing: Option<&mut Ingest>,
+    held: Option<&Collector>,
     progress: &Progress,
 ) -> Result<()> {
     loop {
@@ -290,12 +331,14 @@ fn parse_chunks(
                 *layer_idx,
                 &stats[chunk.job],
                 ing.as_deref_mut(),
+                held,
                 progress,
             )?,
             Kind::Spans(format) => {
                 let mut local = FileStats::default();
                 let mut out = ParsedSpans::default();
                 let mut n = 0u64;
+                let mut keep = Vec::new();
                 if *format == SpanFormat::OtlpProto {
                     out = spans::parse_span_bytes(*format, &chunk.data, &source);
                     if let Some(ing) = ing.as_deref_mut() {
@@ -304,6 +347,14 @@ fn parse_chunks(
                         }
                     }
                     n += out.spans.len() as u64;
+                    if held.is_some() {
+                        keep.extend(
+                            out.spans
+                                .drain(..)
+                                .enumerate()
+                                .map(|(i, s)| (seq(job.file, 0, i as u32), s)),
+                        );
+                    }
                     count_rejected(&mut local, &mut out);
                 } else {
                     let lines = chunk.data.split(|&b| b == b'\n');
@@ -316,9 +367,20 @@ fn parse_chunks(
                             }
                         }
                         n += out.spans.len() as u64;
+                        if held.is_some() {
+                            keep.extend(
+                                out.spans
+                                    .drain(..)
+                                    .enumerate()
+                                    .map(|(sub, s)| (seq(job.file, line, sub as u32), s)),
+                            );
+                        }
                         out.spans.clear();
                         count_rejected(&mut local, &mut out);
                     }
+                }
+                if let Some(c) = held {
+                    c.spans.lock().expect("collector lock").append(&mut keep);
                 }
                 local.records = n as usize;
                 progress.spans.fetch_add(n, Ordering::Relaxed);
@@ -345,6 +407,7 @@ fn parse_gateway(
     layer_idx: u32,
     stats: &Mutex<FileStats>,
     ing: Option<&mut Ingest>,
+    held: Option<&Collector>,
     progress: &Progress,
 ) -> Result<()> {
     let mut p = GatewayParser::new(format.clone(), layer, layer_idx);
@@ -372,6 +435,12 @@ fn parse_gateway(
         local.first(r.line, r.raw);
     }
     merge(stats, local);
+    if let Some(c) = held {
+        c.gateway
+            .lock()
+            .expect("collector lock")
+            .push(((job.file, chunk.first_line), good));
+    }
     Ok(())
 }
 

@@ -93,6 +93,7 @@ fn plan(cfg: &Config) -> Result<Plan> {
         incident_quiet_ms: d.incident_quiet_ms,
         layers,
         default_budget_ms: d.default_budget_ms,
+        rules: d.rules.clone(),
         ..Default::default()
     };
     Ok(Plan {

@@ -1,4 +1,4 @@
-//! Incident A (INCIDENTS.md): long-input LLM calls time out at the
+//! Incident A (tests/fixtures/incidents/a_prefill): long-input LLM calls time out at the
 //! service's 30 s budget, nginx answers 504 at 60 s.
 
 use super::harness::{doc, fixture_args, overtime, truth};
@@ -88,7 +88,7 @@ fn latency_by_input_tokens() {
             p.push(format!("{b}: share_504 {share} not in 0..1"));
         }
     }
-    // INCIDENTS.md A: < 50 tokens P50 1.2 s, P90 2.8 s, 0 % 504s.
+    // The incident's table (a_prefill/README.md): < 50 tokens P50 1.2 s, P90 2.8 s, 0 % 504s.
     let within = |x: f64, want: f64, tol: f64| (x - want).abs() <= want * tol;
     if !within(f("<50", "p50_ms"), 1200.0, 0.15) {
         p.push(format!(

@@ -1,4 +1,4 @@
-//! Incident B (INCIDENTS.md): a tool call with no timeout, streams cut by
+//! Incident B (tests/fixtures/incidents/b_tool_no_timeout): a tool call with no timeout, streams cut by
 //! `proxy_read_timeout`.
 
 use super::shape::check_shape;

@@ -1,4 +1,4 @@
-//! Incident C (INCIDENTS.md): a 2.8 s DNS lookup, a 5 s tool timeout and
+//! Incident C (tests/fixtures/incidents/c_dns_retry): a 2.8 s DNS lookup, a 5 s tool timeout and
 //! one retry under a 10 s gateway timeout.
 
 use super::shape::check_shape;

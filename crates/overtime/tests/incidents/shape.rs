@@ -1,4 +1,4 @@
-//! The shape of every verdict and incident (SPEC §4/§5): required fields,
+//! The shape of every verdict and incident (docs/diagnosis.md): required fields,
 //! types and the closed sets of stages, statuses, outcomes, kinds,
 //! findings and token buckets.
 

@@ -3,6 +3,7 @@
 //! stopped, and a real nginx in a private prefix.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod early_warning;
 pub mod kafka;
 pub mod monitoring;
 pub mod storm;

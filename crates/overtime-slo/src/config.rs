@@ -1,20 +1,23 @@
 //! `[slo]`: the SLIs, SLOs, breaker conditions and alert thresholds of
-//! SPEC §6, computed live by `overtime-slo` and exposed on `/metrics`.
+//! docs/metrics.md, computed live by `overtime-slo` and exposed on `/metrics`.
 //!
 //! Every duration is in seconds of *data time* (the end times of the
 //! requests, not the wall clock) and is multiplied by `window_scale`:
 //! tests replay an hour of traffic with `window_scale = 0.01` in 36 s.
 //!
+//! The config file's `[slo]` section is this type (overtime-config
+//! composes it); every field has a serde default.
+//!
 //! ```
-//! let cfg = overtime_config::Config::from_toml_str("[slo]\nwindow_scale = 0.01\n").unwrap();
-//! assert_eq!(cfg.slo.window_scale, 0.01);
-//! assert_eq!(cfg.slo.semantic_success_score, 0.8); // defaulted
-//! assert_eq!(cfg.slo.scaled_us(3600.0), 36_000_000);
+//! let slo: overtime_slo::SloConfig = serde_json::from_str(r#"{"window_scale": 0.01}"#).unwrap();
+//! assert_eq!(slo.window_scale, 0.01);
+//! assert_eq!(slo.semantic_success_score, 0.8); // defaulted
+//! assert_eq!(slo.scaled_us(3600.0), 36_000_000);
 //! ```
 
 use serde::{Deserialize, Serialize};
 
-/// Chain-health weights per stage (SPEC §6: llm 0.4, tool 0.3, memory 0.2,
+/// Chain-health weights per stage (docs/metrics.md: llm 0.4, tool 0.3, memory 0.2,
 /// network 0.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -23,6 +26,121 @@ pub struct ChainWeights {
     pub tool: f64,
     pub memory: f64,
     pub network: f64,
+}
+
+/// `[slo.early_warning]`: the leading signals of docs/advice.md and the alerts on
+/// them. Each signal compares its last `short_window_s` with a baseline:
+/// the `baseline_window_s` before that short window. An alert needs both a
+/// large change and a significant one (a two-sample z-test on the counts,
+/// so a quiet platform's noise does not page), over at least
+/// `min_requests` (or `min_calls`) in the short window and five times as
+/// many in the baseline, held for `for_s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EarlyWarningConfig {
+    /// Evaluate the early-warning alerts (the signals are always exported).
+    pub enabled: bool,
+    /// The window a signal is judged over (nominal seconds).
+    pub short_window_s: f64,
+    /// The baseline: this long, ending where the short window begins.
+    pub baseline_window_s: f64,
+    /// Fewest requests (chain health, semantic success) in the short
+    /// window for an alert (the baseline needs five times as many).
+    pub min_requests: u64,
+    /// Fewest calls (near timeout, LLM wait share), likewise.
+    pub min_calls: u64,
+    /// The change must be at least this many standard errors (z-test).
+    pub min_z: f64,
+    /// A call or request "uses most of its timeout" at this share of it.
+    pub near_timeout_share: f64,
+    /// Chain health: alert when the healthy share fell at least this much
+    /// below its baseline and is below `chain_healthy_below`.
+    pub chain_healthy_drop: f64,
+    pub chain_healthy_below: f64,
+    /// Near timeout: alert when the share of calls using most of their
+    /// timeout is at least `near_timeout_above` and rose at least
+    /// `near_timeout_rise` above its baseline.
+    pub near_timeout_above: f64,
+    pub near_timeout_rise: f64,
+    /// LLM wait: alert when the queue + prefill share of LLM time rose at
+    /// least this much above its baseline and is at least `llm_wait_above`.
+    pub llm_wait_rise: f64,
+    pub llm_wait_above: f64,
+    /// Semantic success (real answers / answers): alert when it fell at
+    /// least this much below its baseline and is below
+    /// `semantic_success_below`.
+    pub semantic_success_drop: f64,
+    pub semantic_success_below: f64,
+    /// Every early-warning condition must hold this long.
+    pub for_s: f64,
+}
+
+impl Default for EarlyWarningConfig {
+    fn default() -> Self {
+        EarlyWarningConfig {
+            enabled: true,
+            short_window_s: 300.0,
+            baseline_window_s: 3300.0,
+            min_requests: 20,
+            min_calls: 20,
+            min_z: 4.5,
+            near_timeout_share: 0.8,
+            chain_healthy_drop: 0.05,
+            chain_healthy_below: 0.95,
+            near_timeout_above: 0.05,
+            near_timeout_rise: 0.03,
+            llm_wait_rise: 0.10,
+            llm_wait_above: 0.35,
+            semantic_success_drop: 0.05,
+            semantic_success_below: 0.95,
+            for_s: 60.0,
+        }
+    }
+}
+
+impl EarlyWarningConfig {
+    fn validate(&self) -> Result<(), String> {
+        for (n, v) in [
+            ("short_window_s", self.short_window_s),
+            ("baseline_window_s", self.baseline_window_s),
+            ("min_z", self.min_z),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!(
+                    "slo.early_warning.{n} must be a positive number, not {v}"
+                ));
+            }
+        }
+        for (n, v) in [
+            ("near_timeout_share", self.near_timeout_share),
+            ("chain_healthy_drop", self.chain_healthy_drop),
+            ("chain_healthy_below", self.chain_healthy_below),
+            ("near_timeout_above", self.near_timeout_above),
+            ("near_timeout_rise", self.near_timeout_rise),
+            ("llm_wait_rise", self.llm_wait_rise),
+            ("llm_wait_above", self.llm_wait_above),
+            ("semantic_success_drop", self.semantic_success_drop),
+            ("semantic_success_below", self.semantic_success_below),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!(
+                    "slo.early_warning.{n} must be within 0..1, not {v}"
+                ));
+            }
+        }
+        if !(self.for_s.is_finite() && self.for_s >= 0.0) {
+            return Err(format!(
+                "slo.early_warning.for_s must be ≥ 0, not {}",
+                self.for_s
+            ));
+        }
+        if self.short_window_s >= self.baseline_window_s {
+            return Err(
+                "slo.early_warning.short_window_s must be shorter than baseline_window_s".into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for ChainWeights {
@@ -86,6 +204,8 @@ pub struct SloConfig {
     pub breaker_error_ratio: f64,
     pub breaker_error_window_s: f64,
     pub breaker_error_for_s: f64,
+    /// The leading signals and their alerts (docs/advice.md).
+    pub early_warning: EarlyWarningConfig,
 }
 
 impl Default for SloConfig {
@@ -112,11 +232,12 @@ impl Default for SloConfig {
             breaker_p99_factor: 2.0,
             breaker_p99_window_s: 120.0,
             breaker_baseline_window_s: 3600.0,
-            breaker_baseline_min_calls: 20,
+            breaker_baseline_min_calls: 100,
             breaker_p99_for_s: 120.0,
             breaker_error_ratio: 0.15,
             breaker_error_window_s: 60.0,
             breaker_error_for_s: 60.0,
+            early_warning: EarlyWarningConfig::default(),
         }
     }
 }
@@ -204,7 +325,7 @@ impl SloConfig {
         if self.breaker_consecutive_timeouts == 0 {
             return Err("slo.breaker_consecutive_timeouts must be at least 1".into());
         }
-        Ok(())
+        self.early_warning.validate()
     }
 }
 
@@ -231,6 +352,17 @@ mod tests {
             .unwrap_err()
             .contains("chain_health_weights.tool"));
         assert!(SloConfig::default().validate().is_ok());
+        let mut c = SloConfig::default();
+        c.early_warning.short_window_s = 4000.0;
+        assert!(c.validate().unwrap_err().contains("short_window_s"));
+        c.early_warning = EarlyWarningConfig {
+            llm_wait_rise: 2.0,
+            ..Default::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("slo.early_warning.llm_wait_rise"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! builds one [`RequestObservation`] per trace, at its first verdict, and
 //! never again for that trace.
 
-use overtime_model::{Outcome, SpanStatus, Stage};
+use crate::{Outcome, SpanStatus, Stage};
 use serde::{Deserialize, Serialize};
 
 /// The status one gateway layer answered.
@@ -30,6 +30,23 @@ pub struct CallObservation {
     pub budget_left_ms: Option<f64>,
     /// When the call ended (data time, µs since the epoch).
     pub end_us: i64,
+    /// The call's own timeout as configured (`agent.timeout_ms`), ms.
+    #[serde(default)]
+    pub timeout_ms: Option<f64>,
+    /// The largest share of a known timeout the call or a hop inside it
+    /// used (a tool service's own client timeout under the orchestrator's
+    /// call; a hop that timed out used all of it: 1). `None`: none known.
+    #[serde(default)]
+    pub timeout_used: Option<f64>,
+    /// 0 for the first try, 1 for the first retry…
+    #[serde(default)]
+    pub attempt: u32,
+    /// Queue wait of an LLM call, ms (`X-LLM-Reason` or phase spans).
+    #[serde(default)]
+    pub queue_ms: Option<f64>,
+    /// Prefill (KV-cache build) of an LLM call, ms.
+    #[serde(default)]
+    pub prefill_ms: Option<f64>,
 }
 
 impl CallObservation {
@@ -47,7 +64,7 @@ impl CallObservation {
 /// One completed request.
 ///
 /// ```
-/// use overtime_slo::{input_bucket, RequestObservation};
+/// use overtime_model::{input_bucket, RequestObservation};
 /// use overtime_model::Outcome;
 /// let o = RequestObservation::new("/v1/agent/chat", Outcome::GatewayTimeout, 60_000_000);
 /// assert!(o.timed_out() && !o.is_ok());
@@ -73,6 +90,12 @@ pub struct RequestObservation {
     pub fallback_accepted: Option<bool>,
     /// The calls, by end time.
     pub calls: Vec<CallObservation>,
+    /// The share of the tightest timeout known for the request as a whole
+    /// that it used: its time at the outermost gateway over that layer's
+    /// read timeout (a stream: its longest silence), or its service time
+    /// over its budget, whichever is larger. `None`: no such timeout known.
+    #[serde(default)]
+    pub timeout_used: Option<f64>,
 }
 
 impl RequestObservation {
@@ -89,6 +112,7 @@ impl RequestObservation {
             fallback: None,
             fallback_accepted: None,
             calls: Vec::new(),
+            timeout_used: None,
         }
     }
 
@@ -103,9 +127,57 @@ impl RequestObservation {
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }
+
+    /// The outermost gateway answered 4xx: the client's mistake, not an
+    /// answer of the platform (left out of the early-warning signals).
+    pub fn client_error(&self) -> bool {
+        self.gateway
+            .first()
+            .and_then(|g| g.status)
+            .is_some_and(|s| (400..500).contains(&s))
+    }
 }
 
-/// The input-token bucket of SPEC §5 (`<50`, `50-200`, `200-500`, `>500`),
+impl CallObservation {
+    /// A call with the given stage, status, duration and end, nothing else.
+    ///
+    /// ```
+    /// use overtime_model::CallObservation;
+    /// use overtime_model::{SpanStatus, Stage};
+    /// let c = CallObservation::new(Stage::Tool, SpanStatus::Timeout, 5_000.0, 0);
+    /// assert!(c.timed_out() && !c.is_llm());
+    /// ```
+    pub fn new(stage: Stage, status: SpanStatus, duration_ms: f64, end_us: i64) -> Self {
+        CallObservation {
+            stage,
+            model: None,
+            tool: None,
+            status,
+            duration_ms,
+            ttft_ms: None,
+            input_tokens: None,
+            budget_left_ms: None,
+            end_us,
+            timeout_ms: None,
+            timeout_used: None,
+            attempt: 0,
+            queue_ms: None,
+            prefill_ms: None,
+        }
+    }
+
+    /// The call failed: its own timeout fired or it ended in an error.
+    pub fn failed(&self) -> bool {
+        matches!(self.status, SpanStatus::Timeout | SpanStatus::Error)
+    }
+
+    /// What it called: the model, else the tool or peer, else "".
+    pub fn target(&self) -> &str {
+        self.model.as_deref().or(self.tool.as_deref()).unwrap_or("")
+    }
+}
+
+/// The input-token bucket of docs/diagnosis.md#incidents-and-their-reports (`<50`, `50-200`, `200-500`, `>500`),
 /// or `unknown`.
 pub fn input_bucket(tokens: Option<i64>) -> &'static str {
     match tokens {

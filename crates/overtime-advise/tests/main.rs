@@ -1,0 +1,4 @@
+//! Every integration test of overtime-advise, in one test binary.
+
+mod proof;
+mod whatif_replay;

@@ -1,0 +1,183 @@
+//! The words of a verdict: the evidence lines about a call and the
+//! one-line summary for each kind, the same whichever rule decided it.
+
+use super::call_rules::largest_llm_phase;
+use super::Facts;
+use crate::calls::{Call, CallKind};
+use crate::fmt::{dur, dur_or_none, pct};
+use overtime_model::{RootCause, RootCauseKind as K};
+
+/// Evidence lines about one call.
+pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
+    let mut ev = Vec::new();
+    let what = match c.kind {
+        CallKind::Span => format!("{} ({})", c.component, c.stage),
+        CallKind::PoolWait => format!("{} waiting before its first call", c.service),
+        CallKind::Upstream => format!("the gateway waiting on upstream {}", c.component),
+    };
+    ev.push(format!(
+        "{what} held {} of the {} request on the critical path ({})",
+        dur(c.critical_us as f64 / 1000.0),
+        dur(f.elapsed_ms),
+        pct(f.share(c))
+    ));
+    let attempts = c.raw_attempts_ms();
+    if attempts.len() >= 2 {
+        let list: Vec<String> = attempts.iter().map(|a| dur(*a)).collect();
+        let total: f64 = attempts.iter().sum();
+        let over = match f.gateway_timeout_ms {
+            Some(t) if total > t => format!(", more than the gateway timeout {}", dur(t)),
+            _ => String::new(),
+        };
+        ev.push(format!(
+            "{} attempts ({}), {} in all{over}",
+            attempts.len(),
+            list.join(", "),
+            dur(total)
+        ));
+    }
+    if c.kind == CallKind::Span {
+        match (c.timeout_ms, c.timed_out) {
+            (None, _) if c.cut => ev.push(format!(
+                "{} ran with no timeout: it was still running when the request ended, and no timeout is recorded anywhere",
+                c.component
+            )),
+            (None, _) if crate::findings::timeouts_recorded(f.calls) => {
+                ev.push(format!("{} ran with no timeout", c.component))
+            }
+            (None, _) => ev.push(format!(
+                "no timeout is recorded for {} (it did not fire)",
+                c.component
+            )),
+            (Some(t), true) if c.timeout_observed => ev.push(format!(
+                "its timeout fired after {} (observed: it ended in {}; the timeout it was given is not recorded)",
+                dur(t),
+                c.error_type.as_deref().unwrap_or("a timeout error")
+            )),
+            (Some(t), true) => ev.push(format!("its timeout of {} fired", dur(t))),
+            (Some(t), false) => ev.push(format!("its timeout was {}", dur(t))),
+        }
+        if let Some(r) = c.remaining_budget_ms {
+            ev.push(format!("it started with {} of budget left", dur(r)));
+        }
+    }
+    if c.is_llm() {
+        let phases: Vec<String> = c
+            .phases
+            .iter()
+            .map(|(n, v)| format!("{n} {}", dur(v)))
+            .collect();
+        if !phases.is_empty() {
+            ev.push(format!(
+                "model server phases (X-LLM-Reason): {}",
+                phases.join(", ")
+            ));
+        }
+        if let Some(t) = c.input_tokens {
+            let cmp = if t as f64 > f.threshold_tokens as f64 {
+                ">"
+            } else {
+                "≤"
+            };
+            ev.push(format!(
+                "input {t} tokens {cmp} threshold {}",
+                f.threshold_tokens
+            ));
+        }
+        if let Some(o) = c.output_tokens {
+            let max = c
+                .max_tokens
+                .map(|m| format!(" of max_tokens {m}"))
+                .unwrap_or_default();
+            ev.push(format!("output {o} tokens{max}"));
+        }
+        if let Some(t) = c.ttft_ms {
+            ev.push(format!("time to first token {}", dur(t)));
+        }
+        if let (K::LlmQueueing, Some(g)) = (kind, c.gpu_load) {
+            ev.push(format!(
+                "GPU load {}",
+                pct(if g > 1.0 { g / 100.0 } else { g })
+            ));
+        }
+    }
+    if let Some(d) = c.dns_connect_ms {
+        if d > 0.0 {
+            let n = attempts.len().max(1);
+            let per = match (c.dns_ms, n) {
+                (Some(dns), n) if n >= 2 => {
+                    format!(" ({} DNS in each of {n} attempts)", dur(dns / n as f64))
+                }
+                (Some(dns), _) => format!(" ({} DNS)", dur(dns)),
+                _ => String::new(),
+            };
+            ev.push(format!(
+                "{} of its {} went to DNS/connect{per}",
+                dur(d),
+                dur(attempts
+                    .iter()
+                    .sum::<f64>()
+                    .max(c.duration_us() as f64 / 1000.0))
+            ));
+        }
+    }
+    ev
+}
+
+/// The one-line summary of a root cause of this kind on this call.
+pub fn summary(kind: K, c: &Call, f: &Facts, component: &str) -> String {
+    let d = dur(c.critical_us as f64 / 1000.0);
+    let of = dur(f.elapsed_ms);
+    match kind {
+        K::PoolSaturation => {
+            format!("{component} waited {d} of {of} for a worker or connection before work began")
+        }
+        K::JudgeSlow => format!("the LLM-as-judge call on {component} took {d} of {of}"),
+        K::LlmQueueing | K::LlmPrefillSlow | K::LlmDecodeSlow => {
+            let (_, phase, ms) = largest_llm_phase(c).unwrap_or((kind, "?", 0.0));
+            let tokens = c
+                .input_tokens
+                .map(|t| format!(" with {t} input tokens"))
+                .unwrap_or_default();
+            format!(
+                "the LLM call to {component}{tokens} spent {} in {phase}, holding {d} of {of}",
+                dur(ms)
+            )
+        }
+        K::LlmSlow => format!(
+            "the LLM call to {component} held {d} of {of}; the model server reported no phases"
+        ),
+        K::UpstreamConnectSlow => format!(
+            "{component} spent {} of its time in DNS/connect and held {d} of {of}",
+            dur(c.dns_connect_ms.unwrap_or(0.0))
+        ),
+        K::RetryAmplification => format!(
+            "{} attempts at {component} held {d} of {of}; no single attempt was the problem",
+            c.attempts()
+        ),
+        K::ToolNoTimeout => {
+            format!("{component} ran {d} with no timeout while the request's {of} ran out")
+        }
+        K::ToolSlow if c.timed_out => format!(
+            "{component} held {d} of {of}; its timeout fired after {}",
+            dur_or_none(c.timeout_ms)
+        ),
+        K::ToolSlow => format!(
+            "{component} held {d} of {of} within its timeout of {}",
+            dur_or_none(c.timeout_ms)
+        ),
+        _ => format!("{component} held {d} of {of}"),
+    }
+}
+
+/// An `unknown` root cause, saying what is missing.
+pub fn unknown(f: &Facts, why: &str, mut evidence: Vec<String>) -> RootCause {
+    evidence.push(format!("missing: {why}"));
+    RootCause {
+        kind: K::Unknown,
+        component: "—".into(),
+        share: 0.0,
+        summary: format!("cannot tell where the {} went: {why}", dur(f.elapsed_ms)),
+        evidence,
+    }
+}

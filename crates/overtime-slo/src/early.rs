@@ -1,0 +1,786 @@
+//! Early warning (docs/advice.md): the signals that turned red minutes before the
+//! seeds' outages while every infrastructure panel stayed green, and the
+//! alerts on them.
+//!
+//! Every completed request is classified once ([`classify`]):
+//! - its **chain**: `healthy` (answered ok; no call failed, timed out or
+//!   was retried; no fallback), `degraded` (answered ok, but not so) or
+//!   `failed` (not answered ok);
+//! - its **answer**: `success` (a real one), `masked` (answered ok but not
+//!   a real success: a fallback, a call whose last attempt failed, a judge
+//!   score below `slo.semantic_success_score`) or `failed` — the 200s and
+//!   503s a status-code dashboard counts as fine or as plain errors;
+//! - each call with a known timeout (configured, else observed: the time at
+//!   which calls of the same target were cut), and the request itself
+//!   against its gateway's read timeout or its budget: did it use
+//!   `near_timeout_share` (80 %) of that timeout or more?
+//! - each LLM call's wait: queue + prefill (`X-LLM-Reason` or phase
+//!   spans), else its time to first token.
+//!
+//! Counts go to 30 s buckets of data time; each signal compares its short
+//! window with the baseline right before it. An alert needs a large change
+//! (the thresholds of `[slo.early_warning]`) that is also significant: a
+//! two-sample z-test (proportions; for the LLM wait, the per-call shares'
+//! means), so noise on a quiet platform does not page.
+
+use crate::alerts::{pct, Condition};
+use crate::ring::Ring;
+use crate::windows::window_name;
+use crate::SloConfig;
+use overtime_model::Stage;
+use overtime_model::{CallObservation, RequestObservation};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+pub use crate::alert_names::{
+    CHAIN_HEALTH_FALLING, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING, SEMANTIC_SUCCESS_FALLING,
+};
+
+/// Width of a bucket (nominal seconds).
+const BUCKET_S: f64 = 30.0;
+/// Minutes the chain-health slope is fitted over.
+pub const SLOPE_MINUTES: f64 = 10.0;
+/// The baseline needs this many times the short window's minimum count.
+pub const BASELINE_MULTIPLE: u64 = 5;
+/// Targets whose observed timeouts are remembered.
+const MAX_LEARNED: usize = 500;
+/// Timed-out durations remembered per target.
+const LEARNED_SAMPLES: usize = 5;
+
+/// The `stage` labels of the near-timeout counters: the request itself,
+/// then the call stages.
+pub const TIMED_STAGES: [&str; 7] = [
+    "request", "llm", "judge", "tool", "memory", "network", "queue",
+];
+
+fn stage_index(s: Stage) -> Option<usize> {
+    TIMED_STAGES.iter().position(|n| *n == s.as_str())
+}
+
+/// What became of a request's chain of calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Chain {
+    Healthy,
+    Degraded,
+    Failed,
+}
+
+impl Chain {
+    pub const ALL: [Chain; 3] = [Chain::Healthy, Chain::Degraded, Chain::Failed];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Chain::Healthy => "healthy",
+            Chain::Degraded => "degraded",
+            Chain::Failed => "failed",
+        }
+    }
+}
+
+/// What the user got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Success,
+    Masked,
+    Failed,
+}
+
+impl Answer {
+    pub const ALL: [Answer; 3] = [Answer::Success, Answer::Masked, Answer::Failed];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Success => "success",
+            Answer::Masked => "masked",
+            Answer::Failed => "failed",
+        }
+    }
+}
+
+/// An LLM call's wait: queue + prefill, or its time to first token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmWait {
+    pub queue_ms: f64,
+    pub prefill_ms: f64,
+    /// The TTFT, when the phases are unknown.
+    pub first_token_ms: f64,
+    pub total_ms: f64,
+}
+
+impl LlmWait {
+    pub fn wait_ms(&self) -> f64 {
+        self.queue_ms + self.prefill_ms + self.first_token_ms
+    }
+    pub fn share(&self) -> f64 {
+        if self.total_ms > 0.0 {
+            (self.wait_ms() / self.total_ms).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One request's contribution to the early-warning signals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signals {
+    pub chain: Chain,
+    pub answer: Answer,
+    /// Why the chain was not healthy / the answer not real.
+    pub failed_call: bool,
+    pub retried: bool,
+    pub fell_back: bool,
+    pub lost_call: bool,
+    pub judged_low: bool,
+    /// (index in [`TIMED_STAGES`], used ≥ the near-timeout share).
+    pub timed: Vec<(usize, bool)>,
+    pub llm: Vec<LlmWait>,
+}
+
+/// Timeouts observed where none is configured: the durations at which
+/// calls of one (stage, target) ended in a timeout.
+#[derive(Debug, Clone, Default)]
+pub struct ObservedTimeouts {
+    cut: BTreeMap<(Stage, String), VecDeque<f64>>,
+}
+
+impl ObservedTimeouts {
+    /// Learns from a call that ended in its timeout with none configured.
+    pub fn learn(&mut self, c: &CallObservation) {
+        if !c.timed_out()
+            || c.timeout_ms.is_some()
+            || c.duration_ms.is_nan()
+            || c.duration_ms <= 0.0
+        {
+            return;
+        }
+        let key = (c.stage, c.target().to_string());
+        if !self.cut.contains_key(&key) && self.cut.len() >= MAX_LEARNED {
+            return;
+        }
+        let v = self.cut.entry(key).or_default();
+        if v.len() == LEARNED_SAMPLES {
+            v.pop_front();
+        }
+        v.push_back(c.duration_ms);
+    }
+
+    /// The observed timeout of a call's target (the median of the cuts).
+    pub fn of(&self, c: &CallObservation) -> Option<f64> {
+        let v = self.cut.get(&(c.stage, c.target().to_string()))?;
+        let mut s: Vec<f64> = v.iter().copied().collect();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied()
+    }
+}
+
+/// Classifies one request; `None` for a client error (4xx), which is not
+/// an answer of the platform.
+///
+/// ```
+/// use overtime_slo::early::{classify, Answer, Chain, ObservedTimeouts};
+/// use overtime_slo::{CallObservation, RequestObservation};
+/// use overtime_model::{Outcome, SpanStatus, Stage};
+/// let mut o = RequestObservation::new("/chat", Outcome::Ok, 10_000_000);
+/// let mut first = CallObservation::new(Stage::Tool, SpanStatus::Timeout, 5_000.0, 0);
+/// first.timeout_ms = Some(5_000.0);
+/// let mut retry = CallObservation::new(Stage::Tool, SpanStatus::Ok, 400.0, 0);
+/// retry.attempt = 1;
+/// o.calls = vec![first, retry];
+/// let s = classify(&o, &ObservedTimeouts::default(), &Default::default()).unwrap();
+/// assert_eq!((s.chain, s.answer), (Chain::Degraded, Answer::Success)); // the retry worked
+/// assert_eq!(s.timed, vec![(3, true)]); // the cut attempt used all of its timeout
+/// ```
+pub fn classify(
+    o: &RequestObservation,
+    learned: &ObservedTimeouts,
+    cfg: &SloConfig,
+) -> Option<Signals> {
+    if o.client_error() {
+        return None;
+    }
+    let near = cfg.early_warning.near_timeout_share;
+    let failed_call = o.calls.iter().any(CallObservation::failed);
+    let retried = o.calls.iter().any(|c| c.attempt > 0);
+    let fell_back = o.fallback.is_some();
+    // A call whose last attempt failed: the answer lacks what it was for.
+    let mut last: BTreeMap<(Stage, &str), &CallObservation> = BTreeMap::new();
+    for c in &o.calls {
+        let e = last.entry((c.stage, c.target())).or_insert(c);
+        if (c.attempt, c.end_us) >= (e.attempt, e.end_us) {
+            *e = c;
+        }
+    }
+    let lost_call = last.values().any(|c| c.failed());
+    let judged_low = o
+        .judge_score
+        .is_some_and(|s| s.is_finite() && s < cfg.semantic_success_score);
+    let chain = if !o.is_ok() {
+        Chain::Failed
+    } else if failed_call || retried || fell_back {
+        Chain::Degraded
+    } else {
+        Chain::Healthy
+    };
+    let answer = if !o.is_ok() {
+        Answer::Failed
+    } else if fell_back || lost_call || judged_low {
+        Answer::Masked
+    } else {
+        Answer::Success
+    };
+    let mut timed = Vec::new();
+    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+        timed.push((0, u >= near));
+    }
+    let mut llm = Vec::new();
+    for c in &o.calls {
+        if let Some(i) = stage_index(c.stage) {
+            if c.timed_out() {
+                timed.push((i, true));
+            } else if let Some(u) = c.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+                timed.push((i, u >= near));
+            } else if let Some(t) = c.timeout_ms.or_else(|| learned.of(c)).filter(|t| *t > 0.0) {
+                timed.push((i, c.duration_ms >= near * t));
+            }
+        }
+        if c.is_llm() && c.duration_ms > 0.0 {
+            let total = c.duration_ms;
+            let w = if c.queue_ms.is_some() || c.prefill_ms.is_some() {
+                Some(LlmWait {
+                    queue_ms: c.queue_ms.unwrap_or(0.0).clamp(0.0, total),
+                    prefill_ms: c.prefill_ms.unwrap_or(0.0).clamp(0.0, total),
+                    first_token_ms: 0.0,
+                    total_ms: total,
+                })
+            } else {
+                c.ttft_ms.filter(|t| t.is_finite()).map(|t| LlmWait {
+                    queue_ms: 0.0,
+                    prefill_ms: 0.0,
+                    first_token_ms: t.clamp(0.0, total),
+                    total_ms: total,
+                })
+            };
+            llm.extend(w);
+        }
+    }
+    Some(Signals {
+        chain,
+        answer,
+        failed_call,
+        retried,
+        fell_back,
+        lost_call,
+        judged_low,
+        timed,
+        llm,
+    })
+}
+
+/// Counts of one bucket (or summed over a window).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tally {
+    pub requests: u64,
+    pub healthy: u64,
+    pub failed: u64,
+    pub with_failed_call: u64,
+    pub retried: u64,
+    pub fell_back: u64,
+    pub real: u64,
+    pub lost_call: u64,
+    pub judged_low: u64,
+    pub timed: [u64; 7],
+    pub near: [u64; 7],
+    pub llm_calls: u64,
+    pub llm_ms: f64,
+    pub queue_ms: f64,
+    pub prefill_ms: f64,
+    pub first_token_ms: f64,
+    pub share_sum: f64,
+    pub share_sq: f64,
+}
+
+impl Tally {
+    fn add(&mut self, s: &Signals) {
+        self.requests += 1;
+        self.healthy += (s.chain == Chain::Healthy) as u64;
+        self.failed += (s.chain == Chain::Failed) as u64;
+        self.real += (s.answer == Answer::Success) as u64;
+        let ok = s.chain != Chain::Failed;
+        self.with_failed_call += (ok && s.failed_call) as u64;
+        self.retried += (ok && s.retried) as u64;
+        self.fell_back += (ok && s.fell_back) as u64;
+        self.lost_call += (ok && s.lost_call) as u64;
+        self.judged_low += (ok && s.judged_low) as u64;
+        for (i, near) in &s.timed {
+            self.timed[*i] += 1;
+            self.near[*i] += *near as u64;
+        }
+        for w in &s.llm {
+            self.llm_calls += 1;
+            self.llm_ms += w.total_ms;
+            self.queue_ms += w.queue_ms;
+            self.prefill_ms += w.prefill_ms;
+            self.first_token_ms += w.first_token_ms;
+            let sh = w.share();
+            self.share_sum += sh;
+            self.share_sq += sh * sh;
+        }
+    }
+
+    fn merge(&mut self, o: &Tally) {
+        self.requests += o.requests;
+        self.healthy += o.healthy;
+        self.failed += o.failed;
+        self.with_failed_call += o.with_failed_call;
+        self.retried += o.retried;
+        self.fell_back += o.fell_back;
+        self.real += o.real;
+        self.lost_call += o.lost_call;
+        self.judged_low += o.judged_low;
+        for i in 0..7 {
+            self.timed[i] += o.timed[i];
+            self.near[i] += o.near[i];
+        }
+        self.llm_calls += o.llm_calls;
+        self.llm_ms += o.llm_ms;
+        self.queue_ms += o.queue_ms;
+        self.prefill_ms += o.prefill_ms;
+        self.first_token_ms += o.first_token_ms;
+        self.share_sum += o.share_sum;
+        self.share_sq += o.share_sq;
+    }
+
+    fn timed_total(&self) -> u64 {
+        self.timed.iter().sum()
+    }
+
+    fn near_total(&self) -> u64 {
+        self.near.iter().sum()
+    }
+
+    fn wait_ms(&self) -> f64 {
+        self.queue_ms + self.prefill_ms + self.first_token_ms
+    }
+}
+
+/// The cumulative counters the Prometheus rules recompute the signals from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EarlyTotals {
+    /// By [`Chain`], in `Chain::ALL` order.
+    pub chains: [u64; 3],
+    /// By [`Answer`], in `Answer::ALL` order.
+    pub answers: [u64; 3],
+    /// By [`TIMED_STAGES`].
+    pub timed: [u64; 7],
+    pub near: [u64; 7],
+    /// LLM time in seconds: queue, prefill, first token (phases unknown),
+    /// the rest.
+    pub llm_seconds: [f64; 4],
+    pub llm_calls: u64,
+    pub llm_share_sum: f64,
+    pub llm_share_squares: f64,
+}
+
+/// The `phase` labels of [`EarlyTotals::llm_seconds`].
+pub const LLM_PHASES: [&str; 4] = ["queue", "prefill", "first_token", "rest"];
+
+impl EarlyTotals {
+    fn add(&mut self, s: &Signals) {
+        self.chains[Chain::ALL.iter().position(|c| *c == s.chain).unwrap_or(2)] += 1;
+        self.answers[Answer::ALL.iter().position(|a| *a == s.answer).unwrap_or(2)] += 1;
+        for (i, near) in &s.timed {
+            self.timed[*i] += 1;
+            self.near[*i] += *near as u64;
+        }
+        for w in &s.llm {
+            self.llm_seconds[0] += w.queue_ms / 1000.0;
+            self.llm_seconds[1] += w.prefill_ms / 1000.0;
+            self.llm_seconds[2] += w.first_token_ms / 1000.0;
+            self.llm_seconds[3] += (w.total_ms - w.wait_ms()).max(0.0) / 1000.0;
+            self.llm_calls += 1;
+            let sh = w.share();
+            self.llm_share_sum += sh;
+            self.llm_share_squares += sh * sh;
+        }
+    }
+}
+
+/// One signal over the short window and its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SignalView {
+    /// The value over the short window (`None`: nothing to measure).
+    pub value: Option<f64>,
+    pub baseline: Option<f64>,
+    /// Requests or calls behind each.
+    pub count: u64,
+    pub baseline_count: u64,
+    /// Standard errors between the two, signed so that positive is worse.
+    pub z: Option<f64>,
+}
+
+/// The early-warning view at the watermark (`GET /api/slo`, `/metrics`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EarlyWarningView {
+    /// `5m`: the short window's name; the baseline is the window before it.
+    pub window: String,
+    pub baseline_window: String,
+    /// Share of requests whose chain completed healthily.
+    pub chain_healthy: SignalView,
+    /// Least-squares slope of the per-minute healthy share over the last
+    /// 10 minutes, per minute (nominal).
+    pub chain_healthy_slope_per_min: Option<f64>,
+    /// Share of timed calls (and requests) that used most of their timeout.
+    pub near_timeout: SignalView,
+    /// Queue + prefill (or first-token) share of LLM time.
+    pub llm_wait_share: SignalView,
+    /// Real successes / answers.
+    pub semantic_success: SignalView,
+}
+
+/// Two-sample z for proportions: (p1 − p2) / pooled standard error.
+fn z_prop(k1: u64, n1: u64, k2: u64, n2: u64) -> Option<f64> {
+    if n1 == 0 || n2 == 0 {
+        return None;
+    }
+    let (p1, p2) = (k1 as f64 / n1 as f64, k2 as f64 / n2 as f64);
+    let p = (k1 + k2) as f64 / (n1 + n2) as f64;
+    let se = (p * (1.0 - p) * (1.0 / n1 as f64 + 1.0 / n2 as f64)).sqrt();
+    Some(if se > 0.0 { (p1 - p2) / se } else { 0.0 })
+}
+
+/// Welch's z for two means from count, sum and sum of squares.
+fn z_mean(a: (u64, f64, f64), b: (u64, f64, f64)) -> Option<f64> {
+    let stats = |(n, s, q): (u64, f64, f64)| {
+        let n = n as f64;
+        let m = s / n;
+        let var = ((q - n * m * m) / (n - 1.0).max(1.0)).max(0.0);
+        (m, var / n)
+    };
+    if a.0 < 2 || b.0 < 2 {
+        return None;
+    }
+    let ((ma, va), (mb, vb)) = (stats(a), stats(b));
+    // Shares are in [0, 1]: a floor on the error keeps two flat windows
+    // from looking infinitely different.
+    let se = (va + vb).sqrt().max(1e-3);
+    Some((ma - mb) / se)
+}
+
+fn ratio(n: u64, d: u64) -> Option<f64> {
+    (d > 0).then(|| n as f64 / d as f64)
+}
+
+/// The early-warning state: buckets, learned timeouts, totals.
+#[derive(Debug, Clone)]
+pub(crate) struct Early {
+    /// Each warning's condition as last seen holding, and when: a warning
+    /// keeps firing until its condition has been false for `for_s`, so a
+    /// signal hovering at its threshold does not page again and again.
+    kept: BTreeMap<&'static str, (i64, Condition)>,
+    ring: Ring<Tally>,
+    learned: ObservedTimeouts,
+    totals: EarlyTotals,
+    short: usize,
+    baseline: usize,
+    per_minute: usize,
+}
+
+impl Early {
+    pub fn new(cfg: &SloConfig) -> Self {
+        let e = &cfg.early_warning;
+        let width = cfg.scaled_us(BUCKET_S);
+        let short = ((e.short_window_s / BUCKET_S).round() as usize).max(1);
+        let baseline = ((e.baseline_window_s / BUCKET_S).round() as usize).max(1);
+        let slope = (SLOPE_MINUTES * 60.0 / BUCKET_S).round() as usize;
+        Early {
+            kept: BTreeMap::new(),
+            ring: Ring::new(width, short + baseline.max(slope) + 1),
+            learned: ObservedTimeouts::default(),
+            totals: EarlyTotals::default(),
+            short,
+            baseline,
+            per_minute: (60.0 / BUCKET_S).round() as usize,
+        }
+    }
+
+    pub fn totals(&self) -> &EarlyTotals {
+        &self.totals
+    }
+
+    /// Adds a completed request at data time `now_us`.
+    pub fn add(&mut self, o: &RequestObservation, now_us: i64, cfg: &SloConfig) {
+        for c in &o.calls {
+            self.learned.learn(c);
+        }
+        let Some(s) = classify(o, &self.learned, cfg) else {
+            return;
+        };
+        self.totals.add(&s);
+        if let Some(b) = self.ring.at(o.end_us, now_us) {
+            b.add(&s);
+        }
+    }
+
+    fn windows(&self, now_us: i64) -> (Tally, Tally) {
+        let mut short = Tally::default();
+        for b in self.ring.last(now_us, self.short) {
+            short.merge(b);
+        }
+        let mut base = Tally::default();
+        for b in self
+            .ring
+            .range(now_us, self.short, self.short + self.baseline)
+        {
+            base.merge(b);
+        }
+        (short, base)
+    }
+
+    /// Weighted least-squares slope of the healthy share per minute over
+    /// the last [`SLOPE_MINUTES`].
+    fn slope(&self, now_us: i64) -> Option<f64> {
+        let n = (SLOPE_MINUTES * 60.0 / BUCKET_S).round() as usize;
+        let mut pts = Vec::new();
+        for back in 0..n {
+            let mut it = self.ring.range(now_us, back, back + 1);
+            if let Some(t) = it.next().filter(|t| t.requests > 0) {
+                let x = -(back as f64) / self.per_minute as f64;
+                pts.push((x, t.healthy as f64 / t.requests as f64, t.requests as f64));
+            }
+        }
+        if pts.len() < 3 {
+            return None;
+        }
+        let w: f64 = pts.iter().map(|p| p.2).sum();
+        let mx = pts.iter().map(|p| p.0 * p.2).sum::<f64>() / w;
+        let my = pts.iter().map(|p| p.1 * p.2).sum::<f64>() / w;
+        let sxx: f64 = pts.iter().map(|p| p.2 * (p.0 - mx).powi(2)).sum();
+        let sxy: f64 = pts.iter().map(|p| p.2 * (p.0 - mx) * (p.1 - my)).sum();
+        (sxx > 0.0).then(|| sxy / sxx)
+    }
+
+    pub fn view(&self, now_us: i64, cfg: &SloConfig) -> EarlyWarningView {
+        let e = &cfg.early_warning;
+        let (s, b) = self.windows(now_us);
+        let prop = |ks: u64, ns: u64, kb: u64, nb: u64, worse_up: bool| SignalView {
+            value: ratio(ks, ns),
+            baseline: ratio(kb, nb),
+            count: ns,
+            baseline_count: nb,
+            z: if worse_up {
+                z_prop(ks, ns, kb, nb)
+            } else {
+                z_prop(kb, nb, ks, ns)
+            },
+        };
+        let share = |t: &Tally| (t.llm_ms > 0.0).then(|| t.wait_ms() / t.llm_ms);
+        EarlyWarningView {
+            window: window_name(e.short_window_s),
+            baseline_window: window_name(e.baseline_window_s),
+            chain_healthy: prop(s.healthy, s.requests, b.healthy, b.requests, false),
+            chain_healthy_slope_per_min: self.slope(now_us),
+            near_timeout: prop(
+                s.near_total(),
+                s.timed_total(),
+                b.near_total(),
+                b.timed_total(),
+                true,
+            ),
+            llm_wait_share: SignalView {
+                value: share(&s),
+                baseline: share(&b),
+                count: s.llm_calls,
+                baseline_count: b.llm_calls,
+                z: z_mean(
+                    (s.llm_calls, s.share_sum, s.share_sq),
+                    (b.llm_calls, b.share_sum, b.share_sq),
+                ),
+            },
+            semantic_success: prop(s.real, s.requests, b.real, b.requests, false),
+        }
+    }
+
+    /// The early-warning conditions at `now_us`: those that hold, and those
+    /// that held within the last `for_s` (kept firing).
+    pub fn evaluate(&mut self, now_us: i64, cfg: &SloConfig) -> Vec<Condition> {
+        let keep = cfg.scaled_us(cfg.early_warning.for_s);
+        for c in self.conditions(now_us, cfg) {
+            self.kept.insert(c.name, (now_us, c));
+        }
+        self.kept
+            .retain(|_, (at, _)| now_us - *at <= keep && *at <= now_us);
+        self.kept.values().map(|(_, c)| c.clone()).collect()
+    }
+
+    /// The early-warning conditions that hold at `now_us`.
+    pub fn conditions(&self, now_us: i64, cfg: &SloConfig) -> Vec<Condition> {
+        let e = &cfg.early_warning;
+        if !e.enabled {
+            return Vec::new();
+        }
+        let v = self.view(now_us, cfg);
+        let (s, _) = self.windows(now_us);
+        let hold = cfg.scaled_us(e.for_s);
+        let (w, bw) = (&v.window, &v.baseline_window);
+        let mut out = Vec::new();
+        // A baseline of a few requests is no normal to compare with.
+        let enough = |sv: &SignalView, min: u64| {
+            sv.count >= min && sv.baseline_count >= BASELINE_MULTIPLE * min
+        };
+        let significant = |sv: &SignalView| sv.z.is_some_and(|z| z >= e.min_z);
+        let mut cond = |name, signal: &str, value: f64, summary: String, description: String| {
+            out.push(Condition {
+                name,
+                severity: "warning",
+                labels: vec![("signal", signal.to_string())],
+                value,
+                summary,
+                description,
+                hold_us: hold,
+            });
+        };
+        let c = &v.chain_healthy;
+        if let (Some(now), Some(base)) = (c.value, c.baseline) {
+            if enough(c, e.min_requests)
+                && significant(c)
+                && now < e.chain_healthy_below
+                && base - now >= e.chain_healthy_drop
+            {
+                let slope = match v.chain_healthy_slope_per_min {
+                    Some(s) => format!("{:+.1} points/min over the last 10m", s * 100.0),
+                    None => "no slope yet".into(),
+                };
+                cond(
+                    CHAIN_HEALTH_FALLING,
+                    "chain_health",
+                    base - now,
+                    format!(
+                        "chain health falling: {} of requests completed healthily over the last {w} ({} of {}), down {:.1} points from {} over the {bw} before (z = {:.1}), {slope}; not healthy: {} failed, {} with a failed or timed-out call, {} retried, {} fell back",
+                        pct(now), s.healthy, s.requests, (base - now) * 100.0, pct(base),
+                        c.z.unwrap_or(0.0), s.failed, s.with_failed_call, s.retried, s.fell_back
+                    ),
+                    format!(
+                        "share of requests whose chain completed healthily {} or more below its baseline and below {}, for {}",
+                        pct(e.chain_healthy_drop), pct(e.chain_healthy_below), window_name(e.for_s)
+                    ),
+                );
+            }
+        }
+        let n = &v.near_timeout;
+        if let (Some(now), Some(base)) = (n.value, n.baseline) {
+            if enough(n, e.min_calls)
+                && significant(n)
+                && now >= e.near_timeout_above
+                && now - base >= e.near_timeout_rise
+            {
+                let mut by: Vec<(u64, &str)> = TIMED_STAGES
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| s.near[*i] > 0)
+                    .map(|(i, st)| (s.near[i], *st))
+                    .collect();
+                by.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+                let by: Vec<String> = by.iter().map(|(k, st)| format!("{st} {k}")).collect();
+                cond(
+                    NEAR_TIMEOUT_RISING,
+                    "near_timeout",
+                    now - base,
+                    format!(
+                        "calls near their timeout rising: {} of calls with a known timeout used {} of it or more over the last {w} ({} of {}), up {:.1} points from {} over the {bw} before (z = {:.1}); by stage: {}",
+                        pct(now), pct(e.near_timeout_share), s.near_total(), s.timed_total(),
+                        (now - base) * 100.0, pct(base), n.z.unwrap_or(0.0), by.join(", ")
+                    ),
+                    format!(
+                        "share of calls using {} or more of their timeout at least {} and {} above its baseline, for {}",
+                        pct(e.near_timeout_share), pct(e.near_timeout_above), pct(e.near_timeout_rise), window_name(e.for_s)
+                    ),
+                );
+            }
+        }
+        let l = &v.llm_wait_share;
+        if let (Some(now), Some(base)) = (l.value, l.baseline) {
+            if enough(l, e.min_calls)
+                && significant(l)
+                && now >= e.llm_wait_above
+                && now - base >= e.llm_wait_rise
+            {
+                let secs = |ms: f64| format!("{:.0} s", ms / 1000.0);
+                cond(
+                    LLM_WAIT_RISING,
+                    "llm_queue_prefill",
+                    now - base,
+                    format!(
+                        "LLM queue and prefill share rising: {} of LLM time over the last {w} (queue {}, prefill {}, first token {} of {} in {} calls), up {:.1} points from {} over the {bw} before (z = {:.1})",
+                        pct(now), secs(s.queue_ms), secs(s.prefill_ms), secs(s.first_token_ms), secs(s.llm_ms),
+                        s.llm_calls, (now - base) * 100.0, pct(base), l.z.unwrap_or(0.0)
+                    ),
+                    format!(
+                        "queue + prefill share of LLM time at least {} and {} above its baseline, for {}",
+                        pct(e.llm_wait_above), pct(e.llm_wait_rise), window_name(e.for_s)
+                    ),
+                );
+            }
+        }
+        let m = &v.semantic_success;
+        if let (Some(now), Some(base)) = (m.value, m.baseline) {
+            if enough(m, e.min_requests)
+                && significant(m)
+                && now < e.semantic_success_below
+                && base - now >= e.semantic_success_drop
+            {
+                cond(
+                    SEMANTIC_SUCCESS_FALLING,
+                    "semantic_success",
+                    base - now,
+                    format!(
+                        "semantic success falling: {} of answers were real successes over the last {w} ({} of {}), down {:.1} points from {} over the {bw} before (z = {:.1}); not real: {} failed, {} fell back, {} lost a call, {} judged below {}",
+                        pct(now), s.real, s.requests, (base - now) * 100.0, pct(base), m.z.unwrap_or(0.0),
+                        s.failed, s.fell_back, s.lost_call, s.judged_low, cfg.semantic_success_score
+                    ),
+                    format!(
+                        "real successes / answers {} or more below its baseline and below {}, for {}",
+                        pct(e.semantic_success_drop), pct(e.semantic_success_below), window_name(e.for_s)
+                    ),
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overtime_model::SpanStatus;
+
+    #[test]
+    fn z_tests_separate_a_real_change_from_noise() {
+        // 96 % of 600 vs 89 % of 150: clearly lower.
+        let z = z_prop(576, 600, 133, 150).unwrap();
+        assert!(z > 3.0, "{z}");
+        // 92 % vs 90 % of 50: noise.
+        let z = z_prop(552, 600, 45, 50).unwrap();
+        assert!(z.abs() < 1.0, "{z}");
+        assert_eq!(z_prop(0, 0, 1, 2), None);
+        // Shares of 0.3 ± 0.1 vs 0.6 ± 0.1 over 30 calls each.
+        let a = (30, 18.0, 30.0 * (0.36 + 0.01));
+        let b = (30, 9.0, 30.0 * (0.09 + 0.01));
+        assert!(z_mean(a, b).unwrap() > 5.0);
+        assert!(z_mean(b, b).unwrap().abs() < 1e-9);
+    }
+
+    #[test]
+    fn observed_timeouts_are_the_median_cut() {
+        let mut l = ObservedTimeouts::default();
+        for ms in [30_010.0, 30_002.0, 29_990.0] {
+            let mut c = CallObservation::new(Stage::Llm, SpanStatus::Timeout, ms, 0);
+            c.model = Some("m".into());
+            l.learn(&c);
+        }
+        let mut c = CallObservation::new(Stage::Llm, SpanStatus::Ok, 25_000.0, 0);
+        c.model = Some("m".into());
+        assert_eq!(l.of(&c), Some(30_002.0));
+        c.model = Some("other".into());
+        assert_eq!(l.of(&c), None);
+    }
+}

@@ -1,0 +1,257 @@
+//! The early-warning signals and alerts (docs/advice.md) on synthetic traffic in
+//! data time: a steady platform with its everyday noise stays quiet; each
+//! signal, turned on its own, raises its own alert saying by how much.
+
+use overtime_model::{Outcome, SpanStatus, Stage};
+use overtime_slo::{
+    CallObservation, RequestObservation, Slo, SloConfig, CHAIN_HEALTH_FALLING, LLM_WAIT_RISING,
+    NEAR_TIMEOUT_RISING, SEMANTIC_SUCCESS_FALLING,
+};
+
+const T0: i64 = 1_794_960_000_000_000;
+const EARLY: [&str; 4] = [
+    CHAIN_HEALTH_FALLING,
+    NEAR_TIMEOUT_RISING,
+    LLM_WAIT_RISING,
+    SEMANTIC_SUCCESS_FALLING,
+];
+
+/// A small seeded generator (xorshift64*): the tests need no crate for it.
+struct Rng(u64);
+
+impl Rng {
+    fn with_seed(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    fn f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// What can go wrong in one request, each with its probability.
+#[derive(Clone, Copy, Default)]
+struct Odds {
+    retry: f64,
+    fallback: f64,
+    near: f64,
+    /// Queue + prefill of the LLM call, as a share of it.
+    wait: f64,
+    judged_low: f64,
+}
+
+const EVERYDAY: Odds = Odds {
+    retry: 0.04,
+    fallback: 0.03,
+    near: 0.01,
+    wait: 0.3,
+    judged_low: 0.02,
+};
+
+fn request(t_us: i64, odds: Odds, rng: &mut Rng) -> RequestObservation {
+    let mut o = RequestObservation::new("/v1/agent/run", Outcome::Ok, t_us);
+    let mut tool = CallObservation::new(Stage::Tool, SpanStatus::Ok, 2_000.0, t_us);
+    tool.tool = Some("weather_api".into());
+    tool.timeout_ms = Some(5_000.0);
+    if rng.f64() < odds.near {
+        tool.duration_ms = 4_500.0;
+    }
+    let mut calls = vec![];
+    if rng.f64() < odds.retry {
+        let mut first = tool.clone();
+        first.status = SpanStatus::Timeout;
+        first.duration_ms = 5_000.0;
+        calls.push(first);
+        tool.attempt = 1;
+    }
+    calls.push(tool);
+    let mut llm = CallObservation::new(Stage::Llm, SpanStatus::Ok, 10_000.0, t_us);
+    llm.model = Some("deepseek-v4-pro".into());
+    llm.timeout_ms = Some(60_000.0);
+    let wait = (odds.wait + 0.05 * (rng.f64() - 0.5)).clamp(0.0, 1.0);
+    llm.queue_ms = Some(10_000.0 * wait / 3.0);
+    llm.prefill_ms = Some(10_000.0 * wait * 2.0 / 3.0);
+    calls.push(llm);
+    o.calls = calls;
+    if rng.f64() < odds.fallback {
+        o.fallback = Some("cache".into());
+    }
+    o.judge_score = Some(if rng.f64() < odds.judged_low {
+        0.5
+    } else {
+        0.9
+    });
+    o.timeout_used = Some(0.3);
+    o
+}
+
+/// 40 requests a minute for `minutes`, odds by minute; returns the early
+/// warnings raised (name, minute, summary), in order.
+fn play(minutes: usize, odds: impl Fn(usize) -> Odds, seed: u64) -> Vec<(String, f64, String)> {
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(seed);
+    let mut raised = Vec::new();
+    let mut was: Vec<String> = Vec::new();
+    for m in 0..minutes {
+        for k in 0..40 {
+            let t = T0 + (m as i64 * 60 + k * 3 / 2) * 1_000_000;
+            slo.observe(&request(t, odds(m), &mut rng));
+            let now: Vec<String> = slo
+                .alerts()
+                .iter()
+                .filter(|a| EARLY.contains(&a.name()))
+                .map(|a| a.name().to_string())
+                .collect();
+            for a in slo.alerts().iter().filter(|a| EARLY.contains(&a.name())) {
+                if !was.iter().any(|w| w == a.name()) {
+                    raised.push((
+                        a.name().to_string(),
+                        m as f64 + k as f64 / 40.0,
+                        a.summary().to_string(),
+                    ));
+                    assert_eq!(a.severity(), "warning");
+                    assert!(a.label("signal").is_some(), "{a:?}");
+                }
+            }
+            was = now;
+        }
+    }
+    raised
+}
+
+#[test]
+fn a_steady_platform_with_its_everyday_noise_raises_no_early_warning() {
+    for seed in 1..=5 {
+        let raised = play(90, |_| EVERYDAY, seed);
+        assert!(raised.is_empty(), "seed {seed}: {raised:?}");
+    }
+}
+
+#[test]
+fn retries_and_timeouts_rising_warn_that_chain_health_is_falling_and_say_by_how_much() {
+    let raised = play(
+        40,
+        |m| Odds {
+            retry: if m >= 30 { 0.2 } else { EVERYDAY.retry },
+            ..EVERYDAY
+        },
+        7,
+    );
+    let (name, at, summary) = raised
+        .iter()
+        .find(|r| r.0 == CHAIN_HEALTH_FALLING)
+        .unwrap_or_else(|| panic!("{raised:?}"));
+    assert!((30.0..36.0).contains(at), "{name} at {at}");
+    assert!(summary.starts_with("chain health falling: "), "{summary}");
+    assert!(summary.contains("points from"), "{summary}");
+    assert!(summary.contains("retried"), "{summary}");
+}
+
+#[test]
+fn calls_using_most_of_their_timeout_warn() {
+    let raised = play(
+        40,
+        |m| Odds {
+            near: if m >= 30 { 0.25 } else { EVERYDAY.near },
+            ..EVERYDAY
+        },
+        3,
+    );
+    assert_eq!(raised.len(), 1, "{raised:?}");
+    let (name, at, summary) = &raised[0];
+    assert_eq!(name, NEAR_TIMEOUT_RISING);
+    assert!((30.0..36.0).contains(at), "{at}");
+    // A tool call, an LLM call and the request itself are timed: 25 % of
+    // the tool calls is about 9 % of all of them.
+    assert!(summary.contains("by stage: tool"), "{summary}");
+}
+
+#[test]
+fn a_growing_queue_and_prefill_share_of_llm_time_warns() {
+    let raised = play(
+        40,
+        |m| Odds {
+            wait: if m >= 30 { 0.55 } else { EVERYDAY.wait },
+            ..EVERYDAY
+        },
+        4,
+    );
+    assert_eq!(raised.len(), 1, "{raised:?}");
+    let (name, _, summary) = &raised[0];
+    assert_eq!(name, LLM_WAIT_RISING);
+    let up: f64 = summary
+        .split("up ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(
+        (10.0..=26.0).contains(&up),
+        "a rise of 10 to 25 points: {summary}"
+    );
+    assert!(summary.contains("points from 30"), "{summary}");
+}
+
+#[test]
+fn fallback_answers_behind_200s_warn_that_semantic_success_is_falling() {
+    let raised = play(
+        40,
+        |m| Odds {
+            fallback: if m >= 30 { 0.2 } else { EVERYDAY.fallback },
+            ..EVERYDAY
+        },
+        5,
+    );
+    let names: Vec<&str> = raised.iter().map(|r| r.0.as_str()).collect();
+    assert!(names.contains(&SEMANTIC_SUCCESS_FALLING), "{raised:?}");
+    let (_, _, summary) = raised
+        .iter()
+        .find(|r| r.0 == SEMANTIC_SUCCESS_FALLING)
+        .unwrap();
+    assert!(summary.contains("fell back"), "{summary}");
+}
+
+#[test]
+fn without_a_baseline_nothing_warns() {
+    // Bad from the first minute: no normal to compare with.
+    let bad = Odds {
+        retry: 0.3,
+        fallback: 0.3,
+        near: 0.3,
+        wait: 0.7,
+        judged_low: 0.3,
+    };
+    assert!(play(5, |_| bad, 1).is_empty());
+}
+
+#[test]
+fn the_signals_are_exported_with_their_baseline_and_z() {
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(9);
+    for m in 0..40 {
+        let odds = Odds {
+            retry: if m >= 35 { 0.25 } else { 0.0 },
+            ..Odds::default()
+        };
+        for k in 0..40 {
+            let t = T0 + (m * 60 + k * 3 / 2) * 1_000_000;
+            slo.observe(&request(t, odds, &mut rng));
+        }
+    }
+    let v = slo.early_warning();
+    assert_eq!(
+        (v.window.as_str(), v.baseline_window.as_str()),
+        ("5m", "55m")
+    );
+    let c = &v.chain_healthy;
+    assert_eq!(c.baseline, Some(1.0));
+    assert!((c.value.unwrap() - 0.75).abs() < 0.08, "{c:?}");
+    assert!(c.z.unwrap() > 3.0, "{c:?}");
+    assert!(v.chain_healthy_slope_per_min.unwrap() < 0.0);
+    let t = slo.early_totals();
+    assert_eq!(t.chains.iter().sum::<u64>(), 1600);
+    assert_eq!(t.answers[0], 1600 - t.answers[1]);
+    assert_eq!(t.llm_calls, 1600);
+}

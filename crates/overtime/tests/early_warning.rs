@@ -1,0 +1,96 @@
+//! Early warning, proved on the real simulated platform (docs/advice.md): a
+//! gradual ramp into each seed incident — 000 (prefill and a filling GPU
+//! pool), 003 (a tool with no timeout slowing down), 004 (slow DNS, a
+//! tool timeout and a retry behind a 10 s gateway) — must raise an
+//! early-warning alert at least 3 simulated minutes before the first 504
+//! reaches a client; 36 simulated minutes of healthy, noisy traffic must
+//! raise none. Real nginx (when installed), the real OpenTelemetry SDK,
+//! the collector's own live engine (see `support::early_warning`).
+//!
+//! Time-scaled (`OVERTIME_EW_SCALE`, default 20: 45 simulated minutes in
+//! 135 s), so a lead of 3 minutes is 9 s of real time here. Each test runs
+//! alone (.config/nextest.toml): a starved CPU stretches scaled time.
+
+use crate::support::early_warning::{run, Outcome};
+
+fn scale() -> f64 {
+    std::env::var("OVERTIME_EW_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20.0)
+}
+
+fn show(o: &Outcome) -> String {
+    let mut s = format!(
+        "{} seed {} at {}x: {} requests over {:.0} simulated min, {} answered 504, first 504 at min {}\n",
+        o.scenario,
+        o.seed,
+        o.time_scale,
+        o.requests,
+        o.minutes,
+        o.gateway_timeouts,
+        o.first_504_us
+            .map_or("—".into(), |t| format!("{:.1}", o.minute_of(t)))
+    );
+    for (signal, (d, z)) in &o.peaks {
+        s += &format!(
+            "  {signal}: worst move from its baseline {:+.1} points, largest z {z:.1}\n",
+            d * 100.0
+        );
+    }
+    for r in &o.raised {
+        s += &format!(
+            "  min {:5.1}  {} [{}] {}\n",
+            o.minute_of(r.at_us),
+            r.name,
+            r.signal,
+            r.summary
+        );
+    }
+    s
+}
+
+fn warns_ahead(scenario: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), scenario, 1, scale(), &[]);
+    let report = show(&o);
+    println!("{report}");
+    assert!(
+        o.gateway_timeouts > 0,
+        "the ramp never reached its outage:\n{report}"
+    );
+    let lead = o
+        .lead_minutes()
+        .unwrap_or_else(|| panic!("no early warning at all:\n{report}"));
+    assert!(
+        lead >= 3.0,
+        "the first early warning came {lead:.1} simulated minutes before the first 504 (at least 3 wanted):\n{report}"
+    );
+}
+
+#[test]
+fn a_ramp_into_seed_000_warns_at_least_3_minutes_before_the_first_504() {
+    warns_ahead("ramp_prefill");
+}
+
+#[test]
+fn a_ramp_into_seed_003_warns_at_least_3_minutes_before_the_first_504() {
+    warns_ahead("ramp_tool_no_timeout");
+}
+
+#[test]
+fn a_ramp_into_seed_004_warns_at_least_3_minutes_before_the_first_504() {
+    warns_ahead("ramp_dns_retry");
+}
+
+#[test]
+fn half_an_hour_of_healthy_noisy_traffic_raises_no_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), "healthy_noisy", 1, scale(), &[]);
+    let report = show(&o);
+    println!("{report}");
+    assert!(o.minutes >= 30.0, "{report}");
+    assert_eq!(o.gateway_timeouts, 0, "{report}");
+    assert_eq!(o.early_raised(), 0, "false early warnings:\n{report}");
+    assert!(o.raised.is_empty(), "false alarms:\n{report}");
+}

@@ -1,0 +1,315 @@
+//! Early warning measured against reality: `overtime simulate` plays a
+//! ramp into a seed incident (or healthy noisy traffic) on the real
+//! simulated platform behind nginx; its access log and spans are then fed,
+//! in the order they were written, through what `overtime serve` runs
+//! live — the live diagnosis (`LiveDiagnoser`, grace periods scaled like
+//! everything else) and the metrics with their SLO and early-warning
+//! alerts (`Metrics`) — ticking a clock in data time as the collector's
+//! loop does. The time of each alert is the clock when the collector
+//! would have raised it; the first 504 is when the client got it (the
+//! simulator's ground truth).
+//!
+//! Times are real (scaled) in the files; every result here is given back
+//! in nominal (simulated, production) time: real × time scale.
+
+use super::BIN;
+use overtime_config::SloConfig;
+use overtime_diagnose::live::LiveDiagnoser;
+use overtime_diagnose::{DiagnoseConfig, LayerConfig};
+use overtime_model::{gateway_records, span_records, GatewayRecord, SpanRecord};
+use overtime_parse::nginx::{GatewayParser, LogFormat};
+use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+use overtime_server::metrics::Metrics;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The early-warning alerts (severity `warning`).
+pub const EARLY: [&str; 4] = [
+    overtime_slo::CHAIN_HEALTH_FALLING,
+    overtime_slo::NEAR_TIMEOUT_RISING,
+    overtime_slo::LLM_WAIT_RISING,
+    overtime_slo::SEMANTIC_SUCCESS_FALLING,
+];
+
+/// The collector's defaults (real time), scaled with the simulation.
+const GRACE_MS: f64 = 30_000.0;
+const FAILURE_GRACE_MS: f64 = 2_000.0;
+const TICK_MS: f64 = 500.0;
+/// The OTLP batch exporter's delay before spans reach the collector.
+const EXPORT_DELAY_MS: f64 = 2_000.0;
+
+/// One alert as the collector raised it.
+#[derive(Debug, Clone)]
+pub struct Raised {
+    pub name: String,
+    pub signal: String,
+    /// Data time it was first seen firing (µs).
+    pub at_us: i64,
+    pub summary: String,
+}
+
+/// What one run showed.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub scenario: String,
+    pub seed: u64,
+    pub time_scale: f64,
+    pub requests: usize,
+    pub gateway_timeouts: usize,
+    /// When the first client got a 504 (µs, from the ground truth).
+    pub first_504_us: Option<i64>,
+    /// When the run started (the first request sent, µs).
+    pub start_us: i64,
+    /// Every alert that went from quiet to firing, in order (a flapping
+    /// alert counts each time: each is a page someone gets).
+    pub raised: Vec<Raised>,
+    /// Simulated minutes of traffic.
+    pub minutes: f64,
+    /// Per signal, the largest move the wrong way from its baseline and the
+    /// largest z seen (with enough traffic on both sides): how close the
+    /// run came to a warning.
+    pub peaks: BTreeMap<&'static str, (f64, f64)>,
+}
+
+impl Outcome {
+    /// The first early-warning alert.
+    pub fn first_early(&self) -> Option<&Raised> {
+        self.raised
+            .iter()
+            .find(|r| EARLY.contains(&r.name.as_str()))
+    }
+
+    /// Nominal minutes from the first early warning to the first 504
+    /// (negative: the warning came late).
+    pub fn lead_minutes(&self) -> Option<f64> {
+        let (w, f) = (self.first_early()?, self.first_504_us?);
+        Some((f - w.at_us) as f64 / 1e6 * self.time_scale / 60.0)
+    }
+
+    /// Nominal minutes from the start to `t_us`.
+    pub fn minute_of(&self, t_us: i64) -> f64 {
+        (t_us - self.start_us) as f64 / 1e6 * self.time_scale / 60.0
+    }
+
+    /// Early-warning alerts raised (false alarms on healthy traffic).
+    pub fn early_raised(&self) -> usize {
+        self.raised
+            .iter()
+            .filter(|r| EARLY.contains(&r.name.as_str()))
+            .count()
+    }
+}
+
+/// Runs `overtime simulate --scenario <scenario>` into `dir` and replays
+/// what it wrote through the collector's live engine.
+pub fn run(dir: &Path, scenario: &str, seed: u64, time_scale: f64, extra: &[&str]) -> Outcome {
+    let access = dir.join(format!("{scenario}-{seed}.access.log"));
+    let spans = dir.join(format!("{scenario}-{seed}.spans.jsonl"));
+    let truth = dir.join(format!("{scenario}-{seed}.truth.jsonl"));
+    let scale = time_scale.to_string();
+    let seed_s = seed.to_string();
+    let mut args = vec![
+        "simulate",
+        "--scenario",
+        scenario,
+        "--time-scale",
+        &scale,
+        "--seed",
+        &seed_s,
+        "--no-otlp",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(BIN)
+        .args(&args)
+        .arg("--access-log")
+        .arg(&access)
+        .arg("--spans-out")
+        .arg(&spans)
+        .arg("--truth")
+        .arg(&truth)
+        .output()
+        .expect("running overtime simulate");
+    assert!(
+        out.status.success(),
+        "overtime simulate {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gateway_timeout_ms = if scenario == "ramp_dns_retry" {
+        10_000.0
+    } else {
+        60_000.0
+    };
+    replay(
+        scenario,
+        seed,
+        time_scale,
+        gateway_timeout_ms,
+        &access,
+        &spans,
+        &truth,
+    )
+}
+
+fn read(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// (requests, 504s, first 504 µs, first request µs) from the ground truth.
+fn truth_times(truth: &Path) -> (usize, usize, Option<i64>, i64) {
+    let text = String::from_utf8(read(truth)).unwrap();
+    let (mut n, mut n504, mut first, mut start) = (0, 0, None::<i64>, i64::MAX);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        n += 1;
+        let began = chrono::DateTime::parse_from_rfc3339(v["started_at"].as_str().unwrap())
+            .unwrap()
+            .timestamp_micros();
+        start = start.min(began);
+        if v["status"] == 504 {
+            n504 += 1;
+            let at = began + (v["elapsed_ms"].as_f64().unwrap_or(0.0) * 1000.0) as i64;
+            first = Some(first.map_or(at, |f: i64| f.min(at)));
+        }
+    }
+    (n, n504, first, start)
+}
+
+/// Replays a run's files through the live diagnosis and the metrics.
+pub fn replay(
+    scenario: &str,
+    seed: u64,
+    time_scale: f64,
+    gateway_timeout_ms: f64,
+    access: &Path,
+    spans: &Path,
+    truth: &Path,
+) -> Outcome {
+    let mut p = GatewayParser::new(LogFormat::builtin("overtime").unwrap(), "access", 0);
+    p.push_bytes(&read(access), 1);
+    assert_eq!(p.rejected_rows(), 0, "{}: rejected lines", access.display());
+    let (batch, _) = p.finish();
+    let gateway: Vec<GatewayRecord> = gateway_records(&batch).unwrap();
+    let parsed = parse_span_bytes(SpanFormat::OtlpJson, &read(spans), "spans");
+    assert!(
+        parsed.rejected.is_empty(),
+        "{}: rejected spans",
+        spans.display()
+    );
+    let (span_batch, _) = parsed.to_batches();
+    let spans: Vec<SpanRecord> = span_records(&span_batch).unwrap();
+
+    // Arrival order: a gateway line when written, a span when exported.
+    let scaled = |ms: f64| (ms / time_scale * 1000.0) as i64;
+    enum Rec {
+        G(Box<GatewayRecord>),
+        S(Box<SpanRecord>),
+    }
+    let mut recs: Vec<(i64, Rec)> = gateway
+        .into_iter()
+        .map(|g| (g.time_us, Rec::G(Box::new(g))))
+        .chain(
+            spans
+                .into_iter()
+                .map(|s| (s.end_us + scaled(EXPORT_DELAY_MS), Rec::S(Box::new(s)))),
+        )
+        .collect();
+    recs.sort_by_key(|r| r.0);
+    let last_us = recs.last().map_or(0, |r| r.0);
+
+    let cfg = DiagnoseConfig {
+        layers: vec![LayerConfig {
+            name: "access".into(),
+            read_timeout_ms: Some(gateway_timeout_ms / time_scale),
+        }],
+        ..Default::default()
+    };
+    let ms = |v: f64| (v / time_scale).round().max(1.0) as u64;
+    let mut live = LiveDiagnoser::new(cfg, ms(GRACE_MS), ms(600_000.0), 10_000)
+        .with_failure_grace(ms(FAILURE_GRACE_MS));
+    let metrics = Metrics::new(SloConfig {
+        window_scale: 1.0 / time_scale,
+        ..Default::default()
+    });
+    let (n, n504, first_504_us, start_us) = truth_times(truth);
+    let tick = scaled(TICK_MS).max(1);
+    let end = recs.last().map_or(0, |r| r.0) + scaled(GRACE_MS) * 2;
+    let mut clock = recs.first().map_or(0, |r| r.0);
+    let mut it = recs.into_iter().peekable();
+    let mut firing: BTreeMap<String, bool> = BTreeMap::new();
+    let mut raised = Vec::new();
+    let mut peaks: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
+    let ew = SloConfig::default().early_warning;
+    while clock <= end {
+        let (mut g, mut s) = (Vec::new(), Vec::new());
+        while it.peek().is_some_and(|r| r.0 <= clock) {
+            match it.next().unwrap().1 {
+                Rec::G(x) => g.push(*x),
+                Rec::S(x) => s.push(*x),
+            }
+        }
+        live.add_gateway(g, clock);
+        live.add_spans(s, clock);
+        let verdicts = live.tick(clock);
+        metrics.record(&verdicts, &live.drain_settled(), live.drain_observations());
+        let now: BTreeMap<String, overtime_slo::Alert> = metrics
+            .alerts()
+            .into_iter()
+            .map(|a| (format!("{:?}", a.labels), a))
+            .collect();
+        for (key, a) in &now {
+            if !firing.get(key).copied().unwrap_or(false) {
+                raised.push(Raised {
+                    name: a.name().to_string(),
+                    signal: a.label("signal").unwrap_or("").to_string(),
+                    at_us: clock,
+                    summary: a.summary().to_string(),
+                });
+            }
+        }
+        let v = metrics.slo_snapshot().early_warning;
+        for (signal, sv, up, min) in [
+            ("chain_health", &v.chain_healthy, false, ew.min_requests),
+            ("near_timeout", &v.near_timeout, true, ew.min_calls),
+            ("llm_queue_prefill", &v.llm_wait_share, true, ew.min_calls),
+            (
+                "semantic_success",
+                &v.semantic_success,
+                false,
+                ew.min_requests,
+            ),
+        ] {
+            if let (Some(x), Some(b), true) = (
+                sv.value,
+                sv.baseline,
+                sv.count >= min
+                    && sv.baseline_count >= overtime_slo::early::BASELINE_MULTIPLE * min,
+            ) {
+                let d = if up { x - b } else { b - x };
+                let p = peaks.entry(signal).or_insert((f64::MIN, f64::MIN));
+                p.0 = p.0.max(d);
+                p.1 = p.1.max(sv.z.unwrap_or(f64::MIN));
+            }
+        }
+        for v in firing.values_mut() {
+            *v = false;
+        }
+        for key in now.keys() {
+            firing.insert(key.clone(), true);
+        }
+        clock += tick;
+    }
+    Outcome {
+        scenario: scenario.to_string(),
+        seed,
+        time_scale,
+        requests: n,
+        gateway_timeouts: n504,
+        first_504_us,
+        start_us,
+        raised,
+        minutes: (last_us - start_us) as f64 / 1e6 * time_scale / 60.0,
+        peaks,
+    }
+}
