@@ -48,6 +48,8 @@ use serde::{Deserialize, Serialize};
 pub enum AdviseError {
     #[error(transparent)]
     Model(#[from] overtime_model::ModelError),
+    #[error(transparent)]
+    Assembly(#[from] overtime_diagnose::batch::BatchError),
     #[error("proposal: {0}")]
     Proposal(String),
 }

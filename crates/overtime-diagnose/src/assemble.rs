@@ -9,8 +9,7 @@
 //!   [`LightRequest`]: enough for the report's totals.
 //! - A request logged by several layers counts once.
 
-use overtime_model::{is_trace_id, GatewayRecord, GatewayRows, ModelError, SpanRecord};
-use rustc_hash::{FxHashMap, FxHashSet};
+use overtime_model::{is_trace_id, GatewayRecord, SpanRecord};
 
 /// Everything known about one request that needs a verdict.
 #[derive(Debug, Clone, Default)]
@@ -42,7 +41,7 @@ pub struct LightRequest {
     pub start_us: i64,
     pub end_us: i64,
     pub status: Option<u16>,
-    layer: u32,
+    pub(crate) layer: u32,
 }
 
 /// What assembly saw, for the run summary.
@@ -64,7 +63,7 @@ pub(crate) enum Key {
 }
 
 /// Latest time taken at face value: year 2200, in µs since the epoch.
-const MAX_TIME_US: i64 = 7_258_118_400_000_000;
+pub(crate) const MAX_TIME_US: i64 = 7_258_118_400_000_000;
 /// Longest duration taken at face value: 30 days, in ms.
 const MAX_DURATION_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
 
@@ -121,140 +120,15 @@ pub struct Assembled {
     pub stats: AssemblyStats,
 }
 
-/// Assembles spans and `gateway_requests` batches into requests.
+/// Assembles spans and `gateway_requests` batches into requests, in
+/// memory, through the batch engine's partition assembly (one code path).
 /// `all` materialises every request (for `all_verdicts`).
 pub fn assemble_tables(
     gateway: &[arrow::record_batch::RecordBatch],
     spans: Vec<SpanRecord>,
     all: bool,
-) -> Result<Assembled, ModelError> {
-    let mut out = Assembled::default();
-    out.stats.spans_in = spans.len();
-    let mut index: FxHashMap<Key, usize> = FxHashMap::default();
-    let mut seen: FxHashSet<(u128, u64)> = FxHashSet::default();
-    let mut seen_odd: FxHashSet<(String, String)> = FxHashSet::default();
-    let mut request_ids: FxHashMap<String, usize> = FxHashMap::default();
-    for mut s in spans {
-        sane_span(&mut s);
-        let key = hex128(&s.trace_id)
-            .map(Key::Trace)
-            .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
-        let span64 = u64::from_str_radix(&s.span_id, 16)
-            .ok()
-            .filter(|_| s.span_id.len() <= 16);
-        let first = match (&key, span64) {
-            (Key::Trace(t), Some(sp)) => seen.insert((*t, sp)),
-            _ => seen_odd.insert((s.trace_id.clone(), s.span_id.clone())),
-        };
-        if !first {
-            out.stats.duplicate_spans += 1;
-            continue;
-        }
-        let idx = *index.entry(key).or_insert_with(|| {
-            out.traces.push(Trace {
-                id: s.trace_id.clone(),
-                ..Default::default()
-            });
-            out.traces.len() - 1
-        });
-        if let Some(rid) = &s.request_id {
-            request_ids.entry(rid.clone()).or_insert(idx);
-        }
-        out.traces[idx].spans.push(s);
-    }
-
-    // Pass 1: the key of every gateway row, and which keys need a verdict.
-    let readers: Vec<GatewayRows> = gateway
-        .iter()
-        .map(GatewayRows::new)
-        .collect::<Result<_, _>>()?;
-    // A layer that logged the traceparent tells which trace a request id
-    // belongs to, for the layers that logged only the request id.
-    let mut gateway_rids: FxHashMap<&str, u128> = FxHashMap::default();
-    for r in &readers {
-        for i in 0..r.len() {
-            if let (Some(t), Some(rid)) = (r.trace_id(i).and_then(hex128), r.request_id(i)) {
-                gateway_rids.entry(rid).or_insert(t);
-            }
-        }
-    }
-    let mut keys: Vec<Vec<Key>> = Vec::with_capacity(readers.len());
-    let mut heavy: FxHashSet<Key> = FxHashSet::default();
-    for r in &readers {
-        let mut ks = Vec::with_capacity(r.len());
-        for i in 0..r.len() {
-            out.stats.gateway_records += 1;
-            let key = if let Some(t) = r.trace_id(i).and_then(hex128) {
-                out.stats.joined_by_traceparent += 1;
-                Key::Trace(t)
-            } else if let Some(&idx) = r.request_id(i).and_then(|rid| request_ids.get(rid)) {
-                out.stats.joined_by_request_id += 1;
-                hex128(&out.traces[idx].id)
-                    .map(Key::Trace)
-                    .unwrap_or_else(|| Key::Other(out.traces[idx].id.clone()))
-            } else if let Some(&t) = r.request_id(i).and_then(|rid| gateway_rids.get(rid)) {
-                out.stats.joined_by_request_id += 1;
-                Key::Trace(t)
-            } else if let Some(t) = r.request_id(i).and_then(hex128) {
-                out.stats.joined_by_request_id_as_trace += 1;
-                Key::Trace(t)
-            } else {
-                out.stats.unjoined_gateway_records += 1;
-                match r.request_id(i) {
-                    Some(rid) => Key::Other(format!("request:{rid}")),
-                    None => Key::Other(format!("line:{}:{}", r.source(i), r.row(i).line)),
-                }
-            };
-            if all || r.status(i).is_some_and(|s| s >= 500) || index.contains_key(&key) {
-                heavy.insert(key.clone());
-            }
-            ks.push(key);
-        }
-        keys.push(ks);
-    }
-
-    // Pass 2: heavy rows join their trace; light rows count once per request.
-    let mut light: FxHashMap<Key, LightRequest> = FxHashMap::default();
-    for (r, ks) in readers.iter().zip(keys) {
-        for (i, key) in ks.into_iter().enumerate() {
-            if heavy.contains(&key) {
-                let idx = match index.get(&key) {
-                    Some(&idx) => idx,
-                    None => {
-                        out.traces.push(Trace {
-                            id: key_name(&key),
-                            ..Default::default()
-                        });
-                        index.insert(key, out.traces.len() - 1);
-                        out.traces.len() - 1
-                    }
-                };
-                out.traces[idx].gateway.push(sane_gateway(r.row(i)));
-            } else {
-                let end = r.time_us(i).clamp(0, MAX_TIME_US);
-                let start = end - (sane_ms(r.request_time_ms(i)).unwrap_or(0.0) * 1000.0) as i64;
-                let req = LightRequest {
-                    start_us: start,
-                    end_us: end,
-                    status: r.status(i),
-                    layer: r.layer(i),
-                };
-                light
-                    .entry(key)
-                    .and_modify(|l| {
-                        if req.layer < l.layer {
-                            *l = req;
-                        }
-                    })
-                    .or_insert(req);
-            }
-        }
-    }
-    out.light = light.into_values().collect();
-    for t in &mut out.traces {
-        t.normalize();
-    }
-    Ok(out)
+) -> Result<Assembled, crate::batch::BatchError> {
+    crate::batch::assemble_in_memory(gateway, &spans, all)
 }
 
 /// [`assemble_tables`] over rows (tests and small inputs).

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod assemble;
+pub mod batch;
 pub mod calls;
 mod cause_stats;
 pub mod config;
@@ -38,7 +39,7 @@ pub use config::{DiagnoseConfig, LayerConfig};
 pub use report::{BucketRow, IncidentReport};
 
 use arrow::record_batch::RecordBatch;
-use overtime_model::{GatewayRecord, GatewayRows, SpanRecord, Verdict};
+use overtime_model::{GatewayRecord, SpanRecord, Verdict};
 
 /// The result of a diagnosis run.
 #[derive(Debug, Clone)]
@@ -73,7 +74,7 @@ pub fn diagnose_batches(
     gateway: &[RecordBatch],
     spans: &[RecordBatch],
     cfg: &DiagnoseConfig,
-) -> Result<Diagnosis, overtime_model::ModelError> {
+) -> Result<Diagnosis, batch::BatchError> {
     let mut s = Vec::new();
     for b in spans {
         s.extend(overtime_model::span_records(b)?);
@@ -81,84 +82,16 @@ pub fn diagnose_batches(
     diagnose_tables(gateway, s, cfg)
 }
 
-/// The diagnosis proper: `gateway_requests` batches and span rows in.
+/// The diagnosis proper: `gateway_requests` batches and span rows in, in
+/// memory. The same engine as `overtime diagnose` on files of any size
+/// ([`batch::Engine`]), with memory to spare.
 pub fn diagnose_tables(
     gateway: &[RecordBatch],
     spans: Vec<SpanRecord>,
     cfg: &DiagnoseConfig,
-) -> Result<Diagnosis, overtime_model::ModelError> {
-    let mut timings = Vec::new();
-    let mut clock = std::time::Instant::now();
-    let mut lap = |name: &'static str, timings: &mut Vec<(&'static str, std::time::Duration)>| {
-        timings.push((name, clock.elapsed()));
-        clock = std::time::Instant::now();
-    };
-    let readers: Vec<GatewayRows> = gateway
-        .iter()
-        .map(GatewayRows::new)
-        .collect::<Result<_, _>>()?;
-    let timeouts = timeouts::layer_timeouts(
-        readers.iter().flat_map(|r| {
-            (0..r.len()).map(move |i| (r.source(i), r.status(i), r.request_time_ms(i)))
-        }),
-        cfg,
-    );
-    drop(readers);
-    let assembled = assemble::assemble_tables(gateway, spans, cfg.all_verdicts)?;
-    lap("assemble", &mut timings);
-    let traces = assembled.traces;
-    // Traces are independent: diagnose them on every core.
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    let per = traces.len().div_ceil(threads).max(1);
-    let parts: Vec<(Vec<verdict::TraceSummary>, Vec<Verdict>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = traces
-            .chunks(per)
-            .map(|chunk| {
-                let timeouts = &timeouts;
-                s.spawn(move || {
-                    let mut sums = Vec::with_capacity(chunk.len());
-                    let mut vs = Vec::new();
-                    for t in chunk {
-                        let (s, v) = verdict::diagnose_trace(t, timeouts, cfg);
-                        sums.push(s);
-                        vs.extend(v);
-                    }
-                    (sums, vs)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("diagnosis thread panicked"))
-            .collect()
-    });
-    drop(traces);
-    let mut summaries: Vec<verdict::TraceSummary> = assembled
-        .light
-        .iter()
-        .map(verdict::TraceSummary::light)
-        .collect();
-    let mut verdicts = Vec::new();
-    for (s, v) in parts {
-        summaries.extend(s);
-        verdicts.extend(v);
-    }
-    lap("verdicts", &mut timings);
-    verdicts.sort_by(|a, b| {
-        a.started_at
-            .cmp(&b.started_at)
-            .then(a.trace_id.cmp(&b.trace_id))
-    });
-    let incidents = report::incidents(&verdicts, &summaries, cfg);
-    lap("incidents", &mut timings);
-    Ok(Diagnosis {
-        timings,
-        latency: report::latency_table(summaries.iter()),
-        verdicts,
-        incidents,
-        assembly: assembled.stats,
-        summaries_len: summaries.len(),
-    })
+) -> Result<Diagnosis, batch::BatchError> {
+    let engine = batch::Engine::new(cfg.clone(), batch::BatchOptions::default());
+    batch::ingest_in_memory(&engine, gateway, &spans)?;
+    drop(spans);
+    engine.finish()?.into_diagnosis()
 }

@@ -127,28 +127,60 @@ pub fn incident(r: &IncidentReport) -> String {
     s
 }
 
+/// What the report for humans is made of (a run too big for memory has
+/// no [`Diagnosis`] to hand, only these).
+pub struct Parts<'a> {
+    /// Requests seen.
+    pub requests: usize,
+    /// Failing verdicts.
+    pub failed: usize,
+    pub incidents: &'a [IncidentReport],
+    /// LLM latency over every trace.
+    pub latency: &'a [BucketRow],
+    /// Failing verdicts with root cause `unknown`, and the first ten of
+    /// them in verdict order: (trace id, summary).
+    pub unknown_count: usize,
+    pub unknown: &'a [(&'a str, &'a str)],
+}
+
 /// The whole diagnosis: a summary line, then every incident.
 pub fn render(d: &Diagnosis) -> String {
+    let failing = || {
+        d.verdicts
+            .iter()
+            .filter(|v| v.outcome != overtime_model::Outcome::Ok)
+    };
+    let unknown: Vec<(&str, &str)> = failing()
+        .filter(|v| v.root_cause.kind == overtime_model::RootCauseKind::Unknown)
+        .map(|v| (v.trace_id.as_str(), v.root_cause.summary.as_str()))
+        .collect();
+    render_parts(&Parts {
+        requests: d.summaries_len,
+        failed: failing().count(),
+        incidents: &d.incidents,
+        latency: &d.latency,
+        unknown_count: unknown.len(),
+        unknown: &unknown[..unknown.len().min(10)],
+    })
+}
+
+/// [`render`] from its parts.
+pub fn render_parts(d: &Parts) -> String {
     let mut s = String::from("# overtime diagnosis\n\n");
-    let failed = d
-        .verdicts
-        .iter()
-        .filter(|v| v.outcome != overtime_model::Outcome::Ok)
-        .count();
     let _ = writeln!(
         s,
         "{} requests, {} failed, {} incidents.\n",
-        d.summaries_len,
-        failed,
+        d.requests,
+        d.failed,
         d.incidents.len()
     );
     if d.incidents.is_empty() {
         s.push_str("No incident: no failing traces with a known cause.\n\n");
         s.push_str("### LLM latency by input-token bucket\n\n");
-        s.push_str(&latency_table(&d.latency));
+        s.push_str(&latency_table(d.latency));
     } else {
         s.push_str("| incident | traces | headline |\n|---|---:|---|\n");
-        for r in &d.incidents {
+        for r in d.incidents {
             let _ = writeln!(
                 s,
                 "| `{}` | {} | {} |",
@@ -156,27 +188,19 @@ pub fn render(d: &Diagnosis) -> String {
             );
         }
         s.push('\n');
-        for r in &d.incidents {
+        for r in d.incidents {
             s.push_str(&incident(r));
             s.push('\n');
         }
     }
-    let unknown: Vec<_> = d
-        .verdicts
-        .iter()
-        .filter(|v| {
-            v.outcome != overtime_model::Outcome::Ok
-                && v.root_cause.kind == overtime_model::RootCauseKind::Unknown
-        })
-        .collect();
-    if !unknown.is_empty() {
+    if d.unknown_count > 0 {
         let _ = writeln!(
             s,
             "## {} failing traces with too little data\n",
-            unknown.len()
+            d.unknown_count
         );
-        for v in unknown.iter().take(10) {
-            let _ = writeln!(s, "- `{}`: {}", v.trace_id, v.root_cause.summary);
+        for (id, summary) in d.unknown.iter().take(10) {
+            let _ = writeln!(s, "- `{id}`: {summary}");
         }
     }
     s

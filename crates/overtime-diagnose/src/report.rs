@@ -111,37 +111,152 @@ fn is_timeout(o: Outcome) -> bool {
     matches!(o, Outcome::GatewayTimeout | Outcome::ServiceTimeout)
 }
 
-/// LLM latency by input-token bucket over `traces`.
-pub fn latency_table<'a>(traces: impl Iterator<Item = &'a TraceSummary>) -> Vec<BucketRow> {
-    let mut lat: [Vec<f64>; 4] = Default::default();
-    let mut cut: [usize; 4] = [0; 4];
-    for t in traces {
-        let gw504 = t.outcome == Outcome::GatewayTimeout || t.gateway_status == Some(504);
-        for c in &t.llm_calls {
-            if let Some(tok) = c.input_tokens {
-                let b = bucket_of(tok);
-                lat[b].push(c.duration_ms);
-                cut[b] += usize::from(gw504);
-            }
+/// What incident reports read of every trace, failed or not: compact,
+/// so a day of requests can be kept (or streamed back from disk).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SummaryLite {
+    pub start_us: i64,
+    pub end_us: i64,
+    /// [`SummaryLite::FAILED`], [`SummaryLite::TIMEOUT`],
+    /// [`SummaryLite::GATEWAY_TIMEOUT`].
+    pub flags: u8,
+    pub gateway_status: Option<u16>,
+    /// LLM calls with a known input size: (token bucket, duration ms).
+    pub calls: Vec<(usize, f64)>,
+}
+
+impl SummaryLite {
+    pub const FAILED: u8 = 1;
+    pub const TIMEOUT: u8 = 2;
+    pub const GATEWAY_TIMEOUT: u8 = 4;
+
+    pub fn flags_of(o: Outcome) -> u8 {
+        let mut f = 0;
+        if o != Outcome::Ok {
+            f |= Self::FAILED;
+        }
+        if is_timeout(o) {
+            f |= Self::TIMEOUT;
+        }
+        if o == Outcome::GatewayTimeout {
+            f |= Self::GATEWAY_TIMEOUT;
+        }
+        f
+    }
+
+    pub fn of(t: &TraceSummary) -> Self {
+        SummaryLite {
+            start_us: t.start_us,
+            end_us: t.end_us,
+            flags: Self::flags_of(t.outcome),
+            gateway_status: t.gateway_status,
+            calls: t
+                .llm_calls
+                .iter()
+                .filter_map(|c| c.input_tokens.map(|tok| (bucket_of(tok), c.duration_ms)))
+                .collect(),
         }
     }
-    BUCKETS
-        .iter()
-        .enumerate()
-        .map(|(i, name)| BucketRow {
-            bucket: name.to_string(),
-            calls: lat[i].len(),
-            p50_ms: percentile(&lat[i], 0.5),
-            p90_ms: percentile(&lat[i], 0.9),
-            p99_ms: percentile(&lat[i], 0.99),
-            max_ms: percentile(&lat[i], 1.0),
-            share_504: if lat[i].is_empty() {
-                0.0
-            } else {
-                cut[i] as f64 / lat[i].len() as f64
-            },
-        })
-        .collect()
+}
+
+/// LLM latency by input-token bucket, accumulated trace by trace.
+#[derive(Debug, Clone, Default)]
+pub struct LatencyAcc {
+    lat: [Vec<f64>; 4],
+    cut: [usize; 4],
+}
+
+impl LatencyAcc {
+    pub fn add(&mut self, t: &SummaryLite) {
+        let gw504 = t.flags & SummaryLite::GATEWAY_TIMEOUT != 0 || t.gateway_status == Some(504);
+        for &(b, d) in &t.calls {
+            self.lat[b].push(d);
+            self.cut[b] += usize::from(gw504);
+        }
+    }
+
+    pub fn rows(&self) -> Vec<BucketRow> {
+        let (lat, cut) = (&self.lat, &self.cut);
+        BUCKETS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| BucketRow {
+                bucket: name.to_string(),
+                calls: lat[i].len(),
+                p50_ms: percentile(&lat[i], 0.5),
+                p90_ms: percentile(&lat[i], 0.9),
+                p99_ms: percentile(&lat[i], 0.99),
+                max_ms: percentile(&lat[i], 1.0),
+                share_504: if lat[i].is_empty() {
+                    0.0
+                } else {
+                    cut[i] as f64 / lat[i].len() as f64
+                },
+            })
+            .collect()
+    }
+}
+
+/// LLM latency by input-token bucket over `traces`.
+pub fn latency_table<'a>(traces: impl Iterator<Item = &'a TraceSummary>) -> Vec<BucketRow> {
+    let mut acc = LatencyAcc::default();
+    for t in traces {
+        acc.add(&SummaryLite::of(t));
+    }
+    acc.rows()
+}
+
+/// The totals and latency of the requests that started in one window.
+#[derive(Debug, Clone, Default)]
+struct WindowAcc {
+    totals: Totals,
+    latency: LatencyAcc,
+}
+
+impl WindowAcc {
+    fn add(&mut self, s: &SummaryLite) {
+        let t = &mut self.totals;
+        t.requests += 1;
+        t.failures += usize::from(s.flags & SummaryLite::FAILED != 0);
+        t.gateway_504 += usize::from(s.gateway_status == Some(504));
+        t.gateway_503 += usize::from(s.gateway_status == Some(503));
+        t.timeouts += usize::from(s.flags & SummaryLite::TIMEOUT != 0);
+        self.latency.add(s);
+    }
+}
+
+/// Which windows (inclusive `(start, end)`) hold a point: the windows'
+/// bounds cut time into segments, each with the windows covering it.
+struct WindowIndex {
+    bounds: Vec<i64>,
+    covering: Vec<Vec<usize>>,
+}
+
+impl WindowIndex {
+    fn new(windows: &[(i64, i64)]) -> Self {
+        let mut bounds: Vec<i64> = windows
+            .iter()
+            .flat_map(|&(s, e)| [s, e.saturating_add(1)])
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut covering = vec![Vec::new(); bounds.len()];
+        for (w, &(s, e)) in windows.iter().enumerate() {
+            let lo = bounds.partition_point(|&b| b < s);
+            let hi = bounds.partition_point(|&b| b < e.saturating_add(1));
+            for c in &mut covering[lo..hi] {
+                c.push(w);
+            }
+        }
+        WindowIndex { bounds, covering }
+    }
+
+    fn at(&self, t: i64) -> &[usize] {
+        match self.bounds.partition_point(|&b| b <= t) {
+            0 => &[],
+            i => &self.covering[i - 1],
+        }
+    }
 }
 
 /// Failures of one fingerprint, none more than the quiet period apart.
@@ -166,11 +281,33 @@ pub fn incidents(
         .collect();
     failing.sort_by_key(|(_, s)| s.start_us);
     let data_end = summaries.iter().map(|s| s.end_us).max().unwrap_or(0);
+    let each = |visit: &mut dyn FnMut(&SummaryLite)| {
+        for s in summaries {
+            visit(&SummaryLite::of(s));
+        }
+        Ok::<(), std::convert::Infallible>(())
+    };
+    match incidents_over(&failing, data_end, cfg, each) {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// [`incidents`] over failing traces sorted by start (stably, after the
+/// verdicts' order) and every trace's summary visited once by `each`
+/// (streamed: a day of requests need not be in memory); `data_end` is the
+/// latest end of any trace.
+pub fn incidents_over<E>(
+    failing: &[(&Verdict, &TraceSummary)],
+    data_end: i64,
+    cfg: &DiagnoseConfig,
+    each: impl FnOnce(&mut dyn FnMut(&SummaryLite)) -> Result<(), E>,
+) -> Result<Vec<IncidentReport>, E> {
     let quiet_us = cfg.incident_quiet_ms * 1000;
 
     // Fingerprint → runs of failures no more than the quiet period apart.
     let mut groups: BTreeMap<(K, String), Vec<Run>> = BTreeMap::new();
-    for (v, s) in &failing {
+    for (v, s) in failing {
         if v.root_cause.kind == K::Unknown {
             continue;
         }
@@ -190,10 +327,17 @@ pub fn incidents(
         .collect();
     let spans: Vec<(i64, i64)> = runs.iter().map(|(_, r)| run_span(r)).collect();
     let scopes = overlap_scopes(&spans);
+    let index = WindowIndex::new(&spans);
+    let mut acc = vec![WindowAcc::default(); runs.len()];
+    each(&mut |s: &SummaryLite| {
+        for &w in index.at(s.start_us) {
+            acc[w].add(s);
+        }
+    })?;
     let mut out = Vec::new();
-    for (((kind, component), run), scope) in runs.into_iter().zip(scopes) {
+    for ((((kind, component), run), scope), acc) in runs.into_iter().zip(scopes).zip(acc) {
         out.push(report(
-            kind, &component, &run, &failing, summaries, data_end, quiet_us, scope, cfg,
+            kind, &component, &run, failing, acc, data_end, quiet_us, scope, cfg,
         ));
     }
     out.sort_by(|a, b| {
@@ -202,7 +346,7 @@ pub fn incidents(
             .cmp(&b.window.start)
             .then(b.trace_count.cmp(&a.trace_count))
     });
-    out
+    Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -211,7 +355,7 @@ fn report(
     component: &str,
     run: &[(&Verdict, &TraceSummary)],
     failing: &[(&Verdict, &TraceSummary)],
-    summaries: &[TraceSummary],
+    window: WindowAcc,
     data_end: i64,
     quiet_us: i64,
     scope: (i64, i64),
@@ -219,26 +363,7 @@ fn report(
 ) -> IncidentReport {
     let (start, end) = run_span(run);
     let in_window = |s: &TraceSummary| s.start_us >= start && s.start_us <= end;
-    let window_traces: Vec<&TraceSummary> = summaries.iter().filter(|s| in_window(s)).collect();
-    let totals = Totals {
-        requests: window_traces.len(),
-        failures: window_traces
-            .iter()
-            .filter(|s| s.outcome != Outcome::Ok)
-            .count(),
-        gateway_504: window_traces
-            .iter()
-            .filter(|s| s.gateway_status == Some(504))
-            .count(),
-        gateway_503: window_traces
-            .iter()
-            .filter(|s| s.gateway_status == Some(503))
-            .count(),
-        timeouts: window_traces
-            .iter()
-            .filter(|s| is_timeout(s.outcome))
-            .count(),
-    };
+    let totals = window.totals;
     let window_failing: Vec<&(&Verdict, &TraceSummary)> =
         failing.iter().filter(|x| in_window(x.1)).collect();
     let mut counts: BTreeMap<(K, String), usize> = BTreeMap::new();
@@ -314,7 +439,7 @@ fn report(
         totals,
         causes,
         cause_stats: stats,
-        llm_latency_by_input_tokens: latency_table(window_traces.into_iter()),
+        llm_latency_by_input_tokens: window.latency.rows(),
         findings,
         example_trace_ids: run
             .iter()

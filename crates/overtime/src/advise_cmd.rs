@@ -2,7 +2,7 @@
 //! the same way, into timeout advice or a what-if replay.
 
 use crate::cli::{AdviseArgs, WhatIfArgs};
-use crate::diagnose_cmd::{load_inputs, Inputs};
+use crate::inputs::{load, Loaded};
 use crate::UsageError;
 use anyhow::{Context, Result};
 use overtime_advise::render::{self, Style};
@@ -15,14 +15,13 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 
 /// Reads the inputs and builds the dataset, reporting each file's counts.
 fn read(a: &crate::cli::DiagnoseArgs) -> Result<Dataset> {
-    let Inputs {
+    let Loaded {
         gateway,
         spans,
-        cfg,
+        config,
         report_lines,
-        ..
-    } = load_inputs(a)?;
-    let ds = dataset(&gateway, spans, &cfg).context("reading back gateway_requests")?;
+    } = load(a)?;
+    let ds = dataset(&gateway, spans, &config).context("reading back gateway_requests")?;
     let mut err = std::io::stderr().lock();
     for l in &report_lines {
         let _ = writeln!(err, "overtime: {l}");

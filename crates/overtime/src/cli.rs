@@ -110,8 +110,9 @@ pub struct QueryArgs {
 
 #[derive(Debug, Args)]
 pub struct DiagnoseArgs {
-    /// An nginx access log (plain or .gz). Repeat for several files or
-    /// several gateway layers, outermost layer first.
+    /// An nginx access log (plain, .gz or .zst), a glob (`'access.log*'`)
+    /// or a directory: several files are read in rotation order as one log.
+    /// Repeat for several gateway layers, outermost layer first.
     #[arg(long = "nginx-log", value_name = "FILE")]
     pub nginx_log: Vec<PathBuf>,
     /// The log_format of the matching --nginx-log: a built-in name
@@ -134,7 +135,8 @@ pub struct DiagnoseArgs {
     /// without it, it is read from --nginx-conf or inferred from the 504s.
     #[arg(long = "gateway-timeout", value_name = "DURATION")]
     pub gateway_timeout: Vec<String>,
-    /// JSONL span log (one span per line, docs/inputs.md#spans).
+    /// JSONL span log (one span per line, docs/inputs.md#spans); a file,
+    /// glob or directory, plain, .gz or .zst, like --nginx-log.
     #[arg(long = "spans", value_name = "FILE")]
     pub spans: Vec<PathBuf>,
     /// OTLP JSON lines (one ExportTraceServiceRequest per line).
@@ -162,9 +164,26 @@ pub struct DiagnoseArgs {
     /// The request budget when no header or span gives one.
     #[arg(long = "budget", value_name = "DURATION")]
     pub budget: Option<String>,
-    /// Worker threads for parsing (default: all cores).
+    /// Worker threads for parsing, assembly and verdicts (default: all
+    /// cores). The output is the same whatever the number.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Memory the run keeps its records in at most (`512M`, `2G`); beyond
+    /// it they are spilled to a temp dir. Default: a quarter of the
+    /// machine's memory, at most 1G. The output is the same whatever the
+    /// limit.
+    #[arg(long = "memory-limit", value_name = "SIZE")]
+    pub memory_limit: Option<String>,
+    /// Where the temp dir for spilled records goes (default: $TMPDIR).
+    #[arg(long = "temp-dir", value_name = "DIR")]
+    pub temp_dir: Option<PathBuf>,
+    /// No progress bar (it is drawn only on a terminal anyway).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Read and parse the inputs, count, and stop (the raw parse speed a
+    /// diagnosis is measured against; see scripts/bench/diagnose_at_scale.py).
+    #[arg(long = "parse-only", hide = true)]
+    pub parse_only: bool,
     /// Diagnose even when most lines of a gateway log do not match its
     /// format, or the format gives neither $status nor $request_time
     /// (otherwise an error: the format is likely wrong).

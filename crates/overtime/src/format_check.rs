@@ -7,8 +7,7 @@
 //! rejected line and names the built-in format the first lines match, if
 //! any. `--allow-rejects` diagnoses anyway (the rejections stay counted).
 
-use arrow::record_batch::RecordBatch;
-use overtime_model::{rejected_records, GatewayRows};
+use overtime_model::GatewayRows;
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use std::path::Path;
 
@@ -27,20 +26,22 @@ pub struct Parsed<'a> {
     pub format_has_status_or_time: bool,
     pub rows: usize,
     pub rejected_rows: usize,
-    pub gateway: &'a [RecordBatch],
-    pub rejected: &'a [RecordBatch],
+    /// Some parsed row has a status or a request time.
+    pub gives_status_or_time: bool,
+    /// The first rejected line: (line, raw text).
+    pub first_rejected: Option<(u64, String)>,
 }
 
 /// `Err(message)` when the format does not fit the file (see the module
-/// header); the message is one line.
-pub fn check(p: &Parsed, data: &[u8]) -> Result<(), String> {
+/// header); the message is one line. `head` is the start of the file.
+pub fn check(p: &Parsed, head: &[u8]) -> Result<(), String> {
     let total = p.rows + p.rejected_rows;
     if total == 0 {
         return Ok(());
     }
     // A format with neither variable can never show a failure: say that
     // first, whatever else its lines did.
-    let no_status_or_time = !p.format_has_status_or_time || !gives_status_or_time(p.gateway);
+    let no_status_or_time = !p.format_has_status_or_time || !p.gives_status_or_time;
     let problem =
         if !p.format_has_status_or_time || (p.rejected_rows * 2 <= total && no_status_or_time) {
             format!(
@@ -58,10 +59,12 @@ pub fn check(p: &Parsed, data: &[u8]) -> Result<(), String> {
         } else {
             return Ok(());
         };
-    let first = first_rejected(p.rejected)
-        .map(|(line, raw)| format!("; first rejected, line {line}: {}", short(&raw)))
+    let first = p
+        .first_rejected
+        .as_ref()
+        .map(|(line, raw)| format!("; first rejected, line {line}: {}", short(raw)))
         .unwrap_or_default();
-    let likely = match likely_format(data) {
+    let likely = match likely_format(head) {
         Some((name, _, _)) if name == p.format_label => String::new(),
         Some((name, n, of)) => format!(
             "; {n} of the first {of} lines match the built-in format `{name}`: --log-format {name}"
@@ -74,24 +77,6 @@ pub fn check(p: &Parsed, data: &[u8]) -> Result<(), String> {
         "{}: {problem}{first}{likely} (or --allow-rejects to diagnose anyway)",
         p.path.display()
     ))
-}
-
-/// Whether any parsed row has a status or a request time.
-fn gives_status_or_time(batches: &[RecordBatch]) -> bool {
-    batches.iter().any(|b| {
-        GatewayRows::new(b).is_ok_and(|r| {
-            (0..r.len()).any(|i| r.status(i).is_some() || r.request_time_ms(i).is_some())
-        })
-    })
-}
-
-fn first_rejected(batches: &[RecordBatch]) -> Option<(u64, String)> {
-    batches
-        .iter()
-        .filter_map(|b| rejected_records(b).ok())
-        .flatten()
-        .min_by_key(|r| r.line)
-        .map(|r| (r.line, r.raw))
 }
 
 /// The built-in format that accepts most of the first lines (at least

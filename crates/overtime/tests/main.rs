@@ -6,6 +6,7 @@
 mod advise_cli;
 mod cli_usage;
 mod demo;
+mod diagnose_at_scale;
 mod early_warning;
 mod faults_auth;
 mod faults_full_disk;

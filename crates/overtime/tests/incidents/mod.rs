@@ -16,7 +16,7 @@ mod a_prefill;
 mod across_fixtures;
 mod b_tool_no_timeout;
 mod c_dns_retry;
-mod harness;
+pub(crate) mod harness;
 mod healthy;
 mod helpers;
 mod shape;

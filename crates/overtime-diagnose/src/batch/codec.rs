@@ -1,0 +1,329 @@
+//! The compact binary form records take in partitions, in memory or
+//! spilled: a tag byte, the routing facts read without decoding the record,
+//! then the record itself (postcard), length-prefixed so a light gateway
+//! row is never decoded at all.
+//!
+//! The format lives only inside one run (a temp dir removed at the end),
+//! so it carries no version.
+
+use crate::assemble::Key;
+use overtime_model::{GatewayRecord, SpanRecord};
+
+/// Where a record sits in the input: file, line, index within the line.
+/// Batch assembly keeps the first of anything (span copy, request-id link)
+/// by this order, so the result never depends on which thread or partition
+/// saw a record first.
+pub type Seq = u128;
+
+/// The order of a record: `file` is the input's index on the command line
+/// (gateway logs first, then span files), `line` its 1-based line, `sub`
+/// the span's index among the spans of that line (OTLP lines hold many).
+pub fn seq(file: u32, line: u64, sub: u32) -> Seq {
+    ((file as u128) << 96) | ((line as u128) << 32) | sub as u128
+}
+
+pub(crate) const SPAN: u8 = 1;
+pub(crate) const GATEWAY: u8 = 2;
+pub(crate) const LINK: u8 = 3;
+pub(crate) const RID_ROW: u8 = 4;
+
+/// What a gateway row's routing and light accounting need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GwHead {
+    pub layer: u32,
+    pub status: Option<u16>,
+    pub time_us: i64,
+    pub request_time_ms: Option<f64>,
+}
+
+impl GwHead {
+    pub fn of(g: &GatewayRecord) -> Self {
+        GwHead {
+            layer: g.layer,
+            status: g.status,
+            time_us: g.time_us,
+            request_time_ms: g.request_time_ms,
+        }
+    }
+}
+
+/// Appends the wire form of values to a buffer.
+pub(crate) struct Out<'a>(pub &'a mut Vec<u8>);
+
+impl Out<'_> {
+    pub fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    pub fn var(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+    pub fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn f64(&mut self, v: f64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn seq(&mut self, s: Seq) {
+        self.0.extend_from_slice(&s.to_le_bytes());
+    }
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.var(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+    pub fn key(&mut self, k: &Key) {
+        match k {
+            Key::Trace(t) => {
+                self.u8(0);
+                self.0.extend_from_slice(&t.to_le_bytes());
+            }
+            Key::Other(s) => {
+                self.u8(1);
+                self.bytes(s.as_bytes());
+            }
+        }
+    }
+    pub fn opt_u16(&mut self, v: Option<u16>) {
+        match v {
+            Some(x) => {
+                self.u8(1);
+                self.0.extend_from_slice(&x.to_le_bytes());
+            }
+            None => self.u8(0),
+        }
+    }
+    pub fn opt_f64(&mut self, v: Option<f64>) {
+        match v {
+            Some(x) => {
+                self.u8(1);
+                self.f64(x);
+            }
+            None => self.u8(0),
+        }
+    }
+    pub fn head(&mut self, h: &GwHead) {
+        self.var(h.layer as u64);
+        self.opt_u16(h.status);
+        self.i64(h.time_us);
+        self.opt_f64(h.request_time_ms);
+    }
+    /// Bytes behind a 4-byte length (a record's body, a whole frame).
+    pub fn body_bytes(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(b);
+    }
+    /// A record as postcard behind a 4-byte length, written in place.
+    pub fn record<T: serde::Serialize>(&mut self, r: &T) {
+        self.record_with(|buf| postcard_into(r, buf));
+    }
+    /// A record written by `write` behind a 4-byte length.
+    pub fn record_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let at = open_len(self.0);
+        write(self.0);
+        close_len(self.0, at);
+    }
+}
+
+/// Appends `r` as postcard.
+pub(crate) fn postcard_into<T: serde::Serialize>(r: &T, buf: &mut Vec<u8>) {
+    postcard::serialize_with_flavor::<T, _, ()>(r, Append(buf))
+        .expect("records serialize to memory");
+}
+
+/// Reserves a 4-byte length at the end of `buf`; returns where.
+pub(crate) fn open_len(buf: &mut Vec<u8>) -> usize {
+    buf.extend_from_slice(&[0; 4]);
+    buf.len() - 4
+}
+
+/// Writes the length of what followed `at` into its reserved bytes.
+pub(crate) fn close_len(buf: &mut [u8], at: usize) {
+    let n = (buf.len() - at - 4) as u32;
+    buf[at..at + 4].copy_from_slice(&n.to_le_bytes());
+}
+
+/// postcard writing straight into a buffer (no intermediate Vec).
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+    fn try_push(&mut self, b: u8) -> postcard::Result<()> {
+        self.0.push(b);
+        Ok(())
+    }
+    fn try_extend(&mut self, b: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(b);
+        Ok(())
+    }
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+/// The spill or buffer ended in the middle of a record: a bug or a
+/// truncated temp file.
+#[derive(Debug, thiserror::Error)]
+#[error("a partition of the run's temp data is corrupt ({0})")]
+pub struct Corrupt(pub &'static str);
+
+/// Reads values back in the order [`Out`] wrote them.
+pub(crate) struct In<'a> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+}
+
+type R<T> = Result<T, Corrupt>;
+
+impl<'a> In<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        In { buf, pos: 0 }
+    }
+    pub fn done(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    fn take(&mut self, n: usize) -> R<&'a [u8]> {
+        let end = self.pos.checked_add(n).ok_or(Corrupt("length"))?;
+        let s = self.buf.get(self.pos..end).ok_or(Corrupt("truncated"))?;
+        self.pos = end;
+        Ok(s)
+    }
+    pub fn u8(&mut self) -> R<u8> {
+        Ok(self.take(1)?[0])
+    }
+    pub fn var(&mut self) -> R<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(Corrupt("varint"))
+    }
+    pub fn i64(&mut self) -> R<i64> {
+        Ok(i64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    pub fn f64(&mut self) -> R<f64> {
+        Ok(f64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    pub fn seq(&mut self) -> R<Seq> {
+        Ok(u128::from_le_bytes(
+            self.take(16)?.try_into().expect("16 bytes"),
+        ))
+    }
+    pub fn bytes(&mut self) -> R<&'a [u8]> {
+        let n = self.var()? as usize;
+        self.take(n)
+    }
+    /// Bytes behind a 4-byte length.
+    pub fn body(&mut self) -> R<&'a [u8]> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
+        self.take(n)
+    }
+    pub fn str(&mut self) -> R<&'a str> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| Corrupt("utf-8"))
+    }
+    pub fn key(&mut self) -> R<Key> {
+        match self.u8()? {
+            0 => Ok(Key::Trace(u128::from_le_bytes(
+                self.take(16)?.try_into().expect("16 bytes"),
+            ))),
+            1 => Ok(Key::Other(self.str()?.to_string())),
+            _ => Err(Corrupt("key tag")),
+        }
+    }
+    pub fn opt_u16(&mut self) -> R<Option<u16>> {
+        Ok(match self.u8()? {
+            0 => None,
+            _ => Some(u16::from_le_bytes(
+                self.take(2)?.try_into().expect("2 bytes"),
+            )),
+        })
+    }
+    pub fn opt_f64(&mut self) -> R<Option<f64>> {
+        Ok(match self.u8()? {
+            0 => None,
+            _ => Some(self.f64()?),
+        })
+    }
+    pub fn head(&mut self) -> R<GwHead> {
+        Ok(GwHead {
+            layer: self.var()? as u32,
+            status: self.opt_u16()?,
+            time_us: self.i64()?,
+            request_time_ms: self.opt_f64()?,
+        })
+    }
+}
+
+pub(crate) fn decode_span(body: &[u8]) -> R<SpanRecord> {
+    postcard::from_bytes(body).map_err(|_| Corrupt("span"))
+}
+
+pub(crate) fn decode_gateway(body: &[u8]) -> R<GatewayRecord> {
+    postcard::from_bytes(body).map_err(|_| Corrupt("gateway record"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_and_routing_facts_read_back_as_written() {
+        let mut buf = Vec::new();
+        let mut s = SpanRecord::new(
+            "0af7651916cd43dd8448eb211c80319c",
+            "b7ad6b7169203331",
+            "api",
+            "root",
+            5,
+            9,
+        );
+        s.events.push(overtime_model::SpanEvent {
+            name: "chunk".into(),
+            time_us: 7,
+            duration_ms: None,
+        });
+        let g = GatewayRecord {
+            source: "edge".into(),
+            status: Some(504),
+            request_time_ms: Some(60_000.5),
+            upstream_connect_ms: vec![Some(1.0), None],
+            extra: vec![("k".into(), "v".into())],
+            ..Default::default()
+        };
+        let mut o = Out(&mut buf);
+        o.seq(seq(3, 1 << 40, 7));
+        o.key(&Key::Other("request:x".into()));
+        o.key(&Key::Trace(u128::MAX - 5));
+        o.head(&GwHead::of(&g));
+        o.record(&s);
+        o.record(&g);
+        o.var(u64::MAX);
+        let mut i = In::new(&buf);
+        assert_eq!(i.seq().unwrap(), seq(3, 1 << 40, 7));
+        assert_eq!(i.key().unwrap(), Key::Other("request:x".into()));
+        assert_eq!(i.key().unwrap(), Key::Trace(u128::MAX - 5));
+        assert_eq!(i.head().unwrap(), GwHead::of(&g));
+        assert_eq!(decode_span(i.body().unwrap()).unwrap(), s);
+        assert_eq!(decode_gateway(i.body().unwrap()).unwrap(), g);
+        assert_eq!(i.var().unwrap(), u64::MAX);
+        assert!(i.done());
+        assert!(In::new(&buf[..10]).key().is_err());
+    }
+
+    #[test]
+    fn input_order_is_file_then_line_then_index() {
+        assert!(seq(0, 5, 9) < seq(0, 6, 0));
+        assert!(seq(0, u64::MAX >> 1, 0) < seq(1, 1, 0));
+        assert!(seq(2, 1, 0) < seq(2, 1, 1));
+    }
+}

@@ -1,0 +1,698 @@
+//! The batch engine: any amount of gateway lines and spans, in any order,
+//! diagnosed in bounded memory on every core, with the same result as a
+//! run with memory to spare (see docs/diagnose-at-scale.md).
+//!
+//! 1. **Route** (parallel, as the caller parses): each record goes to the
+//!    partition of its join key — the trace id; a gateway row that has only
+//!    a request id goes, with every (request id → trace) link that spans
+//!    and other layers give, to the partition of the request id.
+//!    Partitions are held in memory up to a budget, then spilled to one
+//!    file each in a temp dir (a grace hash join).
+//! 2. **Resolve**: each request-id partition joins its rows to their trace
+//!    (first span that carries the id, else first gateway row that logged
+//!    it with a traceparent…) and moves them to the trace's partition.
+//! 3. **Diagnose** (parallel, one partition per worker; a partition over
+//!    its share of memory is split again by other hash bits): assembly,
+//!    then the verdict of each trace by the same code `serve` uses.
+//! 4. **Merge**: verdicts in (start, trace id) order, incidents from the
+//!    failing traces and a stream of every trace's compact summary.
+
+pub mod codec;
+mod gateway_wire;
+mod partition;
+pub mod results;
+pub mod spill;
+
+pub use codec::{seq, Seq};
+pub use results::Verdicts;
+
+use crate::assemble::{hex128, Assembled, AssemblyStats, Key};
+use crate::config::DiagnoseConfig;
+use crate::report::{BucketRow, IncidentReport, LatencyAcc};
+use crate::timeouts::{self, LayerTimeout};
+use crate::verdict::{diagnose_trace, TraceSummary};
+use crate::Trace;
+use codec::{close_len, open_len, GwHead, In, Out, GATEWAY, LINK, RID_ROW, SPAN};
+use gateway_wire::GatewayWire;
+use overtime_model::{GatewayRows, SpanRecord, Verdict};
+use partition::{assemble_partition, Joined, RidLinks};
+use results::{Collector, PartOut};
+use spill::{frame, key_hash, part_of, str_hash, Partitions, SpillDir};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What can stop a batch run.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error("{path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{0}")]
+    Spill(String),
+    #[error(transparent)]
+    Corrupt(#[from] codec::Corrupt),
+    #[error(transparent)]
+    Model(#[from] overtime_model::ModelError),
+    #[error("writing the output: {0}")]
+    Output(std::io::Error),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl BatchError {
+    pub fn io(path: &Path, error: std::io::Error) -> Self {
+        BatchError::Io {
+            path: path.to_path_buf(),
+            error,
+        }
+    }
+}
+
+/// A trace as diagnosed, for callers that want more than the verdicts
+/// (`advise`, `whatif`): called once per request that needed a verdict.
+pub type TraceHook = Arc<dyn Fn(&Trace, &TraceSummary, Option<&Verdict>) + Send + Sync>;
+
+/// Progress of the steps after reading: (step, done, total).
+pub type ProgressHook = Arc<dyn Fn(&'static str, u64, u64) + Send + Sync>;
+
+/// How a batch run may use the machine.
+#[derive(Clone)]
+pub struct BatchOptions {
+    /// Bytes the run keeps in memory at most (beyond: spilled to disk).
+    pub memory_limit: usize,
+    /// Worker threads for assembly and verdicts.
+    pub threads: usize,
+    /// Where the temp dir goes (default: the system's temp dir).
+    pub spill_dir: Option<PathBuf>,
+    /// The input's size, decompressed, as far as known: sizes partitions.
+    pub input_bytes_hint: u64,
+    /// Set to stop the run ([`BatchError::Interrupted`]).
+    pub cancel: Arc<AtomicBool>,
+    pub progress: Option<ProgressHook>,
+    pub on_trace: Option<TraceHook>,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            memory_limit: usize::MAX / 4,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            spill_dir: None,
+            input_bytes_hint: 0,
+            cancel: Arc::new(AtomicBool::new(false)),
+            progress: None,
+            on_trace: None,
+        }
+    }
+}
+
+/// Layer timeouts' raw material: each source seen, with its 504s' times.
+type Samples = BTreeMap<String, Vec<f64>>;
+
+#[derive(Default)]
+struct Shared {
+    samples: Samples,
+    stats: AssemblyStats,
+}
+
+/// A batch run. Feed it through [`Engine::ingest`] handles (one per
+/// thread), then [`Engine::finish`].
+pub struct Engine {
+    cfg: DiagnoseConfig,
+    opts: BatchOptions,
+    /// Trace partitions `0..n`, request-id partitions `n..2n`.
+    parts: Partitions,
+    n: usize,
+    /// Shared with the output, whose spilled verdicts live in it.
+    spill: Arc<SpillDir>,
+    shared: Mutex<Shared>,
+}
+
+/// Encoded bytes a partition may hold for one worker to assemble it.
+fn partition_target(limit: usize, threads: usize) -> u64 {
+    // Decoded spans and gateway rows take ~4x their encoded size.
+    ((limit as u64 * 2 / 5) / threads.max(1) as u64 / 5).max(64 << 10)
+}
+
+impl Engine {
+    pub fn new(cfg: DiagnoseConfig, opts: BatchOptions) -> Self {
+        let target = partition_target(opts.memory_limit, opts.threads);
+        // Encoded records are ~0.8x the text they came from.
+        let est = opts.input_bytes_hint.saturating_mul(4) / 5;
+        let n = (est / target + 1)
+            .next_power_of_two()
+            .clamp(4 * opts.threads.max(1) as u64, 4096) as usize;
+        let budget = (opts.memory_limit / 2).max(16 << 10);
+        Engine {
+            parts: Partitions::new("p", 2 * n, budget),
+            n,
+            spill: Arc::new(SpillDir::new(opts.spill_dir.clone())),
+            shared: Mutex::new(Shared::default()),
+            cfg,
+            opts,
+        }
+    }
+
+    /// Whether any data went to disk so far.
+    pub fn spilled(&self) -> bool {
+        self.spill.used()
+    }
+
+    /// Number of trace partitions.
+    pub fn partitions(&self) -> usize {
+        self.n
+    }
+
+    fn check_cancel(&self) -> Result<(), BatchError> {
+        if self.opts.cancel.load(Ordering::Relaxed) {
+            Err(BatchError::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A handle that routes records; each thread takes its own.
+    pub fn ingest(&self) -> Ingest<'_> {
+        Ingest {
+            engine: self,
+            local: vec![Vec::new(); 2 * self.n],
+            local_bytes: 0,
+            samples: Samples::new(),
+            stats: AssemblyStats::default(),
+        }
+    }
+
+    /// Resolves, assembles, diagnoses and merges.
+    pub fn finish(self) -> Result<BatchOutput, BatchError> {
+        let mut timings = Vec::new();
+        let mut clock = std::time::Instant::now();
+        let mut lap = |name: &'static str, t: &mut Vec<(&'static str, std::time::Duration)>| {
+            t.push((name, clock.elapsed()));
+            clock = std::time::Instant::now();
+        };
+        self.resolve_request_ids()?;
+        lap("resolve request ids", &mut timings);
+        let shared = std::mem::take(&mut *self.shared.lock().expect("engine lock"));
+        let timeouts = timeouts::layer_timeouts(
+            shared.samples.iter().flat_map(|(src, rts)| {
+                std::iter::once((src.as_str(), None, None)).chain(
+                    rts.iter()
+                        .map(move |rt| (src.as_str(), Some(504), Some(*rt))),
+                )
+            }),
+            &self.cfg,
+        );
+        let collector = Mutex::new(Collector::new(self.opts.memory_limit / 10));
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let target = partition_target(self.opts.memory_limit, self.opts.threads);
+        let workers = self.opts.threads.clamp(1, self.n);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| -> Result<(), BatchError> {
+                        loop {
+                            let p = next.fetch_add(1, Ordering::Relaxed);
+                            if p >= self.n {
+                                return Ok(());
+                            }
+                            self.check_cancel()?;
+                            self.diagnose_partition(
+                                &self.parts,
+                                p,
+                                0,
+                                target,
+                                &timeouts,
+                                &collector,
+                            )?;
+                            let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            if let Some(progress) = &self.opts.progress {
+                                progress("diagnose", d as u64, self.n as u64);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let mut result = Ok(());
+            for h in handles {
+                let r = h.join().expect("diagnosis worker panicked");
+                if result.is_ok() {
+                    result = r;
+                }
+            }
+            result
+        })?;
+        lap("assemble and verdicts", &mut timings);
+        let mut c = collector.into_inner().expect("collector lock");
+        c.sort_failing();
+        let stream = c.take_summaries();
+        let failing: Vec<(&Verdict, &TraceSummary)> =
+            c.failing.iter().map(|(v, s)| (v, s)).collect();
+        let mut latency = LatencyAcc::default();
+        let incidents = crate::report::incidents_over(&failing, c.data_end, &self.cfg, |visit| {
+            results::read_summaries(stream, |s| {
+                latency.add(s);
+                visit(s);
+            })
+        })?;
+        drop(failing);
+        lap("incidents", &mut timings);
+        let mut stats = shared.stats;
+        stats.spans_in = c.stats.spans_in;
+        stats.duplicate_spans = c.stats.duplicate_spans;
+        Ok(BatchOutput {
+            incidents,
+            latency: latency.rows(),
+            stats,
+            summaries_len: c.n_summaries,
+            failed: c.failed,
+            unknown_count: c.unknown_count,
+            unknown: c
+                .unknown
+                .iter()
+                .map(|(_, id, s)| (id.clone(), s.clone()))
+                .collect(),
+            timeouts,
+            timings,
+            spilled: self.spill.used(),
+            verdicts: c.into_verdicts(self.spill.clone()),
+        })
+    }
+
+    /// Step 2: request-id partitions → rows moved to their traces.
+    fn resolve_request_ids(&self) -> Result<(), BatchError> {
+        let mut joined = [0usize; 3];
+        let mut local = vec![Vec::new(); 2 * self.n];
+        for p in self.n..2 * self.n {
+            self.check_cancel()?;
+            if self.parts.size(p) == 0 {
+                continue;
+            }
+            let buf = self.parts.take(p, &self.spill)?;
+            let mut links = RidLinks::default();
+            let mut rows: Vec<(Seq, &str, GwHead, &[u8])> = Vec::new();
+            spill::for_each_record(&buf, |r| {
+                let mut i = In::new(r);
+                match i.u8()? {
+                    LINK => {
+                        let rid = i.str()?;
+                        let seq = i.seq()?;
+                        let key = i.key()?;
+                        match (i.u8()?, key) {
+                            (1, k) => links.span(rid, seq, k),
+                            (_, Key::Trace(t)) => links.gateway(rid, seq, t),
+                            (_, Key::Other(_)) => return Err(codec::Corrupt("link").into()),
+                        }
+                    }
+                    RID_ROW => {
+                        let seq = i.seq()?;
+                        let rid = i.str()?;
+                        let head = i.head()?;
+                        rows.push((seq, rid, head, i.body()?));
+                    }
+                    _ => return Err(codec::Corrupt("request-id record").into()),
+                }
+                Ok(())
+            })?;
+            for (seq, rid, head, body) in rows {
+                let (key, how) = links.resolve(rid);
+                joined[how as usize] += 1;
+                let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
+                let at = open_len(buf);
+                let mut o = Out(buf);
+                o.u8(GATEWAY);
+                o.seq(seq);
+                o.key(&key);
+                o.head(&head);
+                o.body_bytes(body);
+                close_len(buf, at);
+            }
+            self.parts.absorb(&mut local, &self.spill)?;
+        }
+        let mut sh = self.shared.lock().expect("engine lock");
+        sh.stats.joined_by_request_id += joined[Joined::ByRequestId as usize];
+        sh.stats.joined_by_request_id_as_trace += joined[Joined::RequestIdAsTrace as usize];
+        sh.stats.unjoined_gateway_records += joined[Joined::Unjoined as usize];
+        Ok(())
+    }
+
+    /// Step 3 for partition `p` of `parts` (split again when too big).
+    fn diagnose_partition(
+        &self,
+        parts: &Partitions,
+        p: usize,
+        level: u32,
+        target: u64,
+        timeouts: &BTreeMap<String, LayerTimeout>,
+        collector: &Mutex<Collector>,
+    ) -> Result<(), BatchError> {
+        let size = parts.size(p);
+        if size > 2 * target && level < 4 {
+            let k = (size / target + 1).min(256) as usize;
+            let sub = Partitions::new(format!("p{level}-{p}"), k, target as usize);
+            let mut local = vec![Vec::new(); k];
+            let mut held = 0usize;
+            parts.drain(p, &self.spill, |r| {
+                let mut i = In::new(r);
+                i.u8()?;
+                i.seq()?;
+                let h = key_hash(&i.key()?);
+                frame(&mut local[part_of(h, level + 1, k)], r);
+                held += r.len();
+                if held > 8 << 20 {
+                    sub.absorb(&mut local, &self.spill)?;
+                    held = 0;
+                }
+                Ok(())
+            })?;
+            sub.absorb(&mut local, &self.spill)?;
+            for q in 0..k {
+                self.check_cancel()?;
+                self.diagnose_partition(&sub, q, level + 1, target, timeouts, collector)?;
+            }
+            return Ok(());
+        }
+        let buf = parts.take(p, &self.spill)?;
+        let a = assemble_partition(&buf, self.cfg.all_verdicts)?;
+        drop(buf);
+        let out = self.diagnose_assembled(a, timeouts);
+        collector
+            .lock()
+            .expect("collector lock")
+            .add(out, &self.spill)
+    }
+
+    fn diagnose_assembled(
+        &self,
+        a: Assembled,
+        timeouts: &BTreeMap<String, LayerTimeout>,
+    ) -> PartOut {
+        let mut out = PartOut {
+            stats: a.stats,
+            ..Default::default()
+        };
+        for l in &a.light {
+            out.add(TraceSummary::light(l), None);
+        }
+        for t in &a.traces {
+            let (s, v) = diagnose_trace(t, timeouts, &self.cfg);
+            if let Some(hook) = &self.opts.on_trace {
+                hook(t, &s, v.as_ref());
+            }
+            out.add(s, v);
+        }
+        out
+    }
+}
+
+/// Routes records into the engine's partitions; buffers locally and hands
+/// over in blocks ([`Ingest::flush`], also on drop).
+pub struct Ingest<'e> {
+    engine: &'e Engine,
+    local: Vec<Vec<u8>>,
+    local_bytes: usize,
+    samples: Samples,
+    stats: AssemblyStats,
+}
+
+/// Bytes a handle buffers before handing over.
+const LOCAL_BYTES: usize = 4 << 20;
+
+impl Ingest<'_> {
+    /// Writes one framed record into partition `p`'s buffer.
+    fn put(&mut self, p: usize, write: impl FnOnce(&mut Out)) -> Result<(), BatchError> {
+        let buf = &mut self.local[p];
+        let at = open_len(buf);
+        write(&mut Out(buf));
+        close_len(buf, at);
+        self.local_bytes += buf.len() - at;
+        if self.local_bytes > LOCAL_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn trace_part(&self, k: &Key) -> usize {
+        part_of(key_hash(k), 0, self.engine.n)
+    }
+
+    fn rid_part(&self, rid: &str) -> usize {
+        self.engine.n + part_of(str_hash(rid), 0, self.engine.n)
+    }
+
+    fn link(&mut self, rid: &str, seq: Seq, key: &Key, from_span: bool) -> Result<(), BatchError> {
+        let p = self.rid_part(rid);
+        self.put(p, |o| {
+            o.u8(LINK);
+            o.bytes(rid.as_bytes());
+            o.seq(seq);
+            o.key(key);
+            o.u8(u8::from(from_span));
+        })
+    }
+
+    /// Routes a span; `seq` is its place in the input ([`seq`]).
+    pub fn span(&mut self, s: &SpanRecord, seq: Seq) -> Result<(), BatchError> {
+        let key = hex128(&s.trace_id)
+            .map(Key::Trace)
+            .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
+        if let Some(rid) = &s.request_id {
+            self.link(rid, seq, &key, true)?;
+        }
+        let p = self.trace_part(&key);
+        self.put(p, |o| {
+            o.u8(SPAN);
+            o.seq(seq);
+            o.key(&key);
+            o.record(s);
+        })
+    }
+
+    /// Routes the rows of a `gateway_requests` batch parsed from input
+    /// file number `file` (the rows' `line` gives their place in it).
+    pub fn gateway(
+        &mut self,
+        batch: &arrow::record_batch::RecordBatch,
+        file: u32,
+    ) -> Result<(), BatchError> {
+        self.gateway_rows(batch, file, true)
+    }
+
+    /// Routes the rows of a batch that is input number `file` as a whole,
+    /// in row order (batches from a store, built in memory).
+    pub fn gateway_in_row_order(
+        &mut self,
+        batch: &arrow::record_batch::RecordBatch,
+        file: u32,
+    ) -> Result<(), BatchError> {
+        self.gateway_rows(batch, file, false)
+    }
+
+    fn gateway_rows(
+        &mut self,
+        batch: &arrow::record_batch::RecordBatch,
+        file: u32,
+        by_line: bool,
+    ) -> Result<(), BatchError> {
+        // The parser's batches are encoded from their columns; others
+        // through a record.
+        let wire = GatewayWire::new(batch);
+        let slow = match wire {
+            Some(_) => None,
+            None => Some(GatewayRows::new(batch)?),
+        };
+        for i in 0..batch.num_rows() {
+            let record = slow.as_ref().map(|r| r.row(i));
+            let (src, line, head, trace_id, rid) = match (&wire, &record) {
+                (Some(w), _) => (
+                    w.source(i),
+                    w.line(i),
+                    w.head(i),
+                    w.trace_id(i),
+                    w.request_id(i),
+                ),
+                (None, Some(g)) => (
+                    g.source.as_str(),
+                    g.line,
+                    GwHead::of(g),
+                    g.trace_id.as_deref(),
+                    g.request_id.as_deref(),
+                ),
+                (None, None) => unreachable!("one of the two is there"),
+            };
+            let body = |buf: &mut Vec<u8>| match (&wire, &record) {
+                (Some(w), _) => w.write(i, buf),
+                (None, Some(g)) => codec::postcard_into(g, buf),
+                (None, None) => unreachable!("one of the two is there"),
+            };
+            let seq = codec::seq(file, if by_line { line } else { i as u64 }, 0);
+            // Layer timeouts: every source, and the time of each 504.
+            if !self.samples.contains_key(src) {
+                self.samples.insert(src.to_string(), Vec::new());
+            }
+            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms) {
+                if let Some(rts) = self.samples.get_mut(src) {
+                    rts.push(rt);
+                }
+            }
+            self.stats.gateway_records += 1;
+            if let Some(t) = trace_id.and_then(hex128) {
+                self.stats.joined_by_traceparent += 1;
+                let key = Key::Trace(t);
+                let p = self.trace_part(&key);
+                self.put(p, |o| {
+                    o.u8(GATEWAY);
+                    o.seq(seq);
+                    o.key(&key);
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+                if let Some(rid) = rid {
+                    self.link(rid, seq, &key, false)?;
+                }
+            } else if let Some(rid) = rid {
+                let p = self.rid_part(rid);
+                self.put(p, |o| {
+                    o.u8(RID_ROW);
+                    o.seq(seq);
+                    o.bytes(rid.as_bytes());
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+            } else {
+                self.stats.unjoined_gateway_records += 1;
+                let key = Key::Other(format!("line:{src}:{line}"));
+                let p = self.trace_part(&key);
+                self.put(p, |o| {
+                    o.u8(GATEWAY);
+                    o.seq(seq);
+                    o.key(&key);
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands buffered records to the engine (may spill).
+    pub fn flush(&mut self) -> Result<(), BatchError> {
+        self.engine.check_cancel()?;
+        self.engine
+            .parts
+            .absorb(&mut self.local, &self.engine.spill)?;
+        self.local_bytes = 0;
+        let mut sh = self.engine.shared.lock().expect("engine lock");
+        for (src, rts) in std::mem::take(&mut self.samples) {
+            sh.samples.entry(src).or_default().extend(rts);
+        }
+        let s = std::mem::take(&mut self.stats);
+        sh.stats.gateway_records += s.gateway_records;
+        sh.stats.joined_by_traceparent += s.joined_by_traceparent;
+        sh.stats.unjoined_gateway_records += s.unjoined_gateway_records;
+        Ok(())
+    }
+}
+
+impl Drop for Ingest<'_> {
+    fn drop(&mut self) {
+        if self.local_bytes > 0 || !self.samples.is_empty() || self.stats.gateway_records > 0 {
+            // An error here (a full disk) surfaces again at finish.
+            let _ = self.flush();
+        }
+    }
+}
+
+/// The result of a batch run.
+pub struct BatchOutput {
+    pub incidents: Vec<IncidentReport>,
+    /// LLM latency by input-token bucket over all traces.
+    pub latency: Vec<BucketRow>,
+    pub stats: AssemblyStats,
+    /// Requests seen.
+    pub summaries_len: usize,
+    /// Verdicts whose outcome is not `ok`.
+    pub failed: usize,
+    /// Failing verdicts with root cause `unknown`, and the first few of
+    /// them in output order: (trace id, summary).
+    pub unknown_count: usize,
+    pub unknown: Vec<(String, String)>,
+    pub timeouts: BTreeMap<String, LayerTimeout>,
+    pub timings: Vec<(&'static str, std::time::Duration)>,
+    /// Whether the run used its temp dir.
+    pub spilled: bool,
+    pub verdicts: Verdicts,
+}
+
+/// Assembly alone, in memory, through the same partition code.
+pub(crate) fn assemble_in_memory(
+    gateway: &[arrow::record_batch::RecordBatch],
+    spans: &[SpanRecord],
+    all: bool,
+) -> Result<Assembled, BatchError> {
+    let cfg = DiagnoseConfig {
+        all_verdicts: all,
+        ..Default::default()
+    };
+    let opts = BatchOptions {
+        threads: 1,
+        ..Default::default()
+    };
+    let engine = Engine::new(cfg, opts);
+    ingest_in_memory(&engine, gateway, spans)?;
+    engine.resolve_request_ids()?;
+    let mut out = Assembled::default();
+    for p in 0..engine.n {
+        let buf = engine.parts.take(p, &engine.spill)?;
+        let a = assemble_partition(&buf, all)?;
+        out.traces.extend(a.traces);
+        out.light.extend(a.light);
+        out.stats.spans_in += a.stats.spans_in;
+        out.stats.duplicate_spans += a.stats.duplicate_spans;
+    }
+    let sh = engine.shared.lock().expect("engine lock");
+    let s = &sh.stats;
+    out.stats.gateway_records = s.gateway_records;
+    out.stats.joined_by_traceparent = s.joined_by_traceparent;
+    out.stats.joined_by_request_id = s.joined_by_request_id;
+    out.stats.joined_by_request_id_as_trace = s.joined_by_request_id_as_trace;
+    out.stats.unjoined_gateway_records = s.unjoined_gateway_records;
+    Ok(out)
+}
+
+/// Routes in-memory inputs: batches in order, then spans in order.
+pub(crate) fn ingest_in_memory(
+    engine: &Engine,
+    gateway: &[arrow::record_batch::RecordBatch],
+    spans: &[SpanRecord],
+) -> Result<(), BatchError> {
+    let mut ing = engine.ingest();
+    for (i, b) in gateway.iter().enumerate() {
+        ing.gateway_in_row_order(b, i as u32)?;
+    }
+    let file = gateway.len() as u32;
+    for (i, s) in spans.iter().enumerate() {
+        ing.span(s, seq(file, i as u64, 0))?;
+    }
+    ing.flush()
+}
+
+impl BatchOutput {
+    /// Everything in memory, as [`crate::Diagnosis`].
+    pub fn into_diagnosis(self) -> Result<crate::Diagnosis, BatchError> {
+        Ok(crate::Diagnosis {
+            verdicts: self.verdicts.collect()?,
+            incidents: self.incidents,
+            latency: self.latency,
+            assembly: self.stats,
+            summaries_len: self.summaries_len,
+            timings: self.timings,
+        })
+    }
+}

@@ -1,0 +1,181 @@
+//! Assembly of one partition: every record of the traces whose join key
+//! hashes here, in any order, in; requests out — each span once (the first
+//! copy in input order), gateway records of every layer joined to their
+//! trace, healthy gateway-only requests kept light (docs/inputs.md, *Identity and joining*).
+//!
+//! Records are put back in input order ([`Seq`]) first, so what "first"
+//! means never depends on threads, partitions or spilling.
+
+use crate::assemble::{
+    hex128, key_name, sane_gateway, sane_ms, sane_span, Assembled, Key, LightRequest, Trace,
+    MAX_TIME_US,
+};
+use crate::batch::codec::{decode_gateway, decode_span, GwHead, In, Seq, GATEWAY, SPAN};
+use crate::batch::spill::for_each_record;
+use crate::batch::BatchError;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+struct GwEntry<'a> {
+    seq: Seq,
+    key: Key,
+    head: GwHead,
+    body: &'a [u8],
+}
+
+/// Assembles the framed records of one partition. `all` materialises
+/// every request (for `all_verdicts`).
+pub fn assemble_partition(buf: &[u8], all: bool) -> Result<Assembled, BatchError> {
+    let mut spans: Vec<(Seq, Key, &[u8])> = Vec::new();
+    let mut gws: Vec<GwEntry> = Vec::new();
+    for_each_record(buf, |r| {
+        let mut i = In::new(r);
+        match i.u8()? {
+            SPAN => {
+                let seq = i.seq()?;
+                let key = i.key()?;
+                spans.push((seq, key, i.body()?));
+            }
+            GATEWAY => {
+                let seq = i.seq()?;
+                let key = i.key()?;
+                let head = i.head()?;
+                gws.push(GwEntry {
+                    seq,
+                    key,
+                    head,
+                    body: i.body()?,
+                });
+            }
+            _ => return Err(crate::batch::codec::Corrupt("record tag").into()),
+        }
+        Ok(())
+    })?;
+    spans.sort_unstable_by_key(|s| s.0);
+    gws.sort_unstable_by_key(|g| g.seq);
+
+    let mut out = Assembled::default();
+    out.stats.spans_in = spans.len();
+    let mut index: FxHashMap<Key, usize> = FxHashMap::default();
+    let mut seen: FxHashSet<(u128, u64)> = FxHashSet::default();
+    let mut seen_odd: FxHashSet<(String, String)> = FxHashSet::default();
+    for (_, key, body) in spans {
+        let mut s = decode_span(body)?;
+        sane_span(&mut s);
+        let span64 = u64::from_str_radix(&s.span_id, 16)
+            .ok()
+            .filter(|_| s.span_id.len() <= 16);
+        let first = match (&key, span64) {
+            (Key::Trace(t), Some(sp)) => seen.insert((*t, sp)),
+            _ => seen_odd.insert((s.trace_id.clone(), s.span_id.clone())),
+        };
+        if !first {
+            out.stats.duplicate_spans += 1;
+            continue;
+        }
+        let idx = *index.entry(key).or_insert_with(|| {
+            out.traces.push(Trace {
+                id: s.trace_id.clone(),
+                ..Default::default()
+            });
+            out.traces.len() - 1
+        });
+        out.traces[idx].spans.push(s);
+    }
+
+    // A request needs a verdict when it has spans, a layer answered 5xx,
+    // or every verdict was asked for.
+    let mut heavy: FxHashSet<&Key> = FxHashSet::default();
+    for g in &gws {
+        if all || g.head.status.is_some_and(|s| s >= 500) || index.contains_key(&g.key) {
+            heavy.insert(&g.key);
+        }
+    }
+    let heavy: FxHashSet<Key> = heavy.into_iter().cloned().collect();
+    let mut light: FxHashMap<Key, LightRequest> = FxHashMap::default();
+    for g in gws {
+        if heavy.contains(&g.key) {
+            let idx = match index.get(&g.key) {
+                Some(&idx) => idx,
+                None => {
+                    out.traces.push(Trace {
+                        id: key_name(&g.key),
+                        ..Default::default()
+                    });
+                    index.insert(g.key, out.traces.len() - 1);
+                    out.traces.len() - 1
+                }
+            };
+            out.traces[idx]
+                .gateway
+                .push(sane_gateway(decode_gateway(g.body)?));
+        } else {
+            let h = g.head;
+            let end = h.time_us.clamp(0, MAX_TIME_US);
+            let start = end - (sane_ms(h.request_time_ms).unwrap_or(0.0) * 1000.0) as i64;
+            let req = LightRequest {
+                start_us: start,
+                end_us: end,
+                status: h.status,
+                layer: h.layer,
+            };
+            light
+                .entry(g.key)
+                .and_modify(|l| {
+                    if req.layer < l.layer {
+                        *l = req;
+                    }
+                })
+                .or_insert(req);
+        }
+    }
+    out.light = light.into_values().collect();
+    for t in &mut out.traces {
+        t.normalize();
+    }
+    Ok(out)
+}
+
+/// The request id a gateway row without a trace id is joined by, resolved
+/// over the whole input: the trace of the first span that carries it,
+/// else the trace of the first gateway row (of any layer) that logged it
+/// with a traceparent, else the id itself when it is 32 hex, else a
+/// stand-in `request:<id>`.
+#[derive(Default)]
+pub struct RidLinks<'a> {
+    by_span: FxHashMap<&'a str, (Seq, Key)>,
+    by_gateway: FxHashMap<&'a str, (Seq, u128)>,
+}
+
+/// How a request id was resolved (for the run's join statistics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Joined {
+    ByRequestId,
+    RequestIdAsTrace,
+    Unjoined,
+}
+
+impl<'a> RidLinks<'a> {
+    pub fn span(&mut self, rid: &'a str, seq: Seq, key: Key) {
+        let e = self.by_span.entry(rid).or_insert((seq, key.clone()));
+        if seq < e.0 {
+            *e = (seq, key);
+        }
+    }
+    pub fn gateway(&mut self, rid: &'a str, seq: Seq, trace: u128) {
+        let e = self.by_gateway.entry(rid).or_insert((seq, trace));
+        if seq < e.0 {
+            *e = (seq, trace);
+        }
+    }
+    pub fn resolve(&self, rid: &str) -> (Key, Joined) {
+        if let Some((_, k)) = self.by_span.get(rid) {
+            (k.clone(), Joined::ByRequestId)
+        } else if let Some((_, t)) = self.by_gateway.get(rid) {
+            (Key::Trace(*t), Joined::ByRequestId)
+        } else if let Some(t) = hex128(rid) {
+            (Key::Trace(t), Joined::RequestIdAsTrace)
+        } else {
+            (Key::Other(format!("request:{rid}")), Joined::Unjoined)
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Partitions of encoded records, kept in memory up to a byte budget and
+//! appended to one file each in a temp dir beyond it — the build side of a
+//! grace hash join. Every record is framed by its length, so a spilled
+//! partition can be read back whole or streamed record by record.
+
+use crate::assemble::Key;
+use crate::batch::codec::{In, Out};
+use crate::batch::BatchError;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The run's temp dir, created on the first spill and removed when the
+/// run ends (or is interrupted: it lives in the engine, which unwinds).
+pub struct SpillDir {
+    parent: Option<PathBuf>,
+    dir: OnceLock<Result<tempfile::TempDir, String>>,
+}
+
+impl SpillDir {
+    pub fn new(parent: Option<PathBuf>) -> Self {
+        SpillDir {
+            parent,
+            dir: OnceLock::new(),
+        }
+    }
+    /// The dir, created now if needed.
+    pub fn path(&self) -> Result<&Path, BatchError> {
+        let d = self.dir.get_or_init(|| {
+            let mut b = tempfile::Builder::new();
+            b.prefix("overtime-diagnose-");
+            match &self.parent {
+                Some(p) => b.tempdir_in(p),
+                None => b.tempdir(),
+            }
+            .map_err(|e| e.to_string())
+        });
+        match d {
+            Ok(t) => Ok(t.path()),
+            Err(e) => Err(BatchError::Spill(format!("cannot create a temp dir: {e}"))),
+        }
+    }
+    /// Whether anything was spilled.
+    pub fn used(&self) -> bool {
+        self.dir.get().is_some()
+    }
+}
+
+/// A well-mixed 64-bit hash of a join key (stable within a run).
+pub(crate) fn key_hash(k: &Key) -> u64 {
+    match k {
+        Key::Trace(t) => mix((*t as u64) ^ ((*t >> 64) as u64)),
+        Key::Other(s) => str_hash(s),
+    }
+}
+
+pub fn str_hash(s: &str) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(s.as_bytes());
+    mix(h.finish())
+}
+
+/// splitmix64's finaliser.
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d049bb133111eb);
+    x ^ (x >> 31)
+}
+
+/// The partition of hash `h` among `n` at split level `level` (each level
+/// of re-partitioning uses independent bits).
+pub fn part_of(h: u64, level: u32, n: usize) -> usize {
+    let x = if level == 0 {
+        h
+    } else {
+        mix(h ^ (level as u64).wrapping_mul(0x9e3779b97f4a7c15))
+    };
+    (((x >> 32) * n as u64) >> 32) as usize
+}
+
+/// One record framed: its length (4 bytes), then its bytes.
+pub fn frame(buf: &mut Vec<u8>, record: &[u8]) {
+    Out(buf).body_bytes(record);
+}
+
+/// Calls `f` with each framed record of `buf`.
+pub fn for_each_record<'a>(
+    buf: &'a [u8],
+    mut f: impl FnMut(&'a [u8]) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
+    let mut i = In::new(buf);
+    while !i.done() {
+        f(i.body()?)?;
+    }
+    Ok(())
+}
+
+struct State {
+    mem: Vec<Vec<u8>>,
+    mem_bytes: usize,
+    on_disk: Vec<u64>,
+}
+
+/// `n` partitions sharing one memory budget.
+pub struct Partitions {
+    name: String,
+    budget: usize,
+    state: Mutex<State>,
+}
+
+impl Partitions {
+    pub fn new(name: impl Into<String>, n: usize, budget: usize) -> Self {
+        Partitions {
+            name: name.into(),
+            budget,
+            state: Mutex::new(State {
+                mem: vec![Vec::new(); n],
+                mem_bytes: 0,
+                on_disk: vec![0; n],
+            }),
+        }
+    }
+
+    fn file(&self, dir: &Path, p: usize) -> PathBuf {
+        dir.join(format!("{}-{p}.bin", self.name))
+    }
+
+    /// Moves a worker's framed records (one buffer per partition) in;
+    /// spills every partition to its file when over the budget.
+    pub fn absorb(&self, local: &mut [Vec<u8>], spill: &SpillDir) -> Result<(), BatchError> {
+        let mut st = self.state.lock().expect("partition lock");
+        for (p, buf) in local.iter_mut().enumerate() {
+            if buf.is_empty() {
+                continue;
+            }
+            st.mem_bytes += buf.len();
+            if st.mem[p].is_empty() {
+                std::mem::swap(&mut st.mem[p], buf);
+            } else {
+                st.mem[p].extend_from_slice(buf);
+                buf.clear();
+            }
+        }
+        if st.mem_bytes > self.budget {
+            self.spill_largest(&mut st, spill)?;
+        }
+        Ok(())
+    }
+
+    /// Spills the largest partitions until half the budget is free (the
+    /// others stay in memory: a small input past its budget by a little
+    /// spills a little).
+    fn spill_largest(&self, st: &mut State, spill: &SpillDir) -> Result<(), BatchError> {
+        let dir = spill.path()?;
+        let mut order: Vec<usize> = (0..st.mem.len()).collect();
+        order.sort_unstable_by_key(|&p| std::cmp::Reverse(st.mem[p].len()));
+        for p in order {
+            if st.mem_bytes <= self.budget / 2 || st.mem[p].is_empty() {
+                break;
+            }
+            let path = self.file(dir, p);
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| BatchError::io(&path, e))?;
+            f.write_all(&st.mem[p])
+                .map_err(|e| BatchError::io(&path, e))?;
+            st.on_disk[p] += st.mem[p].len() as u64;
+            st.mem_bytes -= st.mem[p].len();
+            st.mem[p] = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Bytes of partition `p`, in memory and on disk.
+    pub fn size(&self, p: usize) -> u64 {
+        let st = self.state.lock().expect("partition lock");
+        st.on_disk[p] + st.mem[p].len() as u64
+    }
+
+    /// Takes partition `p` whole (its file is removed).
+    pub fn take(&self, p: usize, spill: &SpillDir) -> Result<Vec<u8>, BatchError> {
+        let (mem, disk) = {
+            let mut st = self.state.lock().expect("partition lock");
+            let mem = std::mem::take(&mut st.mem[p]);
+            st.mem_bytes -= mem.len();
+            (mem, std::mem::take(&mut st.on_disk[p]))
+        };
+        if disk == 0 {
+            return Ok(mem);
+        }
+        let path = self.file(spill.path()?, p);
+        let mut out = Vec::with_capacity(disk as usize + mem.len());
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read_to_end(&mut out))
+            .map_err(|e| BatchError::io(&path, e))?;
+        let _ = std::fs::remove_file(&path);
+        out.extend_from_slice(&mem);
+        Ok(out)
+    }
+
+    /// Streams partition `p` record by record (its file is removed after).
+    pub fn drain(
+        &self,
+        p: usize,
+        spill: &SpillDir,
+        mut f: impl FnMut(&[u8]) -> Result<(), BatchError>,
+    ) -> Result<(), BatchError> {
+        let (mem, disk) = {
+            let mut st = self.state.lock().expect("partition lock");
+            let mem = std::mem::take(&mut st.mem[p]);
+            st.mem_bytes -= mem.len();
+            (mem, std::mem::take(&mut st.on_disk[p]))
+        };
+        if disk > 0 {
+            let path = self.file(spill.path()?, p);
+            let file = std::fs::File::open(&path).map_err(|e| BatchError::io(&path, e))?;
+            let mut r = BufReader::with_capacity(1 << 20, file);
+            let mut rec = Vec::new();
+            while let Some(n) = read_len(&mut r).map_err(|e| BatchError::io(&path, e))? {
+                rec.resize(n as usize, 0);
+                r.read_exact(&mut rec)
+                    .map_err(|e| BatchError::io(&path, e))?;
+                f(&rec)?;
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        for_each_record(&mem, f)
+    }
+}
+
+/// A frame's length at the reader's position; `None` at a clean end of file.
+fn read_len(r: &mut impl Read) -> std::io::Result<Option<u64>> {
+    let mut b = [0u8; 4];
+    let mut n = 0;
+    while n < 4 {
+        let k = r.read(&mut b[n..])?;
+        if k == 0 {
+            return if n == 0 {
+                Ok(None)
+            } else {
+                Err(std::io::ErrorKind::UnexpectedEof.into())
+            };
+        }
+        n += k;
+    }
+    Ok(Some(u32::from_le_bytes(b) as u64))
+}
+
+/// Framed records in memory up to a budget, then appended to one file:
+/// for what pass 2 produces (summaries) and reads once at the end.
+pub struct Stream {
+    name: String,
+    budget: usize,
+    mem: Vec<u8>,
+    file: Option<(PathBuf, BufWriter<std::fs::File>)>,
+    pub bytes: u64,
+}
+
+impl Stream {
+    pub fn new(name: impl Into<String>, budget: usize) -> Self {
+        Stream {
+            name: name.into(),
+            budget,
+            mem: Vec::new(),
+            file: None,
+            bytes: 0,
+        }
+    }
+
+    /// Appends a block of framed records.
+    pub fn push(&mut self, block: &[u8], spill: &SpillDir) -> Result<(), BatchError> {
+        self.bytes += block.len() as u64;
+        self.mem.extend_from_slice(block);
+        if self.mem.len() > self.budget {
+            if self.file.is_none() {
+                let path = spill.path()?.join(format!("{}.bin", self.name));
+                let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
+                self.file = Some((path, BufWriter::with_capacity(1 << 20, f)));
+            }
+            let (path, w) = self.file.as_mut().expect("created above");
+            w.write_all(&self.mem)
+                .map_err(|e| BatchError::io(path, e))?;
+            self.mem.clear();
+        }
+        Ok(())
+    }
+
+    /// Reads every framed record back, in the order pushed.
+    pub fn read(
+        mut self,
+        mut f: impl FnMut(&[u8]) -> Result<(), BatchError>,
+    ) -> Result<(), BatchError> {
+        if let Some((path, mut w)) = self.file.take() {
+            w.flush().map_err(|e| BatchError::io(&path, e))?;
+            drop(w);
+            let file = std::fs::File::open(&path).map_err(|e| BatchError::io(&path, e))?;
+            let mut r = BufReader::with_capacity(1 << 20, file);
+            let mut rec = Vec::new();
+            while let Some(n) = read_len(&mut r).map_err(|e| BatchError::io(&path, e))? {
+                rec.resize(n as usize, 0);
+                r.read_exact(&mut rec)
+                    .map_err(|e| BatchError::io(&path, e))?;
+                f(&rec)?;
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        for_each_record(&self.mem, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_read_back_the_same_records_spilled_or_not() {
+        let spill = SpillDir::new(None);
+        for budget in [usize::MAX, 10] {
+            let parts = Partitions::new("t", 3, budget);
+            for round in 0..4u8 {
+                let mut local = vec![Vec::new(); 3];
+                for (p, buf) in local.iter_mut().enumerate() {
+                    frame(buf, &[p as u8, round]);
+                    frame(buf, &vec![round; 300]);
+                }
+                parts.absorb(&mut local, &spill).unwrap();
+            }
+            for p in 0..3 {
+                let mut whole = Vec::new();
+                for_each_record(&parts.take(p, &spill).unwrap(), |r| {
+                    whole.push(r.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(whole.len(), 8);
+                assert_eq!(whole[6], vec![p as u8, 3]);
+                assert_eq!(parts.size(p), 0, "taken");
+            }
+        }
+        assert!(spill.used(), "a 10-byte budget spills");
+    }
+
+    #[test]
+    fn a_partition_streams_record_by_record() {
+        let spill = SpillDir::new(None);
+        let parts = Partitions::new("s", 1, 100);
+        let mut local = vec![Vec::new()];
+        for i in 0..50u8 {
+            frame(&mut local[0], &vec![i; i as usize]);
+            parts.absorb(&mut local, &spill).unwrap();
+        }
+        let mut n = 0;
+        parts
+            .drain(0, &spill, |r| {
+                assert_eq!(r.len(), n);
+                n += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(n, 50);
+    }
+
+    #[test]
+    fn partition_bits_spread_keys_evenly_at_every_level() {
+        for level in 0..3 {
+            let mut counts = [0usize; 8];
+            for t in 0..8000u128 {
+                counts[part_of(key_hash(&Key::Trace(t * 0x1_0000_0001)), level, 8)] += 1;
+            }
+            assert!(counts.iter().all(|&c| c > 800), "{counts:?}");
+        }
+    }
+}
