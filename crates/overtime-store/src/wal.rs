@@ -36,7 +36,8 @@
 //! use overtime_model::{Checkpoint, Table, RejectedColumns, RejectedRecord};
 //! let mut c = RejectedColumns::new();
 //! c.append(&RejectedRecord::new("edge.log", 1, "format_mismatch", "bad", b"x"));
-//! let batch = c.finish();
+//! // As the store writes it: conformed, `ingested_at` stamped.
+//! let batch = overtime_store::tables::conform(Table::Rejected, c.finish(), 42).unwrap();
 //! let ck = Checkpoint { source: "file:edge.log".into(), position: "offset=2".into() };
 //! let bytes = encode_payload(Table::Rejected, 42, Some(&ck), &batch).unwrap();
 //! let rec = decode_payload(&bytes).unwrap();
