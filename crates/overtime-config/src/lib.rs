@@ -267,8 +267,9 @@ pub struct KafkaSource {
     pub brokers: String,
     #[serde(default = "default_group")]
     pub group_id: String,
-    #[serde(default = "default_prefetch")]
-    pub max_prefetch_kbytes: u64,
+    /// librdkafka's prefetch cap per partition (KiB, default 16384).
+    #[serde(default)]
+    pub max_prefetch_kbytes: Option<u64>,
     /// A partition's batch is written at this many messages (default
     /// 4096)…
     #[serde(default)]
@@ -295,10 +296,6 @@ fn default_offset_reset() -> String {
 
 fn default_group() -> String {
     "overtime".into()
-}
-
-fn default_prefetch() -> u64 {
-    16_384
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

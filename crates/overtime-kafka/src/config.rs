@@ -25,6 +25,9 @@ use std::collections::BTreeMap;
 pub const DEFAULT_PREFETCH_KBYTES: u64 = 16 * 1024;
 /// Default largest batch, in messages.
 pub const DEFAULT_BATCH_MAX_MESSAGES: usize = 4096;
+/// The `log_format` of an nginx topic that names none: overtime's own
+/// format, as for a tailed file.
+pub const DEFAULT_LOG_FORMAT: &str = "overtime";
 /// Default longest time a message waits in a batch, in milliseconds.
 pub const DEFAULT_BATCH_MAX_MS: u64 = 200;
 
@@ -293,7 +296,7 @@ impl KafkaSourceSettings {
             let nginx_only = t.log_format.is_some() || t.layer.is_some() || t.layer_index.is_some();
             let format = match t.format.trim().to_ascii_lowercase().as_str() {
                 "nginx" | "nginx-line" | "nginx_line" => {
-                    let text = t.log_format.as_deref().unwrap_or("combined");
+                    let text = t.log_format.as_deref().unwrap_or(DEFAULT_LOG_FORMAT);
                     TopicFormat::NginxLine {
                         format: resolve(text).map_err(bad)?,
                         layer: t.layer.clone().unwrap_or_else(|| t.topic.clone()),

@@ -34,7 +34,7 @@ mod stats;
 
 pub use config::{
     ConfigError, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat, TopicSettings,
-    DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_PREFETCH_KBYTES,
+    DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES,
 };
 pub use exposition::{render_prometheus, LabeledStats};
 pub use stats::KafkaStats;

@@ -41,7 +41,11 @@ pub fn kafka_source(
                 topic: t.topic.clone(),
                 format: t.format.clone(),
                 log_format: if nginx {
-                    Some(t.log_format.clone().unwrap_or_else(|| "overtime".into()))
+                    Some(
+                        t.log_format
+                            .clone()
+                            .unwrap_or_else(|| overtime_kafka::DEFAULT_LOG_FORMAT.into()),
+                    )
                 } else {
                     None
                 },
@@ -60,7 +64,9 @@ pub fn kafka_source(
         batch_max_ms: k
             .batch_max_ms
             .unwrap_or(overtime_kafka::DEFAULT_BATCH_MAX_MS),
-        max_prefetch_kbytes: k.max_prefetch_kbytes,
+        max_prefetch_kbytes: k
+            .max_prefetch_kbytes
+            .unwrap_or(overtime_kafka::DEFAULT_PREFETCH_KBYTES),
         auto_offset_reset: k.auto_offset_reset.clone(),
         extra: librdkafka_options(&k.librdkafka_options, |n| std::env::var(n).ok())?,
     };
