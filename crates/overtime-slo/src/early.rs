@@ -835,7 +835,11 @@ mod tests {
         let mut one_more = mixed.clone();
         one_more[0] = (1000.0, 60_000.0);
         one_more[20] = (500.0, 500.0);
-        let z = z_ratio(RatioSums::of(&tally(&one_more)), RatioSums::of(&tally(&mixed))).unwrap();
+        let z = z_ratio(
+            RatioSums::of(&tally(&one_more)),
+            RatioSums::of(&tally(&mixed)),
+        )
+        .unwrap();
         assert!(z.abs() < 1.0, "{z}");
         assert_eq!(z_ratio(RatioSums::of(&tally(&[(1.0, 2.0)])), b), None);
     }

@@ -170,7 +170,7 @@ pub struct DiagnoseArgs {
     pub threads: Option<usize>,
     /// Memory the run keeps its records in at most (`512M`, `2G`); beyond
     /// it they are spilled to a temp dir. Default: a quarter of the
-    /// machine's memory, at most 1G. The output is the same whatever the
+    /// machine's memory, at most 512M. The output is the same whatever the
     /// limit.
     #[arg(long = "memory-limit", value_name = "SIZE")]
     pub memory_limit: Option<String>,

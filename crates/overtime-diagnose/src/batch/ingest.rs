@@ -1,0 +1,202 @@
+//! A reader's handle on the engine: routes each record to its partition
+//! by its join key, buffering locally and handing over in blocks.
+
+use super::*;
+
+/// Routes records into the engine's partitions; buffers locally and hands
+/// over in blocks ([`Ingest::flush`], also on drop).
+pub struct Ingest<'e> {
+    pub(super) engine: &'e Engine,
+    pub(super) local: Vec<Vec<u8>>,
+    pub(super) local_bytes: usize,
+    pub(super) samples: Samples,
+    pub(super) stats: AssemblyStats,
+}
+
+/// Bytes a handle buffers before handing over.
+const LOCAL_BYTES: usize = 4 << 20;
+
+impl Ingest<'_> {
+    /// Writes one framed record into partition `p`'s buffer.
+    fn put(&mut self, p: usize, write: impl FnOnce(&mut Out)) -> Result<(), BatchError> {
+        let buf = &mut self.local[p];
+        let at = open_len(buf);
+        write(&mut Out(buf));
+        close_len(buf, at);
+        self.local_bytes += buf.len() - at;
+        if self.local_bytes > LOCAL_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn trace_part(&self, k: &Key) -> usize {
+        part_of(key_hash(k), 0, self.engine.n)
+    }
+
+    fn rid_part(&self, rid: &str) -> usize {
+        self.engine.n + part_of(str_hash(rid), 0, self.engine.n)
+    }
+
+    fn link(&mut self, rid: &str, seq: Seq, key: &Key, from_span: bool) -> Result<(), BatchError> {
+        let p = self.rid_part(rid);
+        self.put(p, |o| {
+            o.u8(LINK);
+            o.bytes(rid.as_bytes());
+            o.seq(seq);
+            o.key(key);
+            o.u8(u8::from(from_span));
+        })
+    }
+
+    /// Routes a span; `seq` is its place in the input ([`seq`]).
+    pub fn span(&mut self, s: &SpanRecord, seq: Seq) -> Result<(), BatchError> {
+        let key = hex128(&s.trace_id)
+            .map(Key::Trace)
+            .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
+        if let Some(rid) = &s.request_id {
+            self.link(rid, seq, &key, true)?;
+        }
+        let p = self.trace_part(&key);
+        self.put(p, |o| {
+            o.u8(SPAN);
+            o.seq(seq);
+            o.key(&key);
+            o.record(s);
+        })
+    }
+
+    /// Routes the rows of a `gateway_requests` batch parsed from input
+    /// file number `file` (the rows' `line` gives their place in it).
+    pub fn gateway(
+        &mut self,
+        batch: &arrow::record_batch::RecordBatch,
+        file: u32,
+    ) -> Result<(), BatchError> {
+        self.gateway_rows(batch, file, true)
+    }
+
+    /// Routes the rows of a batch that is input number `file` as a whole,
+    /// in row order (batches from a store, built in memory).
+    pub fn gateway_in_row_order(
+        &mut self,
+        batch: &arrow::record_batch::RecordBatch,
+        file: u32,
+    ) -> Result<(), BatchError> {
+        self.gateway_rows(batch, file, false)
+    }
+
+    fn gateway_rows(
+        &mut self,
+        batch: &arrow::record_batch::RecordBatch,
+        file: u32,
+        by_line: bool,
+    ) -> Result<(), BatchError> {
+        // The parser's batches are encoded from their columns; others
+        // through a record.
+        let wire = GatewayWire::new(batch);
+        let slow = match wire {
+            Some(_) => None,
+            None => Some(GatewayRows::new(batch)?),
+        };
+        for i in 0..batch.num_rows() {
+            let record = slow.as_ref().map(|r| r.row(i));
+            let (src, line, head, trace_id, rid) = match (&wire, &record) {
+                (Some(w), _) => (
+                    w.source(i),
+                    w.line(i),
+                    w.head(i),
+                    w.trace_id(i),
+                    w.request_id(i),
+                ),
+                (None, Some(g)) => (
+                    g.source.as_str(),
+                    g.line,
+                    GwHead::of(g),
+                    g.trace_id.as_deref(),
+                    g.request_id.as_deref(),
+                ),
+                (None, None) => unreachable!("one of the two is there"),
+            };
+            let body = |buf: &mut Vec<u8>| match (&wire, &record) {
+                (Some(w), _) => w.write(i, buf),
+                (None, Some(g)) => codec::postcard_into(g, buf),
+                (None, None) => unreachable!("one of the two is there"),
+            };
+            let seq = codec::seq(file, if by_line { line } else { i as u64 }, 0);
+            // Layer timeouts: every source, and the time of each 504.
+            if !self.samples.contains_key(src) {
+                self.samples.insert(src.to_string(), Vec::new());
+            }
+            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms) {
+                if let Some(rts) = self.samples.get_mut(src) {
+                    rts.push(rt);
+                }
+            }
+            self.stats.gateway_records += 1;
+            if let Some(t) = trace_id.and_then(hex128) {
+                self.stats.joined_by_traceparent += 1;
+                let key = Key::Trace(t);
+                let p = self.trace_part(&key);
+                self.put(p, |o| {
+                    o.u8(GATEWAY);
+                    o.seq(seq);
+                    o.key(&key);
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+                if let Some(rid) = rid {
+                    self.link(rid, seq, &key, false)?;
+                }
+            } else if let Some(rid) = rid {
+                let p = self.rid_part(rid);
+                self.put(p, |o| {
+                    o.u8(RID_ROW);
+                    o.seq(seq);
+                    o.bytes(rid.as_bytes());
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+            } else {
+                self.stats.unjoined_gateway_records += 1;
+                let key = Key::Other(format!("line:{src}:{line}"));
+                let p = self.trace_part(&key);
+                self.put(p, |o| {
+                    o.u8(GATEWAY);
+                    o.seq(seq);
+                    o.key(&key);
+                    o.head(&head);
+                    o.record_with(body);
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands buffered records to the engine (may spill).
+    pub fn flush(&mut self) -> Result<(), BatchError> {
+        self.engine.check_cancel()?;
+        self.engine
+            .parts
+            .absorb(&mut self.local, &self.engine.spill)?;
+        self.local_bytes = 0;
+        let mut sh = self.engine.shared.lock().expect("engine lock");
+        for (src, rts) in std::mem::take(&mut self.samples) {
+            sh.samples.entry(src).or_default().extend(rts);
+        }
+        let s = std::mem::take(&mut self.stats);
+        sh.stats.gateway_records += s.gateway_records;
+        sh.stats.joined_by_traceparent += s.joined_by_traceparent;
+        sh.stats.unjoined_gateway_records += s.unjoined_gateway_records;
+        Ok(())
+    }
+}
+
+impl Drop for Ingest<'_> {
+    fn drop(&mut self) {
+        if self.local_bytes > 0 || !self.samples.is_empty() || self.stats.gateway_records > 0 {
+            // An error here (a full disk) surfaces again at finish.
+            let _ = self.flush();
+        }
+    }
+}
