@@ -2,10 +2,10 @@
 //! `cargo run -p overtime-advise --example proof_table`. The same laws,
 //! sizes and seeds as the tests in `tests/proof.rs`.
 
-use overtime_advise::stats::{percentile, Rng};
+use overtime_advise::stats::{Rng, percentile};
 use overtime_advise::synth::{self, Cut, Law, SEED_CLASSES};
-use overtime_advise::{advise, Advice, AdviseOptions};
-use overtime_diagnose::report::{bucket_of, BUCKETS};
+use overtime_advise::{Advice, AdviseOptions, advise};
+use overtime_diagnose::report::{BUCKETS, bucket_of};
 
 const LAW: Law = Law {
     base_ms: 800.0,

@@ -6,8 +6,8 @@
 use crate::extract::{Attempt, CallFacts, Class, Dataset, End};
 use crate::latency_model::{self, LatencyModel, Sample};
 use crate::lognormal::{self, TailFit};
-use crate::stats::{percentile, KaplanMeier, Obs};
-use overtime_diagnose::report::{bucket_of, BUCKETS};
+use crate::stats::{KaplanMeier, Obs, percentile};
+use overtime_diagnose::report::{BUCKETS, bucket_of};
 use overtime_model::Outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -181,25 +181,25 @@ fn recommend(
     model_q: Option<&dyn Fn(f64) -> Option<f64>>,
     target: f64,
 ) -> (Option<f64>, Option<Method>) {
-    if let Some(q) = km.quantile(target) {
-        if finished as f64 * (1.0 - target) >= KM_TAIL_CALLS {
-            return (Some(q), Some(Method::KaplanMeier));
-        }
+    if let Some(q) = km.quantile(target)
+        && finished as f64 * (1.0 - target) >= KM_TAIL_CALLS
+    {
+        return (Some(q), Some(Method::KaplanMeier));
     }
     let miss = |f: &dyn Fn(f64) -> Option<f64>| km_miss(km, f);
     let tail_f = tail.map(|t| move |q: f64| Some(t.dist.quantile(q)));
     let mut best: Option<(f64, f64, Method)> = None;
-    if let Some(f) = &tail_f {
-        if let Some(v) = f(target) {
-            best = Some((miss(f), v, Method::LognormalTail));
-        }
+    if let Some(f) = &tail_f
+        && let Some(v) = f(target)
+    {
+        best = Some((miss(f), v, Method::LognormalTail));
     }
-    if let Some(f) = model_q {
-        if let Some(v) = f(target) {
-            let m = miss(f);
-            if best.is_none_or(|b| m < b.0) {
-                best = Some((m, v, Method::LatencyModel));
-            }
+    if let Some(f) = model_q
+        && let Some(v) = f(target)
+    {
+        let m = miss(f);
+        if best.is_none_or(|b| m < b.0) {
+            best = Some((m, v, Method::LatencyModel));
         }
     }
     match best {

@@ -8,7 +8,7 @@ use crate::extract::{CallFacts, Class, Dataset, End};
 use crate::latency_model::LatencyModel;
 use crate::lognormal::{self, LogNormal, TailFit};
 use crate::stats::KaplanMeier;
-use crate::stats::{percentile, Obs, Rng};
+use crate::stats::{Obs, Rng, percentile};
 use overtime_diagnose::report::bucket_of;
 use std::collections::BTreeMap;
 
@@ -93,10 +93,10 @@ impl Context {
                 by_comp.entry(c.component.as_str()).or_default().push(c);
                 if let (Some(to), Some(rem), false) =
                     (c.timeout_ms, c.remaining_budget_ms, c.timeout_observed)
+                    && rem > 0.0
+                    && to < rem * 0.999
                 {
-                    if rem > 0.0 && to < rem * 0.999 {
-                        ratios.entry(c.class).or_default().push((to / rem, to));
-                    }
+                    ratios.entry(c.class).or_default().push((to / rem, to));
                 }
             }
         }
@@ -109,10 +109,10 @@ impl Context {
             if st < 500 {
                 continue;
             }
-            if let Some(b) = t.budget_ms {
-                if (end - b).abs() <= (b * 0.03).max(500.0) {
-                    late.entry(svc.as_str()).or_default().push(end - b);
-                }
+            if let Some(b) = t.budget_ms
+                && (end - b).abs() <= (b * 0.03).max(500.0)
+            {
+                late.entry(svc.as_str()).or_default().push(end - b);
             }
             if t.outcome == overtime_model::Outcome::GatewayTimeout
                 && end < t.elapsed_ms * 0.95
@@ -227,18 +227,18 @@ impl Context {
     /// tail or its model's law at its tokens and load (whichever fits the
     /// bucket better), else its component's tail.
     pub fn law_of(&self, c: &CallFacts) -> Option<LogNormal> {
-        if let (Class::Llm, Some(t)) = (c.class, c.tokens_in) {
-            if let Some(d) = self.bucket_tails.get(&(c.component.clone(), bucket_of(t))) {
-                return Some(*d);
-            }
+        if let (Class::Llm, Some(t)) = (c.class, c.tokens_in)
+            && let Some(d) = self.bucket_tails.get(&(c.component.clone(), bucket_of(t)))
+        {
+            return Some(*d);
         }
-        if c.class == Class::Llm {
-            if let (Some((m, gpu)), Some(t)) = (self.models.get(&c.component), c.tokens_in) {
-                return Some(LogNormal {
-                    mu: m.median_ms(t as f64, c.load(*gpu)).ln(),
-                    sigma: m.sigma_for(t as f64),
-                });
-            }
+        if c.class == Class::Llm
+            && let (Some((m, gpu)), Some(t)) = (self.models.get(&c.component), c.tokens_in)
+        {
+            return Some(LogNormal {
+                mu: m.median_ms(t as f64, c.load(*gpu)).ln(),
+                sigma: m.sigma_for(t as f64),
+            });
         }
         self.tails.get(&c.component).map(|t| t.dist)
     }

@@ -7,8 +7,8 @@
 use crate::AdviseError;
 use arrow::record_batch::RecordBatch;
 use overtime_diagnose::calls::{self, CallKind};
-use overtime_diagnose::timeouts::{layer_timeouts, LayerTimeout};
-use overtime_diagnose::{assemble, outcome, tree, DiagnoseConfig, Trace};
+use overtime_diagnose::timeouts::{LayerTimeout, layer_timeouts};
+use overtime_diagnose::{DiagnoseConfig, Trace, assemble, outcome, tree};
 use overtime_model::{GatewayRows, Outcome, SpanRecord, SpanStatus, Stage};
 use std::collections::{BTreeMap, BinaryHeap};
 

@@ -21,9 +21,9 @@
 //! P(latency > cut), never a finish at the cut. The per-request timeout is
 //! the median times the margin exp(z_target · σ_bucket).
 
-use crate::model_fit::{fit_form, n_params, quality, Params, Slots};
+use crate::model_fit::{Params, Slots, fit_form, n_params, quality};
 use crate::stats::{cdf, quantile_z};
-use overtime_diagnose::report::{bucket_of, BUCKETS};
+use overtime_diagnose::report::{BUCKETS, bucket_of};
 use serde::{Deserialize, Serialize};
 
 /// One call for the fit.

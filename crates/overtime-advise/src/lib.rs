@@ -37,9 +37,9 @@ pub mod whatif;
 
 pub use advice::{GroupAdvice, ModelAdvice, Quantiles};
 pub use align::Alignment;
-pub use extract::{dataset, Dataset};
+pub use extract::{Dataset, dataset};
 pub use proposal::Proposal;
-pub use whatif::{whatif, WhatIf, WhatIfOptions};
+pub use whatif::{WhatIf, WhatIfOptions, whatif};
 
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@
 //! that is known. Never "it finished at the timeout".
 
 use crate::optim::minimize;
-use crate::stats::{cdf, ln_pdf, ln_sf, quantile_z, Obs, Rng};
+use crate::stats::{Obs, Rng, cdf, ln_pdf, ln_sf, quantile_z};
 use serde::{Deserialize, Serialize};
 
 /// A log-normal distribution of milliseconds.
@@ -83,11 +83,7 @@ fn ln_likelihood(mu: f64, sigma: f64, logs: &[(f64, bool)]) -> f64 {
     logs.iter()
         .map(|&(y, finished)| {
             let z = (y - mu) / sigma;
-            if finished {
-                ln_pdf(z) - ln_s
-            } else {
-                ln_sf(z)
-            }
+            if finished { ln_pdf(z) - ln_s } else { ln_sf(z) }
         })
         .sum()
 }

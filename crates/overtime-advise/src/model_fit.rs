@@ -195,7 +195,7 @@ pub(crate) fn fit_form(
             let v: Vec<f64> = samples
                 .iter()
                 .zip(&slot)
-                .filter(|(s, &sk)| s.finished && sk == k)
+                .filter(|(s, sk)| s.finished && **sk == k)
                 .map(|(s, _)| s.ms - base * a * s.tokens_in)
                 .collect();
             let m = percentile(&v, 0.5).unwrap_or(base).max(base * 0.1);

@@ -22,11 +22,7 @@ pub fn minimize(
     let mut eval = |x: &[f64], evals: &mut usize| {
         *evals += 1;
         let v = f(x);
-        if v.is_finite() {
-            v
-        } else {
-            f64::INFINITY
-        }
+        if v.is_finite() { v } else { f64::INFINITY }
     };
     let mut evals = 0usize;
     let mut simplex: Vec<(Vec<f64>, f64)> = Vec::with_capacity(n + 1);

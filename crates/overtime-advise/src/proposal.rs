@@ -106,7 +106,7 @@ pub fn parse_bucket(b: &str) -> Result<String, AdviseError> {
         _ => {
             return Err(err(format!(
                 "bucket {b:?}: one of lt50, 50-200, 200-500, gt500"
-            )))
+            )));
         }
     }
     .into())
@@ -199,7 +199,7 @@ impl Proposal {
                 return Err(err(format!(
                     "{key}: unknown key (llm.<model>.timeout, llm.<model>.bucket.<b>.timeout, \
                      tool.<name>.timeout, service.budget, gateway.<layer>.read_timeout, retries)"
-                )))
+                )));
             }
         }
         self.keys.push(format!("{key}={value}"));
@@ -347,7 +347,7 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut Vec<String>) -> Result<(), A
             return Err(err(format!(
                 "{prefix}: {} values are not proposals",
                 other.type_str()
-            )))
+            )));
         }
     }
     Ok(())

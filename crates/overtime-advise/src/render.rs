@@ -1,9 +1,9 @@
 //! The advice and the what-if report for humans: aligned text for a
 //! terminal, or Markdown for a ticket.
 
+use crate::Advice;
 use crate::advice::{GroupAdvice, Method, Source};
 use crate::whatif::WhatIf;
-use crate::Advice;
 use overtime_diagnose::fmt::{dur, pct};
 
 /// Text (aligned columns) or Markdown.

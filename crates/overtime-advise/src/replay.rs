@@ -22,7 +22,7 @@ use crate::context::Context;
 use crate::extract::{CallFacts, Class, End, TraceFacts};
 use crate::proposal::Proposal;
 use crate::stats::Rng;
-use overtime_diagnose::report::{bucket_of, BUCKETS};
+use overtime_diagnose::report::{BUCKETS, bucket_of};
 use overtime_model::Outcome;
 use serde::{Deserialize, Serialize};
 
@@ -163,19 +163,20 @@ pub fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) -> Repl
         let share = t
             .budget_ms
             .and_then(|_| cx.budget_share.get(&c.class).copied());
-        if let Some(b) = budget {
-            if start >= b && share.is_none() {
-                failure = Some((
-                    start,
-                    Fate::Fast503,
-                    format!(
-                        "the {} budget was spent before {} began",
-                        fmt_ms(b),
-                        c.component
-                    ),
-                ));
-                break;
-            }
+        if let Some(b) = budget
+            && start >= b
+            && share.is_none()
+        {
+            failure = Some((
+                start,
+                Fate::Fast503,
+                format!(
+                    "the {} budget was spent before {} began",
+                    fmt_ms(b),
+                    c.component
+                ),
+            ));
+            break;
         }
         let cap = match proposed_timeout(p, c) {
             Some(t) => t,

@@ -9,7 +9,7 @@
 
 use crate::extract::{Attempt, CallFacts, Class, Dataset, End, TraceFacts};
 use crate::lognormal::LogNormal;
-use crate::stats::{quantile_z, Rng};
+use crate::stats::{Rng, quantile_z};
 use overtime_model::{Outcome, Stage};
 
 /// One input class of seed 000's latency table.

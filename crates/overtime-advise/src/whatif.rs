@@ -6,9 +6,9 @@
 use crate::context::Context;
 use crate::extract::Dataset;
 use crate::proposal::Proposal;
-use crate::render::{table, Style};
-use crate::replay::{observed, replay, Fate};
-use crate::stats::{percentile, Rng};
+use crate::render::{Style, table};
+use crate::replay::{Fate, observed, replay};
+use crate::stats::{Rng, percentile};
 use overtime_diagnose::fmt::dur;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -6,9 +6,9 @@
 
 use overtime_advise::advice::Method;
 use overtime_advise::latency_model::Form;
-use overtime_advise::stats::{percentile, Rng};
+use overtime_advise::stats::{Rng, percentile};
 use overtime_advise::synth::{self, Cut, Law, SEED_CLASSES};
-use overtime_advise::{advise, AdviseOptions};
+use overtime_advise::{AdviseOptions, advise};
 
 fn within(got: f64, want: f64, tol: f64) -> bool {
     (got / want - 1.0).abs() <= tol

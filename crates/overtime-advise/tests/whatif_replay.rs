@@ -5,7 +5,7 @@
 use overtime_advise::extract::{Attempt, CallFacts, Class, Dataset, End, LayerFacts, TraceFacts};
 use overtime_advise::replay::Fate;
 use overtime_advise::synth::{self, Cut};
-use overtime_advise::{whatif, Proposal, WhatIfOptions};
+use overtime_advise::{Proposal, WhatIfOptions, whatif};
 use overtime_diagnose::timeouts::LayerTimeout;
 use overtime_model::{Outcome, Stage};
 

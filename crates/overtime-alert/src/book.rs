@@ -1,7 +1,7 @@
 //! The alert book: what was sent, diffed against what is active now.
 //! Pure (time is passed in); the sender turns its output into HTTP posts.
 
-use crate::alert::{identity, Alert};
+use crate::alert::{Alert, identity};
 use chrono::{DateTime, TimeDelta, Utc};
 use std::collections::BTreeMap;
 
@@ -198,11 +198,11 @@ impl AlertBook {
         let alert = self.with_extra_labels(alert);
         let key = identity(&alert.labels);
         let mut out = Outgoing::default();
-        if let Some(e) = self.one_shots.get_mut(&key) {
-            if e.resolved.is_none() {
-                e.alert.annotations = alert.annotations;
-                return out;
-            }
+        if let Some(e) = self.one_shots.get_mut(&key)
+            && e.resolved.is_none()
+        {
+            e.alert.annotations = alert.annotations;
+            return out;
         }
         let until = now + self.settings.one_shot_lifetime;
         let e = Entry::firing(alert, now, Some(until));
@@ -224,17 +224,17 @@ impl AlertBook {
         merged.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut out = Outgoing::default();
         let settings = &self.settings;
-        if let Some(e) = self.one_shots.get_mut(&identity(&merged)) {
-            if e.resolved.is_none() {
-                e.resolved = Some(Resolved {
-                    at: now,
-                    am_sends_left: settings.resolved_resends.saturating_sub(1),
-                });
-                e.last_am = now;
-                out.alertmanager
-                    .push(notice(settings, e, Status::Resolved, now));
-                out.webhook.push(notice(settings, e, Status::Resolved, now));
-            }
+        if let Some(e) = self.one_shots.get_mut(&identity(&merged))
+            && e.resolved.is_none()
+        {
+            e.resolved = Some(Resolved {
+                at: now,
+                am_sends_left: settings.resolved_resends.saturating_sub(1),
+            });
+            e.last_am = now;
+            out.alertmanager
+                .push(notice(settings, e, Status::Resolved, now));
+            out.webhook.push(notice(settings, e, Status::Resolved, now));
         }
         out
     }

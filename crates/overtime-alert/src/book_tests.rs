@@ -169,7 +169,9 @@ fn one_shot_resolved_early_and_fired_again_is_a_new_alert() {
     let out = b.fire_once(incident("inc-2"), t(200));
     assert_eq!(statuses(&out.alertmanager), ["firing"]);
     assert_eq!(out.alertmanager[0].starts_at, t(200));
-    assert!(out.alertmanager[0].alert.annotations["report_url"].ends_with("/inc-2?format=markdown"));
+    assert!(
+        out.alertmanager[0].alert.annotations["report_url"].ends_with("/inc-2?format=markdown")
+    );
 }
 
 #[test]

@@ -111,10 +111,10 @@ impl AlertConfig {
                 return bad("alertmanager_urls", m);
             }
         }
-        if let Some(url) = &self.webhook_url {
-            if let Err(m) = check_url(url) {
-                return bad("webhook_url", m);
-            }
+        if let Some(url) = &self.webhook_url
+            && let Err(m) = check_url(url)
+        {
+            return bad("webhook_url", m);
         }
         if let Err(m) = check_url(&self.external_url) {
             return bad("external_url", m);

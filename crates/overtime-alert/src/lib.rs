@@ -33,14 +33,14 @@ mod deliver;
 mod payload;
 mod sender;
 
-pub use alert::{fingerprint, Alert};
+pub use alert::{Alert, fingerprint};
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;
 pub use overtime_slo::alert_names::{
-    severity_of, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
+    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
     CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, INCIDENT, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
-    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH, severity_of,
 };
-pub use payload::{alertmanager_body, rfc3339, webhook_bodies, ZERO_TIME};
+pub use payload::{ZERO_TIME, alertmanager_body, rfc3339, webhook_bodies};
 pub use sender::{AlertError, AlertSender, AlertStats};

@@ -4,7 +4,7 @@
 use crate::alert::fingerprint;
 use crate::book::{Notice, Status};
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// RFC 3339 in UTC with milliseconds, as Alertmanager prints it.

@@ -3,7 +3,7 @@
 use crate::alert::Alert;
 use crate::book::{AlertBook, Outgoing};
 use crate::config::{AlertConfig, ConfigError};
-use crate::deliver::{run, Delivery, Retry, Target, TargetStats};
+use crate::deliver::{Delivery, Retry, Target, TargetStats, run};
 use crate::payload::{alertmanager_body, webhook_bodies};
 use chrono::{DateTime, Utc};
 use serde::Serialize;

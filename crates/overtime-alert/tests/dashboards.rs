@@ -283,9 +283,14 @@ fn every_metric_and_label_a_panel_uses_exists() {
             "{file}: {title}: no overtime metric in {expr}"
         );
         for (name, labels) in used {
-            let known = docs.get(&name).or_else(|| rules.get(&name)).unwrap_or_else(|| {
-                panic!("{file}: {title}: {name} is neither in docs/metrics.md nor a recording rule")
-            });
+            let known = docs
+                .get(&name)
+                .or_else(|| rules.get(&name))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{file}: {title}: {name} is neither in docs/metrics.md nor a recording rule"
+                    )
+                });
             for l in labels {
                 assert!(
                     known.contains(&l),

@@ -106,7 +106,10 @@ impl Config {
                 )));
             }
             if f.kind == "nginx" && f.format.is_none() && f.format_name.is_none() {
-                return Err(ConfigError::Invalid(format!("file {}: an nginx log needs `format` (built-in name or body) or `nginx_conf` + `format_name`", f.path.display())));
+                return Err(ConfigError::Invalid(format!(
+                    "file {}: an nginx log needs `format` (built-in name or body) or `nginx_conf` + `format_name`",
+                    f.path.display()
+                )));
             }
         }
         for k in &self.kafka {

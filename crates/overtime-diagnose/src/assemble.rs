@@ -9,7 +9,7 @@
 //!   [`LightRequest`]: enough for the report's totals.
 //! - A request logged by several layers counts once.
 
-use overtime_model::{is_trace_id, GatewayRecord, SpanRecord};
+use overtime_model::{GatewayRecord, SpanRecord, is_trace_id};
 
 /// Everything known about one request that needs a verdict.
 #[derive(Debug, Clone, Default)]

@@ -299,16 +299,16 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
             c.component = comp;
             c.dns_connect_ms = rec.upstream_connect_sum_ms();
             c.attempt_duration_us = vec![upstream_time];
-            if root.children.is_empty() {
-                if let Some(r) = rec.llm_reason.as_deref() {
-                    c.phases = parse_llm_reason(r);
-                    if !c.phases.is_empty() {
-                        c.stage = Stage::Llm;
-                        c.component = rec
-                            .extra("upstream_http_x_llm_model")
-                            .map(String::from)
-                            .unwrap_or(c.component);
-                    }
+            if root.children.is_empty()
+                && let Some(r) = rec.llm_reason.as_deref()
+            {
+                c.phases = parse_llm_reason(r);
+                if !c.phases.is_empty() {
+                    c.stage = Stage::Llm;
+                    c.component = rec
+                        .extra("upstream_http_x_llm_model")
+                        .map(String::from)
+                        .unwrap_or(c.component);
                 }
             }
             calls.push(c);
@@ -566,10 +566,10 @@ fn span_call(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> Call {
     if c.stage == Stage::Network && (!c.phases.is_empty() || c.model.is_some()) {
         c.stage = Stage::Llm;
     }
-    if c.is_llm() {
-        if let Some(m) = &c.model {
-            c.component = m.clone();
-        }
+    if c.is_llm()
+        && let Some(m) = &c.model
+    {
+        c.component = m.clone();
     }
     c
 }

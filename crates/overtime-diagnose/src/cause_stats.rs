@@ -7,7 +7,7 @@ use crate::fmt::{dur, median, percentile};
 use crate::report::med_dur;
 use crate::verdict::TraceSummary;
 use overtime_model::{RootCauseKind as K, Verdict};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 fn dist(v: &[f64]) -> Value {

@@ -80,32 +80,32 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
         )),
         _ => {}
     }
-    if let (Some(b), Some(t)) = (f.service_budget_ms, gw_timeout) {
-        if b >= t.ms {
-            broken.push(format!(
-                "the {} budget of {} ≥ the gateway {} timeout of {}",
-                f.service,
-                dur(b),
-                gw.map(|g| g.source.as_str()).unwrap_or("?"),
-                dur(t.ms)
-            ));
-        }
+    if let (Some(b), Some(t)) = (f.service_budget_ms, gw_timeout)
+        && b >= t.ms
+    {
+        broken.push(format!(
+            "the {} budget of {} ≥ the gateway {} timeout of {}",
+            f.service,
+            dur(b),
+            gw.map(|g| g.source.as_str()).unwrap_or("?"),
+            dur(t.ms)
+        ));
     }
     // Layers: an outer layer must wait longer than the one inside it.
     for pair in f.gateway.windows(2) {
         if let (Some(o), Some(i)) = (
             f.timeouts.get(&pair[0].source),
             f.timeouts.get(&pair[1].source),
-        ) {
-            if pair[0].source != pair[1].source && o.ms <= i.ms {
-                broken.push(format!(
-                    "outer gateway {} times out at {} ≤ inner gateway {} at {}",
-                    pair[0].source,
-                    dur(o.ms),
-                    pair[1].source,
-                    dur(i.ms)
-                ));
-            }
+        ) && pair[0].source != pair[1].source
+            && o.ms <= i.ms
+        {
+            broken.push(format!(
+                "outer gateway {} times out at {} ≤ inner gateway {} at {}",
+                pair[0].source,
+                dur(o.ms),
+                pair[1].source,
+                dur(i.ms)
+            ));
         }
     }
     if !broken.is_empty() {
@@ -184,19 +184,19 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
         }
     }
 
-    if let (Some(g), Some(t)) = (gw, gw_timeout) {
-        if t.inferred {
-            out.push(Finding {
-                kind: F::GatewayTimeoutInferred,
-                summary: format!(
-                    "gateway {} read timeout inferred as {} from {} of {} 504s clustered there",
-                    g.source,
-                    dur(t.ms),
-                    t.cluster,
-                    t.of
-                ),
-            });
-        }
+    if let (Some(g), Some(t)) = (gw, gw_timeout)
+        && t.inferred
+    {
+        out.push(Finding {
+            kind: F::GatewayTimeoutInferred,
+            summary: format!(
+                "gateway {} read timeout inferred as {} from {} of {} 504s clustered there",
+                g.source,
+                dur(t.ms),
+                t.cluster,
+                t.of
+            ),
+        });
     }
     out
 }

@@ -34,7 +34,7 @@ pub mod timeouts;
 pub mod tree;
 pub mod verdict;
 
-pub use assemble::{assemble, AssemblyStats, Trace};
+pub use assemble::{AssemblyStats, Trace, assemble};
 pub use config::{DiagnoseConfig, LayerConfig};
 pub use report::{BucketRow, IncidentReport};
 

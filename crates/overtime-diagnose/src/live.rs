@@ -19,12 +19,12 @@
 //!   verdict is not observed (its spans may still be on their way), and a
 //!   revision is not a new request.
 
-use crate::assemble::{hex128, key_name, sane_gateway, sane_span, Key};
+use crate::Trace;
+use crate::assemble::{Key, hex128, key_name, sane_gateway, sane_span};
 use crate::config::DiagnoseConfig;
 use crate::report::{self, IncidentReport};
 use crate::timeouts;
-use crate::verdict::{diagnose_trace, TraceSummary};
-use crate::Trace;
+use crate::verdict::{TraceSummary, diagnose_trace};
 use overtime_model::RequestObservation;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -228,11 +228,12 @@ impl LiveDiagnoser {
                 None => Key::Other(format!("line:{}:{}", g.source, g.line)),
             }
         };
-        if let (Some(rid), Key::Trace(_)) = (g.request_id.clone(), &key) {
-            if g.trace_id.is_some() && !self.request_ids.contains_key(&rid) {
-                self.request_ids.insert(rid.clone(), key.clone());
-                self.adopt_request_id(&rid, &key, now_us);
-            }
+        if let (Some(rid), Key::Trace(_)) = (g.request_id.clone(), &key)
+            && g.trace_id.is_some()
+            && !self.request_ids.contains_key(&rid)
+        {
+            self.request_ids.insert(rid.clone(), key.clone());
+            self.adopt_request_id(&rid, &key, now_us);
         }
         let p = self.entry(key, now_us);
         p.trace.gateway.push(g);
@@ -285,11 +286,11 @@ impl LiveDiagnoser {
             let key = hex128(&s.trace_id)
                 .map(Key::Trace)
                 .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
-            if let Some(rid) = s.request_id.clone() {
-                if !self.request_ids.contains_key(&rid) {
-                    self.request_ids.insert(rid.clone(), key.clone());
-                    self.adopt_request_id(&rid, &key, now_us);
-                }
+            if let Some(rid) = s.request_id.clone()
+                && !self.request_ids.contains_key(&rid)
+            {
+                self.request_ids.insert(rid.clone(), key.clone());
+                self.adopt_request_id(&rid, &key, now_us);
             }
             let p = self.entry(key, now_us);
             if p.spans_seen.insert(s.span_id.clone()) {
@@ -367,13 +368,13 @@ impl LiveDiagnoser {
                     summary,
                     timeouts,
                 ));
-            if let Some((_, Some(v))) = &pending.given {
-                if v.outcome != Outcome::Ok {
-                    if self.settled.len() == MAX_OBSERVATIONS {
-                        self.settled.pop_front();
-                    }
-                    self.settled.push_back(v.clone());
+            if let Some((_, Some(v))) = &pending.given
+                && v.outcome != Outcome::Ok
+            {
+                if self.settled.len() == MAX_OBSERVATIONS {
+                    self.settled.pop_front();
                 }
+                self.settled.push_back(v.clone());
             }
         }
         if keep {
@@ -495,21 +496,19 @@ impl LiveDiagnoser {
 
     fn push_summary(&mut self, s: TraceSummary) {
         // A revised trace replaces its earlier summary.
-        if !s.trace_id.is_empty() {
-            if let Some(i) = self
+        if !s.trace_id.is_empty()
+            && let Some(i) = self
                 .summaries
                 .iter()
                 .rposition(|x| x.trace_id == s.trace_id)
-            {
-                self.summaries.remove(i);
-            }
+        {
+            self.summaries.remove(i);
         }
-        if self.summaries.len() == self.max_summaries {
-            if let Some(old) = self.summaries.pop_front() {
-                if old.outcome != Outcome::Ok {
-                    self.verdicts.remove(&old.trace_id);
-                }
-            }
+        if self.summaries.len() == self.max_summaries
+            && let Some(old) = self.summaries.pop_front()
+            && old.outcome != Outcome::Ok
+        {
+            self.verdicts.remove(&old.trace_id);
         }
         self.summaries.push_back(s);
     }

@@ -1,9 +1,9 @@
 //! The report for humans: each incident's headline, causes, statistics,
 //! LLM latency by input-token bucket, findings and example traces.
 
+use crate::Diagnosis;
 use crate::fmt::{dur, pct};
 use crate::report::{BucketRow, IncidentReport};
-use crate::Diagnosis;
 use std::fmt::Write;
 
 fn opt_dur(v: Option<f64>) -> String {
@@ -12,7 +12,9 @@ fn opt_dur(v: Option<f64>) -> String {
 
 /// The latency table as Markdown.
 pub fn latency_table(rows: &[BucketRow]) -> String {
-    let mut s = String::from("| input tokens | calls | P50 | P90 | P99 | max | 504 share |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    let mut s = String::from(
+        "| input tokens | calls | P50 | P90 | P99 | max | 504 share |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
     for r in rows {
         let _ = writeln!(
             s,

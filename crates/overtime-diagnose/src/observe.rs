@@ -252,15 +252,15 @@ fn timeout_used(
             used = Some(used.map_or(u, |x| x.max(u)));
         }
     };
-    if let Some(g) = trace.gateway.first() {
-        if let Some(t) = timeouts.get(&g.source).map(|t| t.ms).filter(|t| *t > 0.0) {
-            let (s, e) = (g.start_us(), g.time_us);
-            match stream_silence_ms(trace, s.min(start_us), e.max(end_us)) {
-                Some(gap) => take(gap / t),
-                None => {
-                    if let Some(rt) = g.request_time_ms {
-                        take(rt / t);
-                    }
+    if let Some(g) = trace.gateway.first()
+        && let Some(t) = timeouts.get(&g.source).map(|t| t.ms).filter(|t| *t > 0.0)
+    {
+        let (s, e) = (g.start_us(), g.time_us);
+        match stream_silence_ms(trace, s.min(start_us), e.max(end_us)) {
+            Some(gap) => take(gap / t),
+            None => {
+                if let Some(rt) = g.request_time_ms {
+                    take(rt / t);
                 }
             }
         }

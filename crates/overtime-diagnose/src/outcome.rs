@@ -95,15 +95,15 @@ pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
         let Some(i) = node.span else { continue };
         let s = &trace.spans[i];
         let shift = tree.shift_us[i];
-        if is_body_send(s) {
-            if let Some(p) = node.parent {
-                let owner = tree.nodes[p].span.unwrap_or(i);
-                streams
-                    .entry(p)
-                    .or_insert((owner, Vec::new()))
-                    .1
-                    .push(s.start_us + shift);
-            }
+        if is_body_send(s)
+            && let Some(p) = node.parent
+        {
+            let owner = tree.nodes[p].span.unwrap_or(i);
+            streams
+                .entry(p)
+                .or_insert((owner, Vec::new()))
+                .1
+                .push(s.start_us + shift);
         }
         let events = s
             .events

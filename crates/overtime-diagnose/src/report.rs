@@ -5,7 +5,7 @@
 
 use crate::config::DiagnoseConfig;
 use crate::fmt::{dur, median, pct, percentile};
-use crate::verdict::{rfc3339, TraceSummary};
+use crate::verdict::{TraceSummary, rfc3339};
 use overtime_model::{FindingKind, Outcome, RootCauseKind as K, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};

@@ -2,11 +2,11 @@
 //! rules and the findings put together (docs/diagnosis.md).
 
 use crate::assemble::Trace;
-use crate::calls::{self, component_of, Call, CallKind};
+use crate::calls::{self, Call, CallKind, component_of};
 use crate::config::DiagnoseConfig;
-use crate::findings::{findings, FindingFacts};
+use crate::findings::{FindingFacts, findings};
 use crate::outcome;
-use crate::rules::{root_cause, Facts};
+use crate::rules::{Facts, root_cause};
 use crate::timeouts::LayerTimeout;
 use crate::tree::{self, TraceTree};
 use chrono::{DateTime, SecondsFormat, Utc};

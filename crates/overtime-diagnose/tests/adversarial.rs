@@ -3,7 +3,7 @@
 
 use crate::common;
 use common::*;
-use overtime_diagnose::{diagnose, DiagnoseConfig};
+use overtime_diagnose::{DiagnoseConfig, diagnose};
 use overtime_model::{GatewayRecord, SpanRecord, SpanStatus, Stage};
 use overtime_parse::fuzz::Rng;
 

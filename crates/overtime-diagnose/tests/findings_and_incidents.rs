@@ -179,10 +179,12 @@ fn incidents_group_by_fingerprint_and_close_after_quiet() {
     assert!(rows[0].calls >= 15);
     assert_eq!(rows[2].share_504, 1.0);
     assert!((rows[2].p50_ms.unwrap() - 30_000.0).abs() < 1.0);
-    assert!(first
-        .findings
-        .iter()
-        .any(|f| f.kind == F::SemanticMask && f.traces == 8));
+    assert!(
+        first
+            .findings
+            .iter()
+            .any(|f| f.kind == F::SemanticMask && f.traces == 8)
+    );
     assert!(first.example_trace_ids.len() <= 5 && !first.example_trace_ids.is_empty());
     let md = overtime_diagnose::markdown::render(&d);
     assert!(md.contains(&first.headline));

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{cfg_with_timeout, Builder};
+use common::{Builder, cfg_with_timeout};
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_model::Stage;
 

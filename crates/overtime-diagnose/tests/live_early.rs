@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{cfg_with_timeout, llm_timeout_trace, Builder};
+use common::{Builder, cfg_with_timeout, llm_timeout_trace};
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_model::{RootCauseKind as K, SpanStatus, Stage};
 

@@ -4,10 +4,10 @@
 //! verdicts of the batch diagnosis.
 
 use overtime_diagnose::live::LiveDiagnoser;
-use overtime_diagnose::{diagnose_tables, DiagnoseConfig, LayerConfig};
-use overtime_model::{gateway_records, GatewayRecord, SpanRecord, Verdict};
+use overtime_diagnose::{DiagnoseConfig, LayerConfig, diagnose_tables};
+use overtime_model::{GatewayRecord, SpanRecord, Verdict, gateway_records};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
-use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -264,7 +264,10 @@ fn an_orphan_is_placed_under_the_span_that_was_running_and_counted() {
     let v = verdict(b, 3_000.0);
     assert_eq!(v.root_cause.kind, K::ToolNoTimeout, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "crm.internal:8443");
-    assert_evidence(&v, "1 span(s) arrived without their parent (never exported): placed 1 under POST /v1/agent/run (agent-api)");
+    assert_evidence(
+        &v,
+        "1 span(s) arrived without their parent (never exported): placed 1 under POST /v1/agent/run (agent-api)",
+    );
 }
 
 #[test]

@@ -41,10 +41,11 @@ fn gateway_timeout_mismatch_when_no_call_timed_out() {
     assert_eq!(v.root_cause.kind, K::GatewayTimeoutMismatch);
     assert_eq!(v.root_cause.component, "gateway");
     assert_evidence(v, "service budget 90.0 s > gateway timeout 30.0 s");
-    assert!(v
-        .findings
-        .iter()
-        .any(|f| f.kind == overtime_model::FindingKind::TimeoutMisaligned));
+    assert!(
+        v.findings
+            .iter()
+            .any(|f| f.kind == overtime_model::FindingKind::TimeoutMisaligned)
+    );
 }
 
 #[test]
@@ -197,10 +198,11 @@ fn tool_no_timeout_and_tool_slow() {
     assert!(v.root_cause.share > 0.8);
     assert_evidence(&v, "search_api ran with no timeout");
     assert_evidence(&v, "52.0 s of budget left");
-    assert!(v
-        .findings
-        .iter()
-        .any(|f| f.kind == overtime_model::FindingKind::NoTimeout));
+    assert!(
+        v.findings
+            .iter()
+            .any(|f| f.kind == overtime_model::FindingKind::NoTimeout)
+    );
 
     let v = verdict(tool_trace(31, Some(90_000.0)), 60_000.0);
     assert_eq!(v.root_cause.kind, K::ToolSlow);

@@ -19,11 +19,11 @@
 //! ```
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{status, ResourceSpans, ScopeSpans, Span, Status};
-use overtime_ingest::file_tail::{spawn_file_tail, FileKind, FileSourceConfig};
-use overtime_ingest::otlp::{serve_otlp_http_on, OtlpConfig, OtlpStats};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, status};
+use overtime_ingest::file_tail::{FileKind, FileSourceConfig, spawn_file_tail};
+use overtime_ingest::otlp::{OtlpConfig, OtlpStats, serve_otlp_http_on};
 use overtime_model::RecordSink;
 use overtime_parse::nginx::LogFormat;
 use overtime_store::{Store, StoreConfig};
@@ -31,8 +31,8 @@ use prost::Message;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -379,11 +379,19 @@ fn main() {
     println!("|---|---|---|---|");
     println!(
         "| OTLP/HTTP protobuf → durable store (fsync), 8 exporters | {:.0} spans/s | {} {:.0} spans/s | {:.2}× |",
-        full.spans_per_s, spans_peer["engine"].as_str().unwrap_or("DuckDB"), spans_peer_rate, full.spans_per_s / spans_peer_rate
+        full.spans_per_s,
+        spans_peer["engine"].as_str().unwrap_or("DuckDB"),
+        spans_peer_rate,
+        full.spans_per_s / spans_peer_rate
     );
     println!(
         "| nginx `overtime` lines → file source → store | {:.0} lines/s | {} {:.0} lines/s | {:.2}× |",
-        lines_per_s, nginx_peer["results"][0]["engine"].as_str().unwrap_or("DuckDB"), nginx_peer_rate, lines_per_s / nginx_peer_rate
+        lines_per_s,
+        nginx_peer["results"][0]["engine"]
+            .as_str()
+            .unwrap_or("DuckDB"),
+        nginx_peer_rate,
+        lines_per_s / nginx_peer_rate
     );
     println!("\n| RSS | peak | memtable budget | 429s | spans acked | spans stored | acked lost |");
     println!("|---|---|---|---|---|---|---|");

@@ -4,9 +4,9 @@
 
 use crate::common;
 
-use common::{wait_for, TestSink};
+use common::{TestSink, wait_for};
 use overtime_ingest::file_tail::{
-    source_name, spawn_file_tail, FileKind, FilePosition, FileSourceConfig, FileTail,
+    FileKind, FilePosition, FileSourceConfig, FileTail, source_name, spawn_file_tail,
 };
 use overtime_model::Table;
 use overtime_parse::nginx::LogFormat;
@@ -15,8 +15,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use tokio_util::sync::CancellationToken;
 
 fn nginx_kind() -> FileKind {

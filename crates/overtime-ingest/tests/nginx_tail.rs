@@ -5,16 +5,16 @@
 
 use crate::common;
 
-use common::{wait_for, TestSink};
-use overtime_ingest::file_tail::{spawn_file_tail, FileKind, FileSourceConfig};
+use common::{TestSink, wait_for};
+use overtime_ingest::file_tail::{FileKind, FileSourceConfig, spawn_file_tail};
 use overtime_parse::nginx::{LogFormat, OVERTIME_LOG_FORMAT};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

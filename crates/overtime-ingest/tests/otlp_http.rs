@@ -3,20 +3,20 @@
 
 use crate::common;
 
-use common::{http_post, TestSink};
+use common::{TestSink, http_post};
 use flate2::write::GzEncoder;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use overtime_ingest::otlp::{otlp_http_router_with, OtlpConfig, OtlpStats};
+use overtime_ingest::otlp::{OtlpConfig, OtlpStats, otlp_http_router_with};
 use overtime_model::{Stage, Table};
 use prost::Message;
 use std::io::Write;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 const PROTO: (&str, &str) = ("Content-Type", "application/x-protobuf");
 const JSON: (&str, &str) = ("Content-Type", "application/json");
@@ -172,10 +172,12 @@ fn json_and_gzip() {
     assert_eq!(r.headers["content-type"], "application/json");
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["partialSuccess"]["rejectedSpans"], "1");
-    assert!(v["partialSuccess"]["errorMessage"]
-        .as_str()
-        .unwrap()
-        .contains("1 of 2 spans rejected"));
+    assert!(
+        v["partialSuccess"]["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("1 of 2 spans rejected")
+    );
     let spans = s.sink.spans();
     assert_eq!(spans.len(), 1);
     assert_eq!(spans[0].service, "tools");

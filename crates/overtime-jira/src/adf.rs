@@ -7,9 +7,9 @@
 //! start with a paragraph; every table cell holds a paragraph; table rows
 //! are padded to the widest row; link marks only on http(s)/mailto URLs.
 
-use crate::markup::{parse, Block, Inlines};
+use crate::markup::{Block, Inlines, parse};
 use crate::wiki::linkable;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn text_nodes(spans: &Inlines) -> Vec<Value> {
     spans

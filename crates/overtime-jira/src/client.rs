@@ -9,8 +9,8 @@
 use crate::config::{Deployment, JiraConfig};
 use base64::Engine;
 use chrono::{DateTime, Utc};
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
-use serde_json::{json, Value};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// A failed call.

@@ -212,7 +212,7 @@ impl JiraConfig {
             (Deployment::DataCenter, 3) => {
                 return err(
                     "api_version 3 (ADF) exists only on Jira Cloud; use 2 for data_center".into(),
-                )
+                );
             }
             (_, v) => return err(format!("api_version must be 2 or 3, got {v}")),
         }

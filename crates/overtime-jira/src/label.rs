@@ -90,8 +90,9 @@ mod tests {
     fn labels_have_no_spaces_or_punctuation() {
         let l = incident_label("a b\tc:d/e\"f'g\u{e9}");
         assert_eq!(l, "overtime-incident-a-b-c-d-e-f-g-");
-        assert!(l
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(
+            l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
     }
 }

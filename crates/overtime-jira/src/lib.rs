@@ -54,5 +54,5 @@ pub mod wiki;
 
 pub use config::{ConfigError, Deployment, JiraConfig, RetryPolicy};
 pub use event::IncidentEvent;
-pub use label::{fingerprint_label, incident_label, OVERTIME_LABEL};
+pub use label::{OVERTIME_LABEL, fingerprint_label, incident_label};
 pub use notifier::{Accepted, JiraError, JiraStats, Notifier};

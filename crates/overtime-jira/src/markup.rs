@@ -203,15 +203,14 @@ fn push(out: &mut Vec<Span>, text: &str, strong: bool, em: bool, code: bool, lin
     if text.is_empty() {
         return;
     }
-    if let Some(last) = out.last_mut() {
-        if last.strong == strong
-            && last.em == em
-            && last.code == code
-            && last.link.as_deref() == link
-        {
-            last.text.push_str(text);
-            return;
-        }
+    if let Some(last) = out.last_mut()
+        && last.strong == strong
+        && last.em == em
+        && last.code == code
+        && last.link.as_deref() == link
+    {
+        last.text.push_str(text);
+        return;
     }
     out.push(Span {
         text: text.to_string(),

@@ -18,7 +18,7 @@
 
 use crate::client::JiraClient;
 use crate::config::{ConfigError, JiraConfig};
-use crate::deliver::{deliver, Action, Failure};
+use crate::deliver::{Action, Failure, deliver};
 use crate::event::IncidentEvent;
 use crate::outbox::{Delivered, Entry, Outbox, OutboxError};
 use serde::Serialize;
@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 /// Why the notifier could not start or take an event.

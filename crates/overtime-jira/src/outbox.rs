@@ -384,10 +384,11 @@ mod tests {
             }
         );
         assert!(ob.knows("x") && !ob.knows("y"));
-        assert!(dir
-            .path()
-            .join("failed/00000000000000000003.json.unreadable")
-            .exists());
+        assert!(
+            dir.path()
+                .join("failed/00000000000000000003.json.unreadable")
+                .exists()
+        );
         assert!(!dir.path().join(".00000000000000000004.json.tmp").exists());
         // the journal was rewritten without the torn line: appends stay parseable
         ob.complete(

@@ -3,9 +3,9 @@
 
 use crate::config::JiraConfig;
 use crate::event::IncidentEvent;
-use crate::label::{fingerprint_label, incident_label, OVERTIME_LABEL};
+use crate::label::{OVERTIME_LABEL, fingerprint_label, incident_label};
 use crate::{adf, wiki};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Jira's limit on `summary`.
 pub const MAX_SUMMARY: usize = 255;
@@ -170,8 +170,10 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("[Live report|http://ot.example/api/incidents/1]"));
-        assert!(crate::client::body_text(&f["description"])
-            .contains(&incident_label(&ev().incident_id)));
+        assert!(
+            crate::client::body_text(&f["description"])
+                .contains(&incident_label(&ev().incident_id))
+        );
         assert_eq!(
             f["labels"],
             json!([

@@ -6,7 +6,7 @@
 //! entity `&#92;` (a doubled backslash is a line break in wiki markup), and
 //! a block that would start with `#` or `-` (a list) has it escaped.
 
-use crate::markup::{parse, Block, Inlines, Span};
+use crate::markup::{Block, Inlines, Span, parse};
 
 fn escape(text: &str, out: &mut String) {
     for c in text.chars() {
@@ -65,11 +65,7 @@ fn inlines(spans: &Inlines) -> String {
 
 fn cell(spans: &Inlines) -> String {
     let s = inlines(spans);
-    if s.is_empty() {
-        " ".into()
-    } else {
-        s
-    }
+    if s.is_empty() { " ".into() } else { s }
 }
 
 /// Renders Markdown as Jira wiki markup.

@@ -8,13 +8,13 @@ use crate::support;
 use chrono::{Duration as Days, Utc};
 use overtime_jira::client::body_text;
 use overtime_jira::{
-    fingerprint_label, incident_label, Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats,
-    Notifier, RetryPolicy,
+    Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats, Notifier, RetryPolicy,
+    fingerprint_label, incident_label,
 };
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Fault, Flavor, Standin, EMAIL, TOKEN};
+use support::{EMAIL, Fault, Flavor, Standin, TOKEN};
 
 fn config(url: &str, flavor: Flavor, version: u8) -> JiraConfig {
     JiraConfig {
@@ -225,11 +225,13 @@ async fn a_recurrence_long_after_resolution_opens_a_new_issue_naming_the_old_one
     let issues = jira.issues();
     assert_eq!(issues.len(), 2);
     assert!(issues[0].done && !issues[1].done);
-    assert!(issues[1]
-        .description
-        .as_str()
-        .unwrap()
-        .contains("previous ticket: OPS-1"));
+    assert!(
+        issues[1]
+            .description
+            .as_str()
+            .unwrap()
+            .contains("previous ticket: OPS-1")
+    );
     assert_eq!(jira.count("GET", "/transitions"), 0);
     assert!(jira.rejections().is_empty(), "{:?}", jira.rejections());
     n.shutdown().await;
@@ -288,9 +290,11 @@ async fn a_jira_outage_loses_nothing_and_delivers_each_event_once_in_order() {
             .contains(&fingerprint_label(&a.fingerprint)),
         "oldest first"
     );
-    assert!(issues[1]
-        .labels
-        .contains(&fingerprint_label(&b.fingerprint)));
+    assert!(
+        issues[1]
+            .labels
+            .contains(&fingerprint_label(&b.fingerprint))
+    );
     assert_eq!(issues[0].comments.len(), 1);
     assert_eq!(jira.count("POST", "/rest/api/2/issue"), 2);
     assert!(jira.rejections().is_empty(), "{:?}", jira.rejections());

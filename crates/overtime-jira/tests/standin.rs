@@ -4,8 +4,8 @@
 use crate::support;
 
 use base64::Engine;
-use serde_json::{json, Value};
-use support::{Flavor, Standin, EMAIL, TOKEN};
+use serde_json::{Value, json};
+use support::{EMAIL, Flavor, Standin, TOKEN};
 
 fn basic() -> String {
     format!(

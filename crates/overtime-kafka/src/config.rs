@@ -309,12 +309,12 @@ impl KafkaSourceSettings {
                     return Err(bad(
                         "`log_format`, `layer` and `layer_index` apply to nginx topics only"
                             .to_string(),
-                    ))
+                    ));
                 }
                 other => {
                     return Err(bad(format!(
                         "unknown format `{other}`: expected nginx, jsonl or otlp-proto"
-                    )))
+                    )));
                 }
             };
             topics.push(TopicConfig {
@@ -392,11 +392,15 @@ mod tests {
             Err(ConfigError::Topic { .. })
         ));
         assert_eq!(
-            build("[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\n[[topics]]\ntopic = \"t\"\nformat = \"otlp-proto\""),
+            build(
+                "[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\n[[topics]]\ntopic = \"t\"\nformat = \"otlp-proto\""
+            ),
             Err(ConfigError::DuplicateTopic("t".into()))
         );
         assert_eq!(
-            build("[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\n[extra]\n\"enable.auto.commit\" = \"true\""),
+            build(
+                "[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\n[extra]\n\"enable.auto.commit\" = \"true\""
+            ),
             Err(ConfigError::OwnedSetting("enable.auto.commit".into()))
         );
         let mut ok = build("[[topics]]\ntopic = \"t\"\nformat = \"otlp\"").unwrap();

@@ -112,10 +112,10 @@ impl SourceContext {
                 .filter(|&o| o >= 0);
             let start = committed_at.max(checkpoint);
             let seeked = checkpoint.is_some() && checkpoint > committed_at;
-            if let Some(s) = start {
-                if let Err(e) = tpl.set_partition_offset(&topic, partition, Offset::Offset(s)) {
-                    self.stats.error(format!("{topic}/{partition}: {e}"));
-                }
+            if let Some(s) = start
+                && let Err(e) = tpl.set_partition_offset(&topic, partition, Offset::Offset(s))
+            {
+                self.stats.error(format!("{topic}/{partition}: {e}"));
             }
             if seeked {
                 self.stats.checkpoint_seeks.fetch_add(1, Relaxed);

@@ -13,9 +13,9 @@
 
 use crate::config::TopicFormat;
 use arrow::record_batch::RecordBatch;
-use overtime_model::{rejected_records, RejectedColumns, RejectedRecord, Table};
+use overtime_model::{RejectedColumns, RejectedRecord, Table, rejected_records};
 use overtime_parse::nginx::GatewayParser;
-use overtime_parse::spans::{parse_otlp_proto, parse_span_line, ParsedSpans, SpanFormat};
+use overtime_parse::spans::{ParsedSpans, SpanFormat, parse_otlp_proto, parse_span_line};
 use std::collections::BTreeMap;
 
 /// One message as taken from the consumer.

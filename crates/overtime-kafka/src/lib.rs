@@ -33,10 +33,11 @@ mod run;
 mod stats;
 
 pub use config::{
-    ConfigError, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat, TopicSettings,
-    DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES,
+    ConfigError, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_LOG_FORMAT,
+    DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat,
+    TopicSettings,
 };
-pub use exposition::{render_prometheus, LabeledStats};
+pub use exposition::{LabeledStats, render_prometheus};
 pub use stats::KafkaStats;
 
 use overtime_model::RecordSink;

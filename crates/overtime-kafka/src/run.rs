@@ -21,15 +21,15 @@
 use crate::context::{Event, SourceContext};
 use crate::decode::{Decoder, Msg};
 use crate::stats::KafkaStats;
-use crate::{source_name, KafkaSourceConfig, KafkaSourceError};
+use crate::{KafkaSourceConfig, KafkaSourceError, source_name};
 use arrow::record_batch::RecordBatch;
 use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -157,11 +157,9 @@ impl Runner {
                     start,
                     seeked,
                 } => {
-                    if seeked {
-                        if let Some(s) = start {
-                            // The group catches up with what the sink holds.
-                            self.store_and_commit(&topic, partition, s);
-                        }
+                    if seeked && let Some(s) = start {
+                        // The group catches up with what the sink holds.
+                        self.store_and_commit(&topic, partition, s);
                     }
                     let p = Partition {
                         next: start,

@@ -9,8 +9,8 @@
 //!   read, refreshed after each batch: no broker round trip.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Counters of one running Kafka source.
 #[derive(Debug, Default)]

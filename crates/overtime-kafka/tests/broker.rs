@@ -5,9 +5,9 @@
 
 use crate::common;
 
-use common::{jsonl_span, nginx_line, otlp_request, wait_until, Broker, MemSink};
+use common::{Broker, MemSink, jsonl_span, nginx_line, otlp_request, wait_until};
 use overtime_kafka::{
-    source_name, spawn_kafka_source, KafkaSource, KafkaSourceConfig, TopicConfig, TopicFormat,
+    KafkaSource, KafkaSourceConfig, TopicConfig, TopicFormat, source_name, spawn_kafka_source,
 };
 use overtime_model::RecordSink;
 use overtime_parse::nginx::LogFormat;

@@ -26,13 +26,13 @@ mod span_links;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
-pub use gateway::{gateway_records, gateway_schema, sum_known, GatewayColumns, GatewayRecord};
-pub use gateway_rows::{str_at, GatewayRows};
-pub use observation::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
-pub use rejected::{rejected_records, rejected_schema, RejectedColumns, RejectedRecord, RAW_KEEP};
+pub use gateway::{GatewayColumns, GatewayRecord, gateway_records, gateway_schema, sum_known};
+pub use gateway_rows::{GatewayRows, str_at};
+pub use observation::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
+pub use rejected::{RAW_KEEP, RejectedColumns, RejectedRecord, rejected_records, rejected_schema};
 pub use sink::{Checkpoint, RecordSink, SinkError, Table};
 pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
-pub use span_columns::{span_records, span_schema, SpanColumns};
+pub use span_columns::{SpanColumns, span_records, span_schema};
 pub use verdict::{
     BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,
 };

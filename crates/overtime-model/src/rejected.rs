@@ -10,8 +10,8 @@
 //! | `detail` | Utf8 | the error message |
 //! | `raw` | Utf8 | the record as read, cut to 1 KiB (lossy UTF-8) |
 
-use crate::arrow_util::{batch, col, opt_str, opt_u64};
 use crate::ModelError;
+use crate::arrow_util::{batch, col, opt_str, opt_u64};
 use arrow::array::{ArrayBuilder, ArrayRef, StringBuilder, UInt64Builder};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;

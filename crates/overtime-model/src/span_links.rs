@@ -1,8 +1,8 @@
 //! The `links` column of `spans`: List<Struct<trace_id: Utf8, span_id:
 //! Utf8, trace_state: Utf8, attributes: Map<Utf8, Utf8>>>.
 
-use crate::arrow_util::{list_struct, map_pairs, opt_str};
 use crate::SpanLink;
+use crate::arrow_util::{list_struct, map_pairs, opt_str};
 use arrow::array::{
     Array, ArrayRef, ListBuilder, MapBuilder, StringBuilder, StructArray, StructBuilder,
 };

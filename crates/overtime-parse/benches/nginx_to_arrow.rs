@@ -318,7 +318,9 @@ fn main() {
         files.push((name, path, format));
     }
     if !full {
-        println!("nginx_to_arrow: {lines} lines of each format parse (run with `cargo bench` to measure)");
+        println!(
+            "nginx_to_arrow: {lines} lines of each format parse (run with `cargo bench` to measure)"
+        );
         return;
     }
     let mut c = Criterion::default()
@@ -364,5 +366,7 @@ fn main() {
             );
         }
     }
-    println!("\nratio = engine lines/s ÷ overtime lines/s; medians of 7 (overtime) and 5 (DuckDB) runs of read + parse + typed columns.");
+    println!(
+        "\nratio = engine lines/s ÷ overtime lines/s; medians of 7 (overtime) and 5 (DuckDB) runs of read + parse + typed columns."
+    );
 }

@@ -5,7 +5,7 @@
 //! coverage-guided runs of the same checks live in `fuzz/` (cargo-fuzz);
 //! docs/fuzzing.md has both and the recorded long run.
 
-use overtime_parse::fuzz::{run_bounded, Target, TARGETS};
+use overtime_parse::fuzz::{TARGETS, Target, run_bounded};
 
 /// Mutations per target: together well under the 60 s CI budget in a
 /// debug build, even on a shared 2-core machine.
@@ -86,7 +86,7 @@ fn every_target_has_seeds_and_a_test() {
 fn fuzz_regressions_stay_fixed() {
     use overtime_parse::fuzz::{check_jsonl, check_llm_reason, check_nginx_line};
     use overtime_parse::nginx::{GatewayParser, LogFormat};
-    use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+    use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 
     // `1e308` seconds is finite, in ms it was infinity: now not a number.
     check_llm_reason(b"1e308");

@@ -4,7 +4,7 @@
 
 use crate::common;
 use common::random_line;
-use overtime_model::{gateway_records, rejected_records, GatewayRecord, RejectedRecord};
+use overtime_model::{GatewayRecord, RejectedRecord, gateway_records, rejected_records};
 use overtime_parse::fuzz::Rng;
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use std::collections::BTreeSet;
@@ -105,9 +105,10 @@ fn random_bytes_are_all_rejected_with_line_numbers() {
         let got: BTreeSet<u64> = rej.iter().map(|r| r.line).collect();
         assert_eq!(got, expect, "{fmt}: every non-blank line rejected once");
         assert_eq!(rej.len(), expect.len());
-        assert!(rej
-            .iter()
-            .all(|r| REASONS.contains(&r.reason.as_str()) && !r.detail.is_empty()));
+        assert!(
+            rej.iter()
+                .all(|r| REASONS.contains(&r.reason.as_str()) && !r.detail.is_empty())
+        );
         assert!(rej.iter().any(|r| r.reason == "not_utf8"));
     }
 }
@@ -192,9 +193,10 @@ fn mixture_keeps_every_good_line_and_rejects_every_bad_one() {
     let got: Vec<(u64, u16)> = rows.iter().map(|r| (r.line, r.status.unwrap())).collect();
     assert_eq!(got.len(), good.len(), "every good line is kept");
     assert_eq!(got, good);
-    assert!(rows
-        .iter()
-        .all(|r| r.trace_id.is_some() && r.upstream_tries() >= 1 && r.time_us > 0));
+    assert!(
+        rows.iter()
+            .all(|r| r.trace_id.is_some() && r.upstream_tries() >= 1 && r.time_us > 0)
+    );
     let rej_lines: BTreeSet<u64> = rej.iter().map(|r| r.line).collect();
     assert_eq!(
         rej_lines, bad,

@@ -6,10 +6,10 @@
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::trace::v1::{
-    span::{Event, Link},
     ResourceSpans, ScopeSpans, Span, Status,
+    span::{Event, Link},
 };
-use overtime_parse::spans::{parse_otlp_json_line, spans_from_otlp_request, ParsedSpans};
+use overtime_parse::spans::{ParsedSpans, parse_otlp_json_line, spans_from_otlp_request};
 
 fn json(line: &str) -> ParsedSpans {
     let mut out = ParsedSpans::default();
@@ -167,9 +167,11 @@ fn unknown_enum_values_are_flagged() {
     s.kind = 9;
     let out = proto(vec![s]);
     assert_eq!(out.spans[0].kind, None);
-    assert!(out.spans[0]
-        .attributes
-        .contains(&("overtime.unknown_span_kind".to_string(), "9".to_string())));
+    assert!(
+        out.spans[0]
+            .attributes
+            .contains(&("overtime.unknown_span_kind".to_string(), "9".to_string()))
+    );
     let line = SPAN.replace(
         "\"name\":\"chat\"",
         "\"name\":\"chat\",\"kind\":\"SPAN_KIND_SIDEWAYS\"",

@@ -5,7 +5,7 @@
 //! extract is compared; where overtime deliberately differs, the difference
 //! is one of [`DIFFERENCES`] and the test checks overtime's side of it.
 
-use overtime_model::{gateway_records, rejected_records, GatewayRecord, RejectedRecord};
+use overtime_model::{GatewayRecord, RejectedRecord, gateway_records, rejected_records};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -279,7 +279,9 @@ fn beats_ingress_controller_lines_without_a_stored_expectation_match_their_text(
     assert_eq!(r.extra("remote_user"), Some("remote_monitoring_user"));
     assert_eq!(
         r.extra("http_user_agent"),
-        Some("Elastic-metricbeat/7.16.3 (linux; amd64; e7cede6a62ed4452bd9044fc6f4947df; 2022-01-07 00:50:33 +0000 UTC)")
+        Some(
+            "Elastic-metricbeat/7.16.3 (linux; amd64; e7cede6a62ed4452bd9044fc6f4947df; 2022-01-07 00:50:33 +0000 UTC)"
+        )
     );
     assert_eq!(r.upstream_addr, some(&["[2a02:cf40::]:9200"]));
     assert_eq!(r.upstream_response_ms, vec![Some(36.0)]);
@@ -386,12 +388,14 @@ fn unescaped(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') && i + 3 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
+        if b[i] == b'\\'
+            && b.get(i + 1) == Some(&b'x')
+            && i + 3 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16)
+        {
+            out.push(v);
+            i += 4;
+            continue;
         }
         out.push(b[i]);
         i += 1;

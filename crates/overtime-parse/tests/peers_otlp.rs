@@ -5,8 +5,8 @@
 //! test asserts, and the opentelemetry-proto example request.
 
 use overtime_model::{SpanLink, SpanStatus};
-use overtime_parse::spans::{parse_otlp_json_line, ParsedSpans};
-use serde_json::{json, Value};
+use overtime_parse::spans::{ParsedSpans, parse_otlp_json_line};
+use serde_json::{Value, json};
 use std::path::PathBuf;
 
 /// Where overtime and Fluent Bit part ways, on purpose.
@@ -267,7 +267,8 @@ fn the_opentelemetry_proto_example_keeps_every_field() {
         (1_544_712_660_000_000, 1_544_712_661_000_000)
     );
     assert_eq!(s.kind.as_deref(), Some("server"));
-    assert!(s
-        .attributes
-        .contains(&("my.span.attr".to_string(), "some value".to_string())));
+    assert!(
+        s.attributes
+            .contains(&("my.span.attr".to_string(), "some value".to_string()))
+    );
 }

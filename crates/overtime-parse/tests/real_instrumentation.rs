@@ -78,11 +78,12 @@ fn an_x_llm_reason_array_split_per_phase_gives_every_phase() {
     assert!(!ph.malformed, "{:?}", post.llm_reason);
     assert!(ph.queue_ms.is_some() && ph.decode_ms.is_some() && ph.io_ms.is_some());
     assert_eq!(post.llm_duration_ms, Some(350.0));
-    assert!(post
-        .llm_reason
-        .as_deref()
-        .unwrap()
-        .contains(",kv_cache_build="));
+    assert!(
+        post.llm_reason
+            .as_deref()
+            .unwrap()
+            .contains(",kv_cache_build=")
+    );
 }
 
 #[test]
@@ -190,7 +191,7 @@ fn traceloop_chat_spans_are_llm_calls_and_bare_tools_are_network_calls() {
 
 #[test]
 fn traceloop_tool_and_task_spans_and_old_names() {
-    use overtime_parse::spans::{parse_otlp_json_line, ParsedSpans};
+    use overtime_parse::spans::{ParsedSpans, parse_otlp_json_line};
     let span = |id: &str, name: &str, attrs: serde_json::Value| {
         serde_json::json!({"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": id, "name": name,
             "parentSpanId": "00f067aa0ba902b7", "kind": 1,

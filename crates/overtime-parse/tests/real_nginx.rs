@@ -5,7 +5,7 @@
 //!
 //! Needs the Debian package `nginx` (`/usr/sbin/nginx`).
 
-use overtime_model::{gateway_records, rejected_records, GatewayRecord};
+use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 use overtime_parse::nginx::{Escape, GatewayParser, LogFormat, OVERTIME_LOG_FORMAT};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

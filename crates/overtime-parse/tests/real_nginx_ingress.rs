@@ -11,8 +11,8 @@
 //! Needs the Debian package `nginx` (`/usr/sbin/nginx`).
 
 use crate::real_nginx::{free_port, read_lines, start_nginx};
-use overtime_model::{gateway_records, rejected_records, GatewayRecord};
-use overtime_parse::nginx::{GatewayParser, LogFormat, INGRESS_NGINX_LOG_FORMAT};
+use overtime_model::{GatewayRecord, gateway_records, rejected_records};
+use overtime_parse::nginx::{GatewayParser, INGRESS_NGINX_LOG_FORMAT, LogFormat};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

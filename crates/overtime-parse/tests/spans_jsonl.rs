@@ -2,10 +2,10 @@
 //! input of every kind (random bytes, truncated JSON, mixtures).
 
 use crate::common;
-use common::{assert_fixture_llm_events, attr, by_name, parse_file, random_line, T0_US};
-use overtime_model::{span_records, SpanStatus, Stage};
+use common::{T0_US, assert_fixture_llm_events, attr, by_name, parse_file, random_line};
+use overtime_model::{SpanStatus, Stage, span_records};
 use overtime_parse::fuzz::Rng;
-use overtime_parse::spans::{parse_jsonl_line, parse_span_bytes, ParsedSpans, SpanFormat};
+use overtime_parse::spans::{ParsedSpans, SpanFormat, parse_jsonl_line, parse_span_bytes};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -202,18 +202,21 @@ fn random_bytes_and_good_lines_mixed_every_line_accounted_for() {
         got_bad, bad_without_cr,
         "every bad line is rejected, at its line"
     );
-    assert!(p
-        .rejected
-        .iter()
-        .all(|r| r.reason == "bad_json" && r.source == "fuzz.jsonl"));
-    assert!(p
-        .rejected
-        .iter()
-        .all(|r| r.position == format!("line {}", r.line)));
-    assert!(p
-        .rejected
-        .iter()
-        .all(|r| r.raw.len() <= overtime_model::RAW_KEEP));
+    assert!(
+        p.rejected
+            .iter()
+            .all(|r| r.reason == "bad_json" && r.source == "fuzz.jsonl")
+    );
+    assert!(
+        p.rejected
+            .iter()
+            .all(|r| r.position == format!("line {}", r.line))
+    );
+    assert!(
+        p.rejected
+            .iter()
+            .all(|r| r.raw.len() <= overtime_model::RAW_KEEP)
+    );
 }
 
 #[test]

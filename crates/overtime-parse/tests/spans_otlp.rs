@@ -3,21 +3,21 @@
 //! agreeing on the same request, and bad input.
 
 use crate::common;
-use common::{assert_fixture_llm_events, attr, by_id, parse_file, random_line, T0_US};
+use common::{T0_US, assert_fixture_llm_events, attr, by_id, parse_file, random_line};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
-    any_value::Value as V, AnyValue, ArrayValue, KeyValue,
+    AnyValue, ArrayValue, KeyValue, any_value::Value as V,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{span::Event, ResourceSpans, ScopeSpans, Span, Status};
-use overtime_model::{span_records, SpanStatus, Stage};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, span::Event};
+use overtime_model::{SpanStatus, Stage, span_records};
 use overtime_parse::fuzz::Rng;
 use overtime_parse::spans::{
-    parse_otlp_json_line, parse_otlp_proto, parse_span_bytes, spans_from_otlp_request, ParsedSpans,
-    SpanFormat,
+    ParsedSpans, SpanFormat, parse_otlp_json_line, parse_otlp_proto, parse_span_bytes,
+    spans_from_otlp_request,
 };
 use prost::Message;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -42,10 +42,11 @@ fn collector_file_exporter_lines_from_the_python_sdk() {
             .count(),
         2
     );
-    assert!(p
-        .spans
-        .iter()
-        .all(|s| s.service == "agent-api" && s.trace_id == "5b8efff798038103d269b633813fc60c"));
+    assert!(
+        p.spans
+            .iter()
+            .all(|s| s.service == "agent-api" && s.trace_id == "5b8efff798038103d269b633813fc60c")
+    );
     assert_eq!(
         p.spans.iter().map(|s| s.line).collect::<Vec<_>>(),
         vec![1, 1, 1, 1, 2, 2]
@@ -309,10 +310,11 @@ fn protobuf_round_trip() {
     let mut p = ParsedSpans::default();
     parse_otlp_proto(&bytes, "kafka:spans", 17, &mut p);
     check_request_spans(&p);
-    assert!(p
-        .spans
-        .iter()
-        .all(|s| s.line == 17 && s.source == "kafka:spans"));
+    assert!(
+        p.spans
+            .iter()
+            .all(|s| s.line == 17 && s.source == "kafka:spans")
+    );
 
     let file = parse_span_bytes(SpanFormat::OtlpProto, &bytes, "spans.pb");
     check_request_spans(&file);

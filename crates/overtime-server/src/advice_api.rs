@@ -2,16 +2,16 @@
 //! window's `gateway_requests` and `spans` read back, assembled as the
 //! diagnosis does, and handed to `overtime-advise`.
 
-use crate::error::ApiError;
 use crate::AppState;
+use crate::error::ApiError;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use overtime_advise::render::{self, Style};
 use overtime_advise::{AdviseOptions, Dataset, Proposal, WhatIfOptions};
-use overtime_model::{span_records, Table};
+use overtime_model::{Table, span_records};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -117,7 +117,7 @@ pub async fn get_advice(
             return Err(ApiError::bad_request(
                 "bad_format",
                 format!("format={f:?}: json or markdown"),
-            ))
+            ));
         }
     };
     let (from, to) = window(q.from.as_deref(), q.to.as_deref())?;
@@ -216,7 +216,7 @@ pub async fn post_whatif(
             return Err(ApiError::bad_request(
                 "bad_format",
                 format!("format={f:?}: json or markdown"),
-            ))
+            ));
         }
     };
     let (from, to) = window(req.from.as_deref(), req.to.as_deref())?;

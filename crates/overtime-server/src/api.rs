@@ -1,18 +1,18 @@
 //! The read side of docs/interfaces.md: traces (verdicts), incidents, SQL, health.
 
+use crate::AppState;
 use crate::error::ApiError;
 use crate::sql;
-use crate::AppState;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use overtime_diagnose::markdown;
 use overtime_model::{Outcome, Verdict};
 use serde::Deserialize;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 pub async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({"status": "ok"}))
@@ -250,7 +250,7 @@ pub async fn post_sql(State(s): State<Arc<AppState>>, body: Bytes) -> Result<Res
             return Err(ApiError::bad_request(
                 "bad_body",
                 format!("expected {{\"sql\": \"...\"}}: {e}"),
-            ))
+            ));
         }
     };
     let (verdicts, incidents) = {

@@ -3,10 +3,10 @@
 //! carry it in the `overtime_token` cookie (set by `POST /ui/login`); `/`
 //! without a valid token shows the sign-in page.
 
-use crate::error::ApiError;
 use crate::AppState;
+use crate::error::ApiError;
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;

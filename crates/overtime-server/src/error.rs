@@ -1,9 +1,9 @@
 //! API errors: a status and a JSON body `{"error": "...", "reason": "..."}`
 //! where `reason` is a short stable code a client can match on.
 
+use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 
 #[derive(Debug)]
 pub struct ApiError {

@@ -25,10 +25,10 @@ pub mod ui_routes;
 
 pub use sql_config::SqlConfig;
 
-use axum::routing::{get, post};
 use axum::Router;
-use overtime_diagnose::live::LiveDiagnoser;
+use axum::routing::{get, post};
 use overtime_diagnose::DiagnoseConfig;
+use overtime_diagnose::live::LiveDiagnoser;
 use overtime_store::Store;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};

@@ -23,12 +23,12 @@
 use crate::AppState;
 use arrow::array::{Array, StringArray};
 use arrow::record_batch::RecordBatch;
+use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
-use overtime_diagnose::live::LiveVerdict;
 use overtime_diagnose::IncidentReport;
+use overtime_diagnose::live::LiveVerdict;
 use overtime_model::{SinkError, Table, Verdict};
 mod families;
 mod text;
@@ -36,7 +36,7 @@ mod text;
 use text::Out;
 pub use text::{escape_label, fmt_value};
 
-use overtime_slo::{Alert, RequestObservation, Slo, SloConfig, SloSnapshot, ALERT_NAMES};
+use overtime_slo::{ALERT_NAMES, Alert, RequestObservation, Slo, SloConfig, SloSnapshot};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -6,7 +6,7 @@
 use crate::AppState;
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
-use overtime_model::{gateway_records, span_records, Checkpoint, RecordSink, SinkError, Table};
+use overtime_model::{Checkpoint, RecordSink, SinkError, Table, gateway_records, span_records};
 use std::sync::Arc;
 
 /// Microseconds since the epoch, now.

@@ -10,8 +10,8 @@
 //! - Rows: at most `max_rows` are returned; `truncated` says when more
 //!   existed.
 
-use crate::tables::{incidents_batch, verdicts_batch};
 use crate::SqlConfig;
+use crate::tables::{incidents_batch, verdicts_batch};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;

@@ -11,7 +11,7 @@
 use arrow::array::{Array, ArrayRef, Int64Array};
 use arrow::compute::kernels::length::length;
 use arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::{exec_err, Result};
+use datafusion::common::{Result, exec_err};
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,

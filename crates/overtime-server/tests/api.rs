@@ -4,14 +4,14 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
+use overtime_diagnose::live::LiveDiagnoser;
 use overtime_model::{RecordSink, Table};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
-use overtime_parse::spans::{parse_span_bytes, SpanFormat};
-use overtime_server::pipeline::DiagnosingSink;
+use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use overtime_server::SqlConfig;
-use overtime_server::{router, AppState};
+use overtime_server::pipeline::DiagnosingSink;
+use overtime_server::{AppState, router};
 use overtime_store::{Store, StoreConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -107,10 +107,12 @@ async fn traces_incidents_and_sql_over_incident_c() {
     assert_eq!(st, StatusCode::OK);
     let inc = json(&body);
     let inc_id = inc["incidents"][0]["id"].as_str().unwrap().to_string();
-    assert!(inc["incidents"][0]["headline"]
-        .as_str()
-        .unwrap()
-        .contains("upstream_connect_slow on weather_api"));
+    assert!(
+        inc["incidents"][0]["headline"]
+            .as_str()
+            .unwrap()
+            .contains("upstream_connect_slow on weather_api")
+    );
     let (st, md) = call(
         &s,
         "GET",
@@ -246,8 +248,8 @@ async fn a_trace_out_of_the_live_window_is_diagnosed_from_the_store() {
     feed(&s);
     let id = {
         let live = s.live.lock().unwrap();
-        let id = live.verdicts().next().unwrap().1.trace_id.clone();
-        id
+
+        live.verdicts().next().unwrap().1.trace_id.clone()
     };
     // A fresh live state (as after eviction): the store still has the records.
     *s.live.lock().unwrap() = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100_000);

@@ -9,12 +9,12 @@
 //! A failing request is right when its verdict names the expected kind and
 //! component; healthy traffic must get no failing verdict.
 
-use overtime_simulate::{scenarios, simulate, SimulateArgs};
+use overtime_simulate::{SimulateArgs, scenarios, simulate};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{atomic::AtomicBool, Arc};
+use std::sync::{Arc, atomic::AtomicBool};
 
 struct Opts {
     overtime: PathBuf,
@@ -193,7 +193,9 @@ fn main() {
             eprintln!("{}: wrong: {w}", sc.name);
         }
     }
-    println!("| scenario | requests | outcomes | right kind+component | healthy/noise requests that failed | failing verdicts for requests that succeeded |");
+    println!(
+        "| scenario | requests | outcomes | right kind+component | healthy/noise requests that failed | failing verdicts for requests that succeeded |"
+    );
     println!("|---|---|---|---|---|---|");
     for r in rows {
         println!("{r}");

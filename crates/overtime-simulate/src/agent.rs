@@ -11,9 +11,9 @@
 //! | `/v1/agent/export` | legacy | same pool; the wait only shows as the gap before the first child |
 
 use crate::http::{self, ChunkSender};
-use crate::orchestrator::{Profile, Run, ALIGNED, LEGACY, MISALIGNED};
+use crate::orchestrator::{ALIGNED, LEGACY, MISALIGNED, Profile, Run};
 use crate::overrides::Overrides;
-use crate::service::{header, plain, record_error, respond, Ctx, Reply, Req};
+use crate::service::{Ctx, Reply, Req, header, plain, record_error, respond};
 use crate::steps::AgentRequest;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;

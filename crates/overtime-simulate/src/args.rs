@@ -1,6 +1,6 @@
 //! `overtime simulate`'s flags, and their validation into settings.
 
-use crate::clock::{parse_duration, TimeScale};
+use crate::clock::{TimeScale, parse_duration};
 use crate::error::SimulateError;
 use crate::gateway::nginx::find_nginx;
 use crate::load::Mix;
@@ -244,7 +244,7 @@ impl Settings {
         };
         let rate = match (a.sim_rate, timeline) {
             (Some(r), _) if !(r.is_finite() && r > 0.0) => {
-                return Err(usage(format!("--sim-rate must be > 0, got {r}")))
+                return Err(usage(format!("--sim-rate must be > 0, got {r}")));
             }
             (_, Some(t)) => t.rate_per_min / 60.0 * scale.factor(),
             (Some(r), None) => r / 60.0 * scale.factor(),
@@ -276,7 +276,7 @@ impl Settings {
                             .as_ref()
                             .map(|p| p.display().to_string())
                             .unwrap_or_default()
-                    )))
+                    )));
                 }
                 None => (None, true),
             }

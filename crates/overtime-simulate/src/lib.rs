@@ -40,10 +40,10 @@ pub mod telemetry;
 mod tools;
 mod traced;
 
-pub use args::{scenario_list, SimulateArgs};
-pub use clock::{parse_duration, TimeScale, MAX_TIME_SCALE};
+pub use args::{SimulateArgs, scenario_list};
+pub use clock::{MAX_TIME_SCALE, TimeScale, parse_duration};
 pub use error::SimulateError;
-pub use load::{outcome, LoadReport, TruthRecord};
+pub use load::{LoadReport, TruthRecord, outcome};
 
 use args::Settings;
 use gateway::access::AccessLog;
@@ -52,8 +52,8 @@ use load::{LoadConfig, Truth};
 use platform::Platform;
 use scenarios::PlanCtx;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::Duration;
 use telemetry::{Telemetry, TelemetryConfig};
 

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 
 /// User agents the clients rotate through.
@@ -235,10 +235,10 @@ async fn exchange(port: u16, p: &Planned, tp: Option<&str>, ua: &str) -> Seen {
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(f) => {
-                if let Ok(d) = f.into_data() {
-                    if data.len() < (1 << 20) {
-                        data.extend_from_slice(&d);
-                    }
+                if let Ok(d) = f.into_data()
+                    && data.len() < (1 << 20)
+                {
+                    data.extend_from_slice(&d);
                 }
             }
             Err(e) => {
@@ -391,10 +391,10 @@ pub async fn run(
             if r.trace_id.is_none() && r.status.is_some() && r.route.starts_with("/v") {
                 rep.unresolved += 1;
             }
-            if let Some(t) = &truth {
-                if t.write(&r).is_err() {
-                    rep.truth_failed += 1;
-                }
+            if let Some(t) = &truth
+                && t.write(&r).is_err()
+            {
+                rep.truth_failed += 1;
             }
         }
         rep

@@ -6,14 +6,14 @@
 //! answer SSE chunks. `legacy-llm` (llama) reports no phases at all.
 
 use crate::http;
-use crate::service::{plain, record_error, respond, string_array, Ctx, Reply, Req};
+use crate::service::{Ctx, Reply, Req, plain, record_error, respond, string_array};
 use crate::steps::{DS, JUDGE, LLAMA};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use hyper::Response;
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry::{Context, KeyValue};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

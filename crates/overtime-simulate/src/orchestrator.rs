@@ -8,7 +8,7 @@
 use crate::agent::{AgentApi, Emitter};
 use crate::service::{record_error, string_array};
 use crate::steps::{LlmStep, MemoryStep, Step, ToolStep};
-use crate::traced::{traced_http, CallError, HttpCall};
+use crate::traced::{CallError, HttpCall, traced_http};
 use futures_util::future::BoxFuture;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};

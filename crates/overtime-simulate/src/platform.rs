@@ -7,12 +7,12 @@ use crate::error::SimulateError;
 use crate::http::{self, Server};
 use crate::model::{LegacyLlm, ModelServer};
 use crate::overrides::Overrides;
-use crate::service::{serve_service, Ctx};
+use crate::service::{Ctx, serve_service};
 use crate::telemetry::Telemetry;
-use crate::tools::{external_api, MemoryStore, ToolGateway};
+use crate::tools::{MemoryStore, ToolGateway, external_api};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 /// The running services.

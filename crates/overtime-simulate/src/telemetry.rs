@@ -21,12 +21,12 @@ use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
 use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
+use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, IdGenerator, SdkTracer, SdkTracerProvider, Span,
     SpanData, SpanExporter, SpanProcessor,
 };
-use opentelemetry_sdk::Resource;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ pub fn traces_url(endpoint: &str) -> Result<String, String> {
         _ => {
             return Err(format!(
                 "--otlp-endpoint {endpoint:?}: only http:// is supported"
-            ))
+            ));
         }
     }
     let base = endpoint.trim().trim_end_matches('/');
@@ -220,10 +220,10 @@ impl Telemetry {
                 self.stats.error(format!("span pipeline shutdown: {e}"));
             }
         }
-        if let Some(f) = &self.file {
-            if let Err(e) = f.flush() {
-                self.stats.error(format!("{}: {e}", f.path.display()));
-            }
+        if let Some(f) = &self.file
+            && let Err(e) = f.flush()
+        {
+            self.stats.error(format!("{}: {e}", f.path.display()));
         }
     }
 }

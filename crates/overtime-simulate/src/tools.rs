@@ -4,13 +4,13 @@
 //! APIs themselves are not instrumented (no spans), as in production; and
 //! `memory-store` answers session-memory and cache lookups.
 
-use crate::service::{respond, Ctx, Reply, Req};
-use crate::traced::{traced_http, CallError, HttpCall};
+use crate::service::{Ctx, Reply, Req, respond};
+use crate::traced::{CallError, HttpCall, traced_http};
 use futures_util::future::BoxFuture;
 use hyper::Response;
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry::{Context, KeyValue};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// The tool gateway's view of a tool: the API's host and the gateway's

@@ -6,7 +6,7 @@
 //! the connect, and recorded as `dns` / `connect` span events.
 
 use crate::http::{self, BoxError};
-use crate::service::{record_error, string_array, Ctx};
+use crate::service::{Ctx, record_error, string_array};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{HeaderMap, Request};

@@ -46,18 +46,21 @@ fn healthy_traffic_never_fails_and_shows_every_shape() {
     // The judge scores answers; a fallback to cache is accepted; a retry
     // that worked has attempt 1; streams record chunks and heartbeats.
     assert!(r.spans.iter().any(|s| s.judge_score == Some(0.91)));
-    assert!(r
-        .spans
-        .iter()
-        .any(|s| s.fallback.as_deref() == Some("cache") && s.fallback_accepted == Some(true)));
-    assert!(r
-        .spans
-        .iter()
-        .any(|s| s.tool.as_deref() == Some("crm_api") && s.attempt == Some(1)));
-    assert!(r
-        .spans
-        .iter()
-        .any(|s| s.events.iter().any(|e| e.name == "heartbeat")));
+    assert!(
+        r.spans
+            .iter()
+            .any(|s| s.fallback.as_deref() == Some("cache") && s.fallback_accepted == Some(true))
+    );
+    assert!(
+        r.spans
+            .iter()
+            .any(|s| s.tool.as_deref() == Some("crm_api") && s.attempt == Some(1))
+    );
+    assert!(
+        r.spans
+            .iter()
+            .any(|s| s.events.iter().any(|e| e.name == "heartbeat"))
+    );
     assert!(r.spans.iter().any(|s| s.ttft_ms.is_some()));
     // No span timed out in healthy traffic.
     assert!(r.spans.iter().all(|s| s.status != SpanStatus::Timeout));
@@ -181,13 +184,16 @@ fn pool_saturation_later_jobs_wait_for_a_worker() {
         .collect();
     assert_eq!(waits.len(), 12, "the first burst records its waits");
     assert!(waits.iter().all(|s| s.stage == Stage::Queue));
-    assert!(waits
-        .iter()
-        .any(|s| dur(s) > 0.5 * r.summary.read_timeout_ms));
-    assert!(r
-        .truth
-        .iter()
-        .any(|t| t["route"] == "/v1/agent/export" && t["outcome"] != "ok"));
+    assert!(
+        waits
+            .iter()
+            .any(|s| dur(s) > 0.5 * r.summary.read_timeout_ms)
+    );
+    assert!(
+        r.truth
+            .iter()
+            .any(|t| t["route"] == "/v1/agent/export" && t["outcome"] != "ok")
+    );
 }
 
 #[test]
@@ -260,17 +266,20 @@ fn llm_prefill_slow_in_three_shapes() {
     }
     // The plain-HTTP shape: `POST` with the captured X-LLM-Reason and a
     // timeout, no chat span.
-    assert!(r.spans.iter().any(|s| s.name == "POST"
-        && s.service == "agent-api"
-        && s.llm_reason
-            .as_deref()
-            .is_some_and(|v| v.contains("kv_cache_build"))
-        && s.timeout_ms.is_some()));
+    assert!(r.spans.iter().any(|s| {
+        s.name == "POST"
+            && s.service == "agent-api"
+            && s.llm_reason
+                .as_deref()
+                .is_some_and(|v| v.contains("kv_cache_build"))
+            && s.timeout_ms.is_some()
+    }));
     // The aligned shape: the chat span timed out.
-    assert!(r
-        .spans
-        .iter()
-        .any(|s| s.name.starts_with("chat ") && s.status == SpanStatus::Timeout));
+    assert!(
+        r.spans
+            .iter()
+            .any(|s| s.name.starts_with("chat ") && s.status == SpanStatus::Timeout)
+    );
 }
 
 #[test]
@@ -347,12 +356,16 @@ fn retry_amplification_tries_five_times() {
     for tid in r.failed_traces() {
         let tries = named(&r.trace(&tid), "execute_tool crm_api");
         assert_eq!(tries.len(), 5);
-        assert!(tries
-            .iter()
-            .all(|s| s.status == SpanStatus::Error && s.timeout_ms.is_some()));
-        assert!(tries
-            .iter()
-            .all(|s| dur(s) < 0.5 * r.summary.read_timeout_ms));
+        assert!(
+            tries
+                .iter()
+                .all(|s| s.status == SpanStatus::Error && s.timeout_ms.is_some())
+        );
+        assert!(
+            tries
+                .iter()
+                .all(|s| dur(s) < 0.5 * r.summary.read_timeout_ms)
+        );
     }
 }
 

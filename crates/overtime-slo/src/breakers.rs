@@ -15,9 +15,9 @@
 //!
 //! Calls of stage `llm` and `judge` count: a judge runs on a model too.
 
-use crate::ring::Ring;
-use crate::windows::{sum_calls, CallStats, CallTally};
 use crate::SloConfig;
+use crate::ring::Ring;
+use crate::windows::{CallStats, CallTally, sum_calls};
 use overtime_model::CallObservation;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -347,10 +347,11 @@ mod tests {
         assert!(c.validate().unwrap_err().contains("timeout_objective"));
         let mut c = SloConfig::default();
         c.chain_health_weights.tool = 1.5;
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .contains("chain_health_weights.tool"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("chain_health_weights.tool")
+        );
         assert!(SloConfig::default().validate().is_ok());
         let mut c = SloConfig::default();
         c.early_warning.short_window_s = 4000.0;
@@ -359,10 +360,11 @@ mod tests {
             llm_wait_rise: 2.0,
             ..Default::default()
         };
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .contains("slo.early_warning.llm_wait_rise"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("slo.early_warning.llm_wait_rise")
+        );
     }
 
     #[test]

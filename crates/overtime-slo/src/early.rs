@@ -24,12 +24,12 @@
 //! variance comes from the delta method, so a call counts for its length
 //! as it does in the share), so noise on a quiet platform does not page.
 
-use crate::alerts::{pct, Condition};
+use crate::SloConfig;
+use crate::alerts::{Condition, pct};
 use crate::ring::Ring;
 use crate::windows::window_name;
-use crate::SloConfig;
 use overtime_model::Stage;
-use significance::{z_prop, z_ratio, RatioSums};
+use significance::{RatioSums, z_prop, z_ratio};
 
 mod significance;
 use overtime_model::{CallObservation, RequestObservation};
@@ -614,109 +614,144 @@ impl Early {
             });
         };
         let c = &v.chain_healthy;
-        if let (Some(now), Some(base)) = (c.value, c.baseline) {
-            if enough(c, e.min_requests)
-                && significant(c)
-                && now < e.chain_healthy_below
-                && base - now >= e.chain_healthy_drop
-            {
-                let slope = match v.chain_healthy_slope_per_min {
-                    Some(s) => format!("{:+.1} points/min over the last 10m", s * 100.0),
-                    None => "no slope yet".into(),
-                };
-                cond(
-                    CHAIN_HEALTH_FALLING,
-                    "chain_health",
-                    base - now,
-                    format!(
-                        "chain health falling: {} of requests completed healthily over the last {w} ({} of {}), down {:.1} points from {} over the {bw} before (z = {:.1}), {slope}; not healthy: {} failed, {} with a failed or timed-out call, {} retried, {} fell back",
-                        pct(now), s.healthy, s.requests, (base - now) * 100.0, pct(base),
-                        c.z.unwrap_or(0.0), s.failed, s.with_failed_call, s.retried, s.fell_back
-                    ),
-                    format!(
-                        "share of requests whose chain completed healthily {} or more below its baseline and below {}, for {}",
-                        pct(e.chain_healthy_drop), pct(e.chain_healthy_below), window_name(e.for_s)
-                    ),
-                );
-            }
+        if let (Some(now), Some(base)) = (c.value, c.baseline)
+            && enough(c, e.min_requests)
+            && significant(c)
+            && now < e.chain_healthy_below
+            && base - now >= e.chain_healthy_drop
+        {
+            let slope = match v.chain_healthy_slope_per_min {
+                Some(s) => format!("{:+.1} points/min over the last 10m", s * 100.0),
+                None => "no slope yet".into(),
+            };
+            cond(
+                CHAIN_HEALTH_FALLING,
+                "chain_health",
+                base - now,
+                format!(
+                    "chain health falling: {} of requests completed healthily over the last {w} ({} of {}), down {:.1} points from {} over the {bw} before (z = {:.1}), {slope}; not healthy: {} failed, {} with a failed or timed-out call, {} retried, {} fell back",
+                    pct(now),
+                    s.healthy,
+                    s.requests,
+                    (base - now) * 100.0,
+                    pct(base),
+                    c.z.unwrap_or(0.0),
+                    s.failed,
+                    s.with_failed_call,
+                    s.retried,
+                    s.fell_back
+                ),
+                format!(
+                    "share of requests whose chain completed healthily {} or more below its baseline and below {}, for {}",
+                    pct(e.chain_healthy_drop),
+                    pct(e.chain_healthy_below),
+                    window_name(e.for_s)
+                ),
+            );
         }
         let n = &v.near_timeout;
-        if let (Some(now), Some(base)) = (n.value, n.baseline) {
-            if enough(n, e.min_calls)
-                && significant(n)
-                && now >= e.near_timeout_above
-                && now - base >= e.near_timeout_rise
-            {
-                let mut by: Vec<(u64, &str)> = TIMED_STAGES
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| s.near[*i] > 0)
-                    .map(|(i, st)| (s.near[i], *st))
-                    .collect();
-                by.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-                let by: Vec<String> = by.iter().map(|(k, st)| format!("{st} {k}")).collect();
-                cond(
-                    NEAR_TIMEOUT_RISING,
-                    "near_timeout",
-                    now - base,
-                    format!(
-                        "calls near their timeout rising: {} of calls with a known timeout used {} of it or more over the last {w} ({} of {}), up {:.1} points from {} over the {bw} before (z = {:.1}); by stage: {}",
-                        pct(now), pct(e.near_timeout_share), s.near_total(), s.timed_total(),
-                        (now - base) * 100.0, pct(base), n.z.unwrap_or(0.0), by.join(", ")
-                    ),
-                    format!(
-                        "share of calls using {} or more of their timeout at least {} and {} above its baseline, for {}",
-                        pct(e.near_timeout_share), pct(e.near_timeout_above), pct(e.near_timeout_rise), window_name(e.for_s)
-                    ),
-                );
-            }
+        if let (Some(now), Some(base)) = (n.value, n.baseline)
+            && enough(n, e.min_calls)
+            && significant(n)
+            && now >= e.near_timeout_above
+            && now - base >= e.near_timeout_rise
+        {
+            let mut by: Vec<(u64, &str)> = TIMED_STAGES
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| s.near[*i] > 0)
+                .map(|(i, st)| (s.near[i], *st))
+                .collect();
+            by.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+            let by: Vec<String> = by.iter().map(|(k, st)| format!("{st} {k}")).collect();
+            cond(
+                NEAR_TIMEOUT_RISING,
+                "near_timeout",
+                now - base,
+                format!(
+                    "calls near their timeout rising: {} of calls with a known timeout used {} of it or more over the last {w} ({} of {}), up {:.1} points from {} over the {bw} before (z = {:.1}); by stage: {}",
+                    pct(now),
+                    pct(e.near_timeout_share),
+                    s.near_total(),
+                    s.timed_total(),
+                    (now - base) * 100.0,
+                    pct(base),
+                    n.z.unwrap_or(0.0),
+                    by.join(", ")
+                ),
+                format!(
+                    "share of calls using {} or more of their timeout at least {} and {} above its baseline, for {}",
+                    pct(e.near_timeout_share),
+                    pct(e.near_timeout_above),
+                    pct(e.near_timeout_rise),
+                    window_name(e.for_s)
+                ),
+            );
         }
         let l = &v.llm_wait_share;
-        if let (Some(now), Some(base)) = (l.value, l.baseline) {
-            if enough(l, e.min_calls)
-                && significant(l)
-                && now >= e.llm_wait_above
-                && now - base >= e.llm_wait_rise
-            {
-                let secs = |ms: f64| format!("{:.0} s", ms / 1000.0);
-                cond(
-                    LLM_WAIT_RISING,
-                    "llm_queue_prefill",
-                    now - base,
-                    format!(
-                        "LLM queue and prefill share rising: {} of LLM time over the last {w} (queue {}, prefill {}, first token {} of {} in {} calls), up {:.1} points from {} over the {bw} before (z = {:.1})",
-                        pct(now), secs(s.queue_ms), secs(s.prefill_ms), secs(s.first_token_ms), secs(s.llm_ms),
-                        s.llm_calls, (now - base) * 100.0, pct(base), l.z.unwrap_or(0.0)
-                    ),
-                    format!(
-                        "queue + prefill share of LLM time at least {} and {} above its baseline, for {}",
-                        pct(e.llm_wait_above), pct(e.llm_wait_rise), window_name(e.for_s)
-                    ),
-                );
-            }
+        if let (Some(now), Some(base)) = (l.value, l.baseline)
+            && enough(l, e.min_calls)
+            && significant(l)
+            && now >= e.llm_wait_above
+            && now - base >= e.llm_wait_rise
+        {
+            let secs = |ms: f64| format!("{:.0} s", ms / 1000.0);
+            cond(
+                LLM_WAIT_RISING,
+                "llm_queue_prefill",
+                now - base,
+                format!(
+                    "LLM queue and prefill share rising: {} of LLM time over the last {w} (queue {}, prefill {}, first token {} of {} in {} calls), up {:.1} points from {} over the {bw} before (z = {:.1})",
+                    pct(now),
+                    secs(s.queue_ms),
+                    secs(s.prefill_ms),
+                    secs(s.first_token_ms),
+                    secs(s.llm_ms),
+                    s.llm_calls,
+                    (now - base) * 100.0,
+                    pct(base),
+                    l.z.unwrap_or(0.0)
+                ),
+                format!(
+                    "queue + prefill share of LLM time at least {} and {} above its baseline, for {}",
+                    pct(e.llm_wait_above),
+                    pct(e.llm_wait_rise),
+                    window_name(e.for_s)
+                ),
+            );
         }
         let m = &v.semantic_success;
-        if let (Some(now), Some(base)) = (m.value, m.baseline) {
-            if enough(m, e.min_requests)
-                && significant(m)
-                && now < e.semantic_success_below
-                && base - now >= e.semantic_success_drop
-            {
-                cond(
-                    SEMANTIC_SUCCESS_FALLING,
-                    "semantic_success",
-                    base - now,
-                    format!(
-                        "semantic success falling: {} of answers were real successes over the last {w} ({} of {}), down {:.1} points from {} over the {bw} before (z = {:.1}); not real: {} failed, {} fell back, {} lost a call, {} judged below {}",
-                        pct(now), s.real, s.requests, (base - now) * 100.0, pct(base), m.z.unwrap_or(0.0),
-                        s.failed, s.fell_back, s.lost_call, s.judged_low, cfg.semantic_success_score
-                    ),
-                    format!(
-                        "real successes / answers {} or more below its baseline and below {}, for {}",
-                        pct(e.semantic_success_drop), pct(e.semantic_success_below), window_name(e.for_s)
-                    ),
-                );
-            }
+        if let (Some(now), Some(base)) = (m.value, m.baseline)
+            && enough(m, e.min_requests)
+            && significant(m)
+            && now < e.semantic_success_below
+            && base - now >= e.semantic_success_drop
+        {
+            cond(
+                SEMANTIC_SUCCESS_FALLING,
+                "semantic_success",
+                base - now,
+                format!(
+                    "semantic success falling: {} of answers were real successes over the last {w} ({} of {}), down {:.1} points from {} over the {bw} before (z = {:.1}); not real: {} failed, {} fell back, {} lost a call, {} judged below {}",
+                    pct(now),
+                    s.real,
+                    s.requests,
+                    (base - now) * 100.0,
+                    pct(base),
+                    m.z.unwrap_or(0.0),
+                    s.failed,
+                    s.fell_back,
+                    s.lost_call,
+                    s.judged_low,
+                    cfg.semantic_success_score
+                ),
+                format!(
+                    "real successes / answers {} or more below its baseline and below {}, for {}",
+                    pct(e.semantic_success_drop),
+                    pct(e.semantic_success_below),
+                    window_name(e.for_s)
+                ),
+            );
         }
         out
     }

@@ -45,7 +45,7 @@ mod totals;
 mod windows;
 
 pub use alerts::{
-    Alert, ALERT_NAMES, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET,
+    ALERT_NAMES, Alert, BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET,
     CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
     SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
@@ -54,16 +54,16 @@ pub use early::{EarlyTotals, EarlyWarningView, SignalView};
 pub use labels::{BoundedLabel, OTHER};
 // The live diagnosis writes them (overtime-model holds the type both share).
 pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
-pub use overtime_model::{input_bucket, CallObservation, GatewayStatus, RequestObservation};
+pub use overtime_model::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use sketch::{LogSketch, MAX_BINS};
 pub use totals::{
-    CounterVec, Histogram, HistogramVec, Labels, Totals, BUDGET_BUCKETS, CALL_BUCKETS, TTFT_BUCKETS,
+    BUDGET_BUCKETS, CALL_BUCKETS, CounterVec, Histogram, HistogramVec, Labels, TTFT_BUCKETS, Totals,
 };
 pub use windows::{
-    window_name, CallStats, ChainHealth, RouteStats, StageHealth, WindowStats, WINDOWS,
+    CallStats, ChainHealth, RouteStats, StageHealth, WINDOWS, WindowStats, window_name,
 };
 
-use alerts::{pct, secs, Condition, Holds};
+use alerts::{Condition, Holds, pct, secs};
 use breakers::Breakers;
 use early::Early;
 use overtime_model::Outcome;
@@ -370,9 +370,10 @@ impl Slo {
             }
         }
         if let Some(s) = w("5m") {
-            if let Some(r) = s.semantic_success_ratio {
-                if r < cfg.semantic_success_alert_below {
-                    out.push(Condition {
+            if let Some(r) = s.semantic_success_ratio
+                && r < cfg.semantic_success_alert_below
+            {
+                out.push(Condition {
                         name: SEMANTIC_SUCCESS_LOW,
                         severity: "page",
                         labels: vec![],
@@ -388,7 +389,6 @@ impl Slo {
                         ),
                         hold_us: cfg.scaled_us(cfg.semantic_success_for_s),
                     });
-                }
             }
             let within = s
                 .ttft_within_target_ratio
@@ -431,29 +431,29 @@ impl Slo {
                 });
             }
         }
-        if let Some(h) = self.windows.chain_health(now_us, cfg) {
-            if h.value < cfg.chain_health_alert_below {
-                let parts: Vec<String> = h
-                    .stages
-                    .iter()
-                    .filter(|s| s.timeouts > 0)
-                    .map(|s| format!("{} {} of {} calls timed out", s.stage, s.timeouts, s.calls))
-                    .collect();
-                out.push(Condition {
-                    name: CHAIN_HEALTH_LOW,
-                    severity: "page",
-                    labels: vec![],
-                    value: h.value,
-                    summary: format!(
-                        "chain health {:.2} < {} in the last complete minute: {}",
-                        h.value,
-                        cfg.chain_health_alert_below,
-                        parts.join(", ")
-                    ),
-                    description: format!("chain health < {}", cfg.chain_health_alert_below),
-                    hold_us: 0,
-                });
-            }
+        if let Some(h) = self.windows.chain_health(now_us, cfg)
+            && h.value < cfg.chain_health_alert_below
+        {
+            let parts: Vec<String> = h
+                .stages
+                .iter()
+                .filter(|s| s.timeouts > 0)
+                .map(|s| format!("{} {} of {} calls timed out", s.stage, s.timeouts, s.calls))
+                .collect();
+            out.push(Condition {
+                name: CHAIN_HEALTH_LOW,
+                severity: "page",
+                labels: vec![],
+                value: h.value,
+                summary: format!(
+                    "chain health {:.2} < {} in the last complete minute: {}",
+                    h.value,
+                    cfg.chain_health_alert_below,
+                    parts.join(", ")
+                ),
+                description: format!("chain health < {}", cfg.chain_health_alert_below),
+                hold_us: 0,
+            });
         }
         for m in self.breakers.stats(now_us, cfg) {
             if m.l1 {
@@ -503,28 +503,28 @@ impl Slo {
             }
         }
         let l3 = window_name(cfg.breaker_error_window_s);
-        if let Some(s) = w(&l3) {
-            if let Some(r) = s.error_ratio.filter(|r| *r > cfg.breaker_error_ratio) {
-                out.push(Condition {
-                    name: BREAKER_L3,
-                    severity: "page",
-                    labels: vec![("model", "*".to_string())],
-                    value: r,
-                    summary: format!(
-                        "error ratio {} over the last {l3} > {}: {} of {} requests failed",
-                        pct(r),
-                        pct(cfg.breaker_error_ratio),
-                        s.errors,
-                        s.requests
-                    ),
-                    description: format!(
-                        "global error ratio > {} for {}",
-                        pct(cfg.breaker_error_ratio),
-                        window_name(cfg.breaker_error_for_s)
-                    ),
-                    hold_us: cfg.scaled_us(cfg.breaker_error_for_s),
-                });
-            }
+        if let Some(s) = w(&l3)
+            && let Some(r) = s.error_ratio.filter(|r| *r > cfg.breaker_error_ratio)
+        {
+            out.push(Condition {
+                name: BREAKER_L3,
+                severity: "page",
+                labels: vec![("model", "*".to_string())],
+                value: r,
+                summary: format!(
+                    "error ratio {} over the last {l3} > {}: {} of {} requests failed",
+                    pct(r),
+                    pct(cfg.breaker_error_ratio),
+                    s.errors,
+                    s.requests
+                ),
+                description: format!(
+                    "global error ratio > {} for {}",
+                    pct(cfg.breaker_error_ratio),
+                    window_name(cfg.breaker_error_for_s)
+                ),
+                hold_us: cfg.scaled_us(cfg.breaker_error_for_s),
+            });
         }
         out
     }

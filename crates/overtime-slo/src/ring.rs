@@ -88,7 +88,7 @@ mod tests {
         assert_eq!(r.last(35, 3).sum::<u32>(), 2); // buckets 1..=3
         assert_eq!(r.last(35, 1).sum::<u32>(), 1);
         assert_eq!(r.range(35, 1, 3).sum::<u32>(), 1); // bucket 1 (2 is empty)
-                                                       // Time moves on with no data: the window empties.
+        // Time moves on with no data: the window empties.
         assert_eq!(r.last(100, 3).sum::<u32>(), 0);
         assert_eq!(r.slots_for(25), 3);
     }

@@ -3,8 +3,8 @@
 //! start; label values bounded by [`BoundedLabel`].
 
 use crate::labels::BoundedLabel;
-use overtime_model::{input_bucket, RequestObservation};
 use overtime_model::{Outcome, Stage};
+use overtime_model::{RequestObservation, input_bucket};
 use std::collections::BTreeMap;
 
 /// `overtime_ttft_seconds` buckets.

@@ -3,9 +3,9 @@
 //! each; chain health keeps whole minutes; routes, models and tools keep
 //! their own rings for the breakdowns and the L2 breaker.
 
+use crate::SloConfig;
 use crate::ring::Ring;
 use crate::sketch::LogSketch;
-use crate::SloConfig;
 use overtime_model::Stage;
 use overtime_model::{CallObservation, RequestObservation};
 use serde::Serialize;
@@ -271,11 +271,11 @@ impl Windows {
         }
         for (c, tool) in o.calls.iter().zip(tools) {
             let end = if c.end_us > 0 { c.end_us } else { o.end_us };
-            if let Some(i) = CHAIN_STAGES.iter().position(|s| *s == c.stage) {
-                if let Some(m) = self.minutes.at(end, now_us) {
-                    m.calls[i] += 1;
-                    m.timeouts[i] += c.timed_out() as u64;
-                }
+            if let Some(i) = CHAIN_STAGES.iter().position(|s| *s == c.stage)
+                && let Some(m) = self.minutes.at(end, now_us)
+            {
+                m.calls[i] += 1;
+                m.timeouts[i] += c.timed_out() as u64;
             }
             if let Some(tool) = tool {
                 if !self.tools.contains_key(tool) {

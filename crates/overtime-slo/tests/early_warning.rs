@@ -4,8 +4,8 @@
 
 use overtime_model::{Outcome, SpanStatus, Stage};
 use overtime_slo::{
-    CallObservation, RequestObservation, Slo, SloConfig, CHAIN_HEALTH_FALLING, LLM_WAIT_RISING,
-    NEAR_TIMEOUT_RISING, SEMANTIC_SUCCESS_FALLING,
+    CHAIN_HEALTH_FALLING, CallObservation, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
+    RequestObservation, SEMANTIC_SUCCESS_FALLING, Slo, SloConfig,
 };
 
 const T0: i64 = 1_794_960_000_000_000;

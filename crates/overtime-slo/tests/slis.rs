@@ -3,8 +3,8 @@
 
 use overtime_model::{Outcome, SpanStatus, Stage};
 use overtime_slo::{
-    CallObservation, RequestObservation, Slo, SloConfig, BREAKER_L1, BREAKER_L2, BREAKER_L3,
-    BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_LOW, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
+    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CHAIN_HEALTH_LOW,
+    CallObservation, RequestObservation, SEMANTIC_SUCCESS_LOW, Slo, SloConfig, TTFT_SLO_BREACH,
 };
 
 const T0: i64 = 1_794_960_000_000_000; // 2026-11-18T00:00:00Z, µs
@@ -171,11 +171,7 @@ fn ttft_within_target_and_p99() {
     let mut slo = Slo::new(SloConfig::default());
     // Healthy: 320 ms, one call in 20 at 1.5 s.
     feed(&mut slo, 0, 300, &|i| {
-        if i % 20 == 0 {
-            1500.0
-        } else {
-            320.0
-        }
+        if i % 20 == 0 { 1500.0 } else { 320.0 }
     });
     let w = slo.window("5m").unwrap();
     assert!((w.ttft_within_target_ratio.unwrap() - 0.95).abs() < 1e-9);
@@ -184,22 +180,14 @@ fn ttft_within_target_and_p99() {
     // 15 % of calls at 900 ms: 85 % within target → breach.
     let mut slo = Slo::new(SloConfig::default());
     feed(&mut slo, 0, 300, &|i| {
-        if i % 20 < 3 {
-            900.0
-        } else {
-            320.0
-        }
+        if i % 20 < 3 { 900.0 } else { 320.0 }
     });
     let a = alert(&slo, TTFT_SLO_BREACH);
     assert!(a.summary().contains("85.0 %"), "{}", a.summary());
     // 2 % of calls at 3 s: 98 % within target but P99 3 s > 2.5 s → breach.
     let mut slo = Slo::new(SloConfig::default());
     feed(&mut slo, 0, 300, &|i| {
-        if i % 50 == 0 {
-            3000.0
-        } else {
-            320.0
-        }
+        if i % 50 == 0 { 3000.0 } else { 320.0 }
     });
     let w = slo.window("5m").unwrap();
     assert!(w.ttft_within_target_ratio.unwrap() > 0.9);
@@ -243,9 +231,10 @@ fn chain_health_per_minute_with_stage_weights() {
             slo.observe(&o);
         }
         // The minute is read once it is complete.
-        assert!(slo
-            .chain_health()
-            .is_none_or(|h| h.minute_start_us < T0 + m as i64 * 60 * S));
+        assert!(
+            slo.chain_health()
+                .is_none_or(|h| h.minute_start_us < T0 + m as i64 * 60 * S)
+        );
         let want = expected[m];
         slo.advance_to(T0 + ((m as i64 + 1) * 60 + 1) * S);
         let h = slo.chain_health().unwrap();

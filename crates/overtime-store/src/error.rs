@@ -38,7 +38,9 @@ pub enum StoreError {
     #[error("invalid store config: {0}")]
     Config(String),
     /// Another process (an `overtime serve`) has the data dir open.
-    #[error("the data dir {path} is in use by another overtime process (pid {pid}); query it through that server (`overtime query --server`), or stop it first")]
+    #[error(
+        "the data dir {path} is in use by another overtime process (pid {pid}); query it through that server (`overtime query --server`), or stop it first"
+    )]
     InUse { path: PathBuf, pid: String },
 }
 

@@ -30,20 +30,20 @@
 //! assert_eq!(store.stats().tables["rejected"].parquet_rows, 1);
 //! ```
 
+use crate::StoreError;
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
 use crate::segment::{self, SegmentFile};
 use crate::store::{Inner, Store};
 use crate::tables::idx;
 use crate::wal::sync_dir;
-use crate::StoreError;
 use overtime_model::Table;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// What a flush wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -48,5 +48,5 @@ pub use config::StoreConfig;
 pub use error::StoreError;
 pub use flush::{FlushReport, RetentionReport};
 pub use overtime_model::Table;
-pub use provider::{time_bounds, trace_literal, StoreTable};
-pub use store::{Store, StoreStats, TableStats, RETRY_AFTER_MS};
+pub use provider::{StoreTable, time_bounds, trace_literal};
+pub use store::{RETRY_AFTER_MS, Store, StoreStats, TableStats};

@@ -17,8 +17,8 @@
 //! assert_eq!(Manifest::load(dir.path()).unwrap(), m);
 //! ```
 
-use crate::wal::sync_dir;
 use crate::StoreError;
+use crate::wal::sync_dir;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;

@@ -13,8 +13,8 @@
 //! assert_eq!(m.bytes(), 100);
 //! ```
 
-use crate::tables::{idx, time_column, trace_column};
 use crate::StoreError;
+use crate::tables::{idx, time_column, trace_column};
 use arrow::array::{AsArray, BooleanArray, Scalar, StringArray};
 use arrow::compute::filter_record_batch;
 use arrow::compute::kernels::cmp;

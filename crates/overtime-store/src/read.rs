@@ -23,9 +23,9 @@
 //! assert!(store.scan(Table::Spans, Some(1_500), None).unwrap().is_empty());
 //! ```
 
+use crate::StoreError;
 use crate::memtable::{filter_time, filter_trace};
 use crate::store::{Inner, Store};
-use crate::StoreError;
 use arrow::record_batch::RecordBatch;
 use overtime_model::Table;
 use std::sync::atomic::Ordering;

@@ -17,8 +17,8 @@
 //! assert_eq!(bucket_name(1_764_446_400_000_000), "20251129T200000Z");
 //! ```
 
-use crate::tables::{time_column, trace_column};
 use crate::StoreError;
+use crate::tables::{time_column, trace_column};
 use arrow::array::{Array, AsArray, BooleanArray, Scalar, StringArray};
 use arrow::compute::kernels::cmp;
 use arrow::compute::{filter_record_batch, sort_to_indices, take_record_batch};

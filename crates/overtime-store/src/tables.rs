@@ -20,10 +20,10 @@
 //! ```
 
 use crate::StoreError;
-use arrow::array::{new_null_array, ArrayRef, TimestampMicrosecondArray};
+use arrow::array::{ArrayRef, TimestampMicrosecondArray, new_null_array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use overtime_model::{gateway_schema, rejected_schema, span_schema, Table};
+use overtime_model::{Table, gateway_schema, rejected_schema, span_schema};
 use std::sync::{Arc, OnceLock};
 
 /// The side column the store adds to `rejected`.
@@ -140,7 +140,7 @@ pub fn upgrade(t: Table, batch: RecordBatch) -> RecordBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use overtime_model::{span_records, SpanColumns, SpanRecord};
+    use overtime_model::{SpanColumns, SpanRecord, span_records};
 
     #[test]
     fn a_spans_batch_from_before_scope_and_links_is_upgraded() {

@@ -7,7 +7,7 @@ use arrow::array::{Array, AsArray, Int64Array};
 use arrow::record_batch::RecordBatch;
 use common::*;
 use datafusion::prelude::SessionContext;
-use overtime_model::{span_records, RecordSink, Table};
+use overtime_model::{RecordSink, Table, span_records};
 use overtime_store::Store;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use std::fs::File;

@@ -21,12 +21,12 @@
 
 mod assets;
 
-pub use assets::{asset, Asset};
+pub use assets::{Asset, asset};
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 
 /// The `Content-Security-Policy` of every UI page: scripts and styles only
 /// from this server (inline `style` attributes allowed for bar geometry),

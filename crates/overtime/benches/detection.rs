@@ -27,7 +27,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::monitoring::{alertmanager, http10, prometheus, shipped_intervals};
-use support::{free_port, wait_for, Serve, BIN};
+use support::{BIN, Serve, free_port, wait_for};
 
 /// The simulator's time scale: the 60 s gateway timeout takes 6 s.
 const TIME_SCALE: f64 = 10.0;
@@ -261,5 +261,7 @@ fn main() {
             q / p
         );
     }
-    println!("seeds' mean time to detect: 2.3 min (138 s) after the semantic-success alert; 12 min before it");
+    println!(
+        "seeds' mean time to detect: 2.3 min (138 s) after the semantic-success alert; 12 min before it"
+    );
 }

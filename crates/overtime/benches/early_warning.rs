@@ -14,7 +14,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::early_warning::{run, Outcome};
+use support::early_warning::{Outcome, run};
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key)
@@ -46,7 +46,9 @@ fn main() {
     let scale: f64 = env_or("OVERTIME_EW_SCALE", 20.0);
     let dir = tempfile::tempdir().unwrap();
     println!("time scale {scale}: every time below is simulated (production) time\n");
-    println!("| seed incident | scenario | run seed | requests | 504s | first warning (min) | signal | first 504 (min) | lead |");
+    println!(
+        "| seed incident | scenario | run seed | requests | 504s | first warning (min) | signal | first 504 (min) | lead |"
+    );
     println!("|---|---|---:|---:|---:|---:|---|---:|---:|");
     let mut leads = Vec::new();
     for (incident, scenario) in [
@@ -81,7 +83,9 @@ fn main() {
             }
         }
     }
-    println!("\n| healthy noisy traffic | run seed | simulated minutes | requests | early warnings raised | any alert raised |");
+    println!(
+        "\n| healthy noisy traffic | run seed | simulated minutes | requests | early warnings raised | any alert raised |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     for seed in seeds().into_iter().filter(|_| wanted("healthy_noisy")) {
         let o = run(dir.path(), "healthy_noisy", seed, scale, &[]);

@@ -1,12 +1,12 @@
 //! `overtime advise` and `overtime whatif`: the inputs of `diagnose`, read
 //! the same way, into timeout advice or a what-if replay.
 
-use crate::cli::{AdviseArgs, WhatIfArgs};
-use crate::inputs::{load, Loaded};
 use crate::UsageError;
+use crate::cli::{AdviseArgs, WhatIfArgs};
+use crate::inputs::{Loaded, load};
 use anyhow::{Context, Result};
 use overtime_advise::render::{self, Style};
-use overtime_advise::{advise, dataset, whatif, AdviseOptions, Dataset, Proposal, WhatIfOptions};
+use overtime_advise::{AdviseOptions, Dataset, Proposal, WhatIfOptions, advise, dataset, whatif};
 use std::io::Write;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {

@@ -22,10 +22,9 @@ pub fn read_timeout_ms(conf: &str) -> Option<f64> {
                         | "grpc_read_timeout"
                         | "fastcgi_read_timeout"
                         | "uwsgi_read_timeout"
-                ) {
-                    if let Some(v) = words.next().and_then(|v| parse_duration_ms(v, 1000.0)) {
-                        values.push(v);
-                    }
+                ) && let Some(v) = words.next().and_then(|v| parse_duration_ms(v, 1000.0))
+                {
+                    values.push(v);
                 }
             }
         }

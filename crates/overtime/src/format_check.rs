@@ -42,23 +42,24 @@ pub fn check(p: &Parsed, head: &[u8]) -> Result<(), String> {
     // A format with neither variable can never show a failure: say that
     // first, whatever else its lines did.
     let no_status_or_time = !p.format_has_status_or_time || !p.gives_status_or_time;
-    let problem =
-        if !p.format_has_status_or_time || (p.rejected_rows * 2 <= total && no_status_or_time) {
-            format!(
+    let problem = if !p.format_has_status_or_time
+        || (p.rejected_rows * 2 <= total && no_status_or_time)
+    {
+        format!(
             "the format {} gives neither $status nor $request_time for any of the {} lines read, \
              so no request can be seen to fail",
             short(p.format_label),
             total
         )
-        } else if p.rejected_rows * 2 > total {
-            format!(
-                "{} of {total} lines do not match the format {}",
-                p.rejected_rows,
-                short(p.format_label)
-            )
-        } else {
-            return Ok(());
-        };
+    } else if p.rejected_rows * 2 > total {
+        format!(
+            "{} of {total} lines do not match the format {}",
+            p.rejected_rows,
+            short(p.format_label)
+        )
+    } else {
+        return Ok(());
+    };
     let first = p
         .first_rejected
         .as_ref()

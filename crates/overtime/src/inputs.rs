@@ -10,10 +10,10 @@ mod files;
 mod progress;
 mod read;
 
+use crate::UsageError;
 use crate::cli::DiagnoseArgs;
 use crate::conf_timeouts::read_timeout_ms;
 use crate::diagnose_cmd::layer_name_of;
-use crate::UsageError;
 use anyhow::Result;
 use overtime_diagnose::batch::{BatchOptions, BatchOutput, Engine, TraceHook};
 use overtime_diagnose::{DiagnoseConfig, LayerConfig};
@@ -374,11 +374,11 @@ pub fn run(a: &DiagnoseArgs, on_trace: Option<TraceHook>) -> Result<Run> {
         }
     };
     let report_lines = report_lines(&plan, &stats);
-    if !a.allow_rejects {
-        if let Err(e) = check_formats(&plan, &stats) {
-            progress.finish();
-            return Err(e);
-        }
+    if !a.allow_rejects
+        && let Err(e) = check_formats(&plan, &stats)
+    {
+        progress.finish();
+        return Err(e);
     }
     let output = engine.finish();
     progress.finish();

@@ -9,8 +9,8 @@
 //!   use `--server`). `verdicts` and `incidents` are then diagnosed from
 //!   the stored records, only when the query names them.
 
-use crate::cli::{QueryArgs, QueryOutput};
 use crate::UsageError;
+use crate::cli::{QueryArgs, QueryOutput};
 use anyhow::{Context, Result};
 use arrow::record_batch::RecordBatch;
 use overtime_config::Config;
@@ -43,7 +43,7 @@ pub fn run(a: QueryArgs) -> Result<()> {
 fn sql_text(a: &QueryArgs) -> Result<String> {
     let text = match (&a.sql, &a.file) {
         (Some(_), Some(_)) => {
-            return Err(UsageError("give the SQL or --file, not both".into()).into())
+            return Err(UsageError("give the SQL or --file, not both".into()).into());
         }
         (Some(s), None) if s == "-" => read_stdin()?,
         (Some(s), None) => s.clone(),
@@ -54,7 +54,7 @@ fn sql_text(a: &QueryArgs) -> Result<String> {
             return Err(UsageError(
                 "no SQL: give it as an argument, with --file, or `-` for stdin".into(),
             )
-            .into())
+            .into());
         }
     };
     if text.trim().is_empty() {

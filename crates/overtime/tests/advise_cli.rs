@@ -138,9 +138,11 @@ fn whatif_on_incident_a_keeps_the_black_hole_and_finds_the_proposal_that_ends_it
     );
     let changed = w["changed"].as_array().unwrap();
     assert!(changed.len() >= 25);
-    assert!(changed
-        .iter()
-        .all(|c| c["trace_id"].as_str().unwrap().len() == 32 && c["before"] == "gateway_timeout"));
+    assert!(
+        changed.iter().all(
+            |c| c["trace_id"].as_str().unwrap().len() == 32 && c["before"] == "gateway_timeout"
+        )
+    );
 }
 
 #[test]

@@ -47,10 +47,10 @@ fn listed_subcommands() -> Vec<String> {
         if line.trim_end().eq_ignore_ascii_case("commands:") {
             inside = true;
         } else if inside && line.starts_with("  ") {
-            if let Some(name) = line.split_whitespace().next() {
-                if name != "help" {
-                    subs.push(name.to_string());
-                }
+            if let Some(name) = line.split_whitespace().next()
+                && name != "help"
+            {
+                subs.push(name.to_string());
             }
         } else if inside && !line.trim().is_empty() {
             inside = false;
@@ -356,11 +356,11 @@ fn garbage_lines_among_good_ones_are_counted_and_the_good_ones_diagnosed() {
     for (i, l) in good_lines.iter().enumerate() {
         mixed.extend_from_slice(l);
         mixed.push(b'\n');
-        if i % 25 == 3 {
-            if let Some(g) = garbage.get(i / 25) {
-                mixed.extend_from_slice(g);
-                mixed.push(b'\n');
-            }
+        if i % 25 == 3
+            && let Some(g) = garbage.get(i / 25)
+        {
+            mixed.extend_from_slice(g);
+            mixed.push(b'\n');
         }
     }
     let inserted = (0..good_lines.len())

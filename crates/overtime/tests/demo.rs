@@ -6,7 +6,7 @@
 //! simulator's nginx master and workers) is gone and nothing listens on the
 //! demo's ports.
 
-use crate::support::{free_port, wait_for, BIN};
+use crate::support::{BIN, free_port, wait_for};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

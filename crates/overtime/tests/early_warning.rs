@@ -11,7 +11,7 @@
 //! 135 s), so a lead of 3 minutes is 9 s of real time here. Each test runs
 //! alone (.config/nextest.toml): a starved CPU stretches scaled time.
 
-use crate::support::early_warning::{run, Outcome};
+use crate::support::early_warning::{Outcome, run};
 
 fn scale() -> f64 {
     std::env::var("OVERTIME_EW_SCALE")

@@ -22,10 +22,10 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-use support::kafka::{tansu_bin, wait_port, Ctx, Deliveries, Proc};
+use support::kafka::{Ctx, Deliveries, Proc, tansu_bin, wait_port};
 use support::*;
 
 const RECORDS: u64 = 300; // per topic

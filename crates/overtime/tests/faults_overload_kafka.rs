@@ -26,8 +26,8 @@
 
 use crate::support;
 
-use overtime_kafka::decode::{Decoder, Msg};
 use overtime_kafka::TopicFormat;
+use overtime_kafka::decode::{Decoder, Msg};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
@@ -35,10 +35,10 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use support::kafka::{tansu_bin, wait_port, Ctx, Deliveries, Proc};
+use support::kafka::{Ctx, Deliveries, Proc, tansu_bin, wait_port};
 use support::storm::Storm;
 use support::*;
 

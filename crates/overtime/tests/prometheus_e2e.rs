@@ -17,8 +17,8 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::monitoring::{alertmanager, am_alerts, http10, prom_api, prometheus, repo, FAST};
-use support::{fixture, free_port, get, wait_for, Serve};
+use support::monitoring::{FAST, alertmanager, am_alerts, http10, prom_api, prometheus, repo};
+use support::{Serve, fixture, free_port, get, wait_for};
 
 /// One collector: empty log files tailed from the start, written later.
 struct Collector {

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{fixture as incident_file, free_port, get, Serve, BIN};
+use support::{BIN, Serve, fixture as incident_file, free_port, get};
 
 fn fixture(f: &str) -> std::path::PathBuf {
     incident_file("c_dns_retry", f)

@@ -175,7 +175,10 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
     let want: BTreeMap<String, u64> = (0..300).map(|i| (format!("/r/{i}"), 1)).collect();
     assert_eq!(per_uri, want, "every nginx line exactly once");
 
-    let dup = query(api, "SELECT trace_id, span_id, count(*) AS n FROM spans GROUP BY trace_id, span_id HAVING count(*) > 1");
+    let dup = query(
+        api,
+        "SELECT trace_id, span_id, count(*) AS n FROM spans GROUP BY trace_id, span_id HAVING count(*) > 1",
+    );
     assert!(dup.is_empty(), "spans stored twice: {dup:?}");
     let stored: BTreeSet<String> = query(api, "SELECT DISTINCT trace_id FROM spans")
         .iter()

@@ -5,8 +5,8 @@
 
 use super::dockerfile::{exec_form, instruction};
 use super::yaml::{
-    bind_at, compose, container_ports, created_topics, host_port, kafka_listeners, mounts,
-    published, rel, service, services, strings, Mount,
+    Mount, bind_at, compose, container_ports, created_topics, host_port, kafka_listeners, mounts,
+    published, rel, service, services, strings,
 };
 use overtime_config::Config;
 use serde_norway::Value;

@@ -36,7 +36,7 @@ mod yaml;
 use dockerfile::stage;
 use serde_norway::Value;
 use std::collections::BTreeSet;
-use yaml::{compose, mounts, rel, repo, services, Mount};
+use yaml::{Mount, compose, mounts, rel, repo, services};
 
 #[test]
 fn every_mount_exists_every_volume_is_declared_every_dependency_is_a_service() {

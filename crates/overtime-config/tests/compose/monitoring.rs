@@ -4,8 +4,8 @@
 
 use super::collectors::{collector_config, collectors, listen_port};
 use super::yaml::{
-    bind_at, compose, container_ports, host_path_of, host_port, mounts, read, read_path, rel, repo,
-    same_file, service, strings, yaml, Mount,
+    Mount, bind_at, compose, container_ports, host_path_of, host_port, mounts, read, read_path,
+    rel, repo, same_file, service, strings, yaml,
 };
 use serde_norway::Value;
 use std::collections::BTreeSet;

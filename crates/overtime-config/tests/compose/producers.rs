@@ -4,8 +4,8 @@
 
 use super::collectors::{collector_config, collectors};
 use super::yaml::{
-    bind_at, compose, container_ports, host_port, kafka_listeners, mounts, read_path, service,
-    strings, yaml, Mount,
+    Mount, bind_at, compose, container_ports, host_port, kafka_listeners, mounts, read_path,
+    service, strings, yaml,
 };
 use serde_norway::Value;
 use std::collections::BTreeMap;

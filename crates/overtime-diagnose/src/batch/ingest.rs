@@ -128,10 +128,10 @@ impl Ingest<'_> {
             if !self.samples.contains_key(src) {
                 self.samples.insert(src.to_string(), Vec::new());
             }
-            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms) {
-                if let Some(rts) = self.samples.get_mut(src) {
-                    rts.push(rt);
-                }
+            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms)
+                && let Some(rts) = self.samples.get_mut(src)
+            {
+                rts.push(rt);
             }
             self.stats.gateway_records += 1;
             if let Some(t) = trace_id.and_then(hex128) {

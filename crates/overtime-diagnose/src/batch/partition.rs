@@ -7,12 +7,12 @@
 //! means never depends on threads, partitions or spilling.
 
 use crate::assemble::{
-    hex128, key_name, sane_gateway, sane_ms, sane_span, Assembled, Key, LightRequest, Trace,
-    MAX_TIME_US,
+    Assembled, Key, LightRequest, MAX_TIME_US, Trace, hex128, key_name, sane_gateway, sane_ms,
+    sane_span,
 };
-use crate::batch::codec::{decode_gateway, decode_span, GwHead, In, Seq, GATEWAY, SPAN};
-use crate::batch::spill::for_each_record;
 use crate::batch::BatchError;
+use crate::batch::codec::{GATEWAY, GwHead, In, SPAN, Seq, decode_gateway, decode_span};
+use crate::batch::spill::for_each_record;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 struct GwEntry<'a> {

@@ -5,10 +5,10 @@
 //! reports read); every trace's summary as a compact stream.
 
 use crate::assemble::AssemblyStats;
-use crate::batch::codec::{In, Out};
-use crate::batch::spill::{frame, SpillDir, Stream};
 use crate::batch::BatchError;
-use crate::report::{bucket_of, SummaryLite};
+use crate::batch::codec::{In, Out};
+use crate::batch::spill::{SpillDir, Stream, frame};
+use crate::report::{SummaryLite, bucket_of};
 use crate::verdict::TraceSummary;
 use overtime_model::{Outcome, RootCauseKind, Verdict};
 use std::cmp::Reverse;

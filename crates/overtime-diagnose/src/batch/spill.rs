@@ -4,8 +4,8 @@
 //! partition can be read back whole or streamed record by record.
 
 use crate::assemble::Key;
-use crate::batch::codec::{In, Out};
 use crate::batch::BatchError;
+use crate::batch::codec::{In, Out};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};

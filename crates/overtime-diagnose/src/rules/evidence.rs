@@ -1,8 +1,8 @@
 //! The words of a verdict: the evidence lines about a call and the
 //! one-line summary for each kind, the same whichever rule decided it.
 
-use super::call_rules::largest_llm_phase;
 use super::Facts;
+use super::call_rules::largest_llm_phase;
 use crate::calls::{Call, CallKind};
 use crate::fmt::{dur, dur_or_none, pct};
 use overtime_model::{RootCause, RootCauseKind as K};
@@ -101,25 +101,25 @@ pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
             ));
         }
     }
-    if let Some(d) = c.dns_connect_ms {
-        if d > 0.0 {
-            let n = attempts.len().max(1);
-            let per = match (c.dns_ms, n) {
-                (Some(dns), n) if n >= 2 => {
-                    format!(" ({} DNS in each of {n} attempts)", dur(dns / n as f64))
-                }
-                (Some(dns), _) => format!(" ({} DNS)", dur(dns)),
-                _ => String::new(),
-            };
-            ev.push(format!(
-                "{} of its {} went to DNS/connect{per}",
-                dur(d),
-                dur(attempts
-                    .iter()
-                    .sum::<f64>()
-                    .max(c.duration_us() as f64 / 1000.0))
-            ));
-        }
+    if let Some(d) = c.dns_connect_ms
+        && d > 0.0
+    {
+        let n = attempts.len().max(1);
+        let per = match (c.dns_ms, n) {
+            (Some(dns), n) if n >= 2 => {
+                format!(" ({} DNS in each of {n} attempts)", dur(dns / n as f64))
+            }
+            (Some(dns), _) => format!(" ({} DNS)", dur(dns)),
+            _ => String::new(),
+        };
+        ev.push(format!(
+            "{} of its {} went to DNS/connect{per}",
+            dur(d),
+            dur(attempts
+                .iter()
+                .sum::<f64>()
+                .max(c.duration_us() as f64 / 1000.0))
+        ));
     }
     ev
 }

@@ -27,8 +27,8 @@ pub mod evidence;
 mod trace_rules;
 
 pub use call_rules::{
-    call_kind, component_for, largest_llm_phase, ConnectSlow, ConnectionPoolWait, JudgeCall,
-    LlmCall, LlmRetries, Retries, ToolCall, UpstreamWait, CALL_RULES,
+    CALL_RULES, ConnectSlow, ConnectionPoolWait, JudgeCall, LlmCall, LlmRetries, Retries, ToolCall,
+    UpstreamWait, call_kind, component_for, largest_llm_phase,
 };
 pub use trace_rules::{
     DominantCall, GatewayTimeoutMismatch, NoCriticalPath, SerialBudgetExhaustion, StreamIdleGap,

@@ -1,7 +1,7 @@
 //! The rules over the whole trace, in the order they are tried.
 
 use super::evidence::{call_evidence, summary, unknown};
-use super::{call_kind, component_for, contributing, Decision, Facts, TraceRule};
+use super::{Decision, Facts, TraceRule, call_kind, component_for, contributing};
 use crate::calls::{Call, CallKind};
 use crate::fmt::{dur, dur_or_none, pct};
 use overtime_model::{Outcome, RootCause, RootCauseKind as K};
@@ -129,7 +129,11 @@ impl TraceRule for GatewayTimeoutMismatch {
                 kind: K::GatewayTimeoutMismatch,
                 component: "gateway".into(),
                 share: 1.0,
-                summary: format!("the gateway gave up at {} while the service still had budget ({}) and no call had timed out", dur(gw_t), dur(b)),
+                summary: format!(
+                    "the gateway gave up at {} while the service still had budget ({}) and no call had timed out",
+                    dur(gw_t),
+                    dur(b)
+                ),
                 evidence: ev,
             },
             contributing(f, dominant, None),
@@ -172,7 +176,10 @@ impl TraceRule for SerialBudgetExhaustion {
                 kind: K::SerialBudgetExhaustion,
                 component: f.service.clone(),
                 share,
-                summary: format!("{n} calls in series used up the {} budget; none alone was slow enough to blame", dur(f.elapsed_ms)),
+                summary: format!(
+                    "{n} calls in series used up the {} budget; none alone was slow enough to blame",
+                    dur(f.elapsed_ms)
+                ),
                 evidence: ev,
             },
             contributing(f, dominant, None),

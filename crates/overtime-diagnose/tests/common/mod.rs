@@ -2,7 +2,7 @@
 //! request's start, one gateway layer called `edge`.
 #![allow(dead_code)]
 
-use overtime_diagnose::{diagnose, DiagnoseConfig, Diagnosis, LayerConfig};
+use overtime_diagnose::{DiagnoseConfig, Diagnosis, LayerConfig, diagnose};
 use overtime_model::{GatewayRecord, SpanEvent, SpanRecord, SpanStatus, Stage, Verdict};
 
 pub const T0_MS: i64 = 1_764_410_400_000; // 2025-11-29T10:00:00Z

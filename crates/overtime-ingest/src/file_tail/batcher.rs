@@ -18,9 +18,9 @@ use arrow::array::{Array, StringArray};
 use arrow::record_batch::RecordBatch;
 use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
 use overtime_parse::nginx::GatewayParser;
-use overtime_parse::spans::{parse_span_line, ParsedSpans, SpanFormat};
-use std::sync::atomic::Ordering::Relaxed;
+use overtime_parse::spans::{ParsedSpans, SpanFormat, parse_span_line};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

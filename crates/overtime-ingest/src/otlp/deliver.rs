@@ -59,7 +59,7 @@ pub(crate) fn deliver_blocking(
             Ok(()) => break,
             // Nothing stored yet: the client may send it all again.
             Err(SinkError::Full { retry_after_ms }) if n_spans == 0 => {
-                return Delivery::Full { retry_after_ms }
+                return Delivery::Full { retry_after_ms };
             }
             Err(SinkError::Failed(m)) if n_spans == 0 => return Delivery::Failed(m),
             Err(e) => {

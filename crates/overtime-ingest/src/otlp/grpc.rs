@@ -12,7 +12,7 @@
 //!   [`OtlpConfig::max_body_bytes`] are refused by tonic.
 
 use super::auth::BearerToken;
-use super::deliver::{deliver, Delivery};
+use super::deliver::{Delivery, deliver};
 use super::gate::{DecodeGate, QUEUE_FULL_RETRY_MS};
 use super::{OtlpConfig, OtlpServeError, OtlpStats};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
@@ -22,10 +22,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use overtime_model::RecordSink;
-use overtime_parse::spans::{spans_from_otlp_request, ParsedSpans};
+use overtime_parse::spans::{ParsedSpans, spans_from_otlp_request};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::codec::CompressionEncoding;

@@ -12,27 +12,27 @@
 //!   (asked before decoding, and again by the write), 503 when it failed;
 //!   nothing is written in those cases.
 
-use super::deliver::{deliver, retry_after_secs, Delivery};
+use super::deliver::{Delivery, deliver, retry_after_secs};
 use super::gate::{DecodeGate, QUEUE_FULL_RETRY_MS};
 use super::{OtlpConfig, OtlpServeError, OtlpStats};
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::Router;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use overtime_model::RecordSink;
-use overtime_parse::spans::{parse_otlp_json_line, spans_from_otlp_request, ParsedSpans};
+use overtime_parse::spans::{ParsedSpans, parse_otlp_json_line, spans_from_otlp_request};
 use prost::Message;
 use serde_json::Value;
 use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tokio_util::sync::CancellationToken;
 
 /// The `source` written in rows and rejections received over HTTP.

@@ -41,12 +41,12 @@ mod grpc;
 mod http;
 
 pub use auth::BearerToken;
-pub use grpc::{otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on, ExportGuard};
+pub use grpc::{ExportGuard, otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on};
 pub use http::{otlp_http_router, otlp_http_router_with, serve_otlp_http, serve_otlp_http_on};
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Receiver settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,12 +4,12 @@
 
 use arrow::record_batch::RecordBatch;
 use overtime_model::{
-    gateway_records, rejected_records, span_records, Checkpoint, GatewayRecord, RecordSink,
-    RejectedRecord, SinkError, SpanRecord, Table,
+    Checkpoint, GatewayRecord, RecordSink, RejectedRecord, SinkError, SpanRecord, Table,
+    gateway_records, rejected_records, span_records,
 };
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// One accepted write.

@@ -206,7 +206,7 @@ fn inlines(nodes: &[Value], at: &str) -> R {
             other => {
                 return Err(format!(
                     "{at}: {other:?} is not an inline node Jira accepts here"
-                ))
+                ));
             }
         }
     }

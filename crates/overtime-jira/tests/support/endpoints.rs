@@ -2,9 +2,9 @@
 //! `search`), create issue, comments and transitions, each checking its
 //! request against Atlassian's documented shape.
 
-use super::{adf_check, err, jira_time, Answer, Comment, Ctx, Flavor, Issue, State, PROJECT};
+use super::{Answer, Comment, Ctx, Flavor, Issue, PROJECT, State, adf_check, err, jira_time};
 use chrono::Utc;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
 pub(super) fn url_pairs(q: &str) -> HashMap<String, String> {
@@ -84,7 +84,9 @@ pub(super) fn parse_jql(jql: &str) -> Result<(String, String), String> {
         || !kw(9, "updated")
         || !kw(10, "desc")
     {
-        return Err(format!("Error in the JQL Query: expected `project = KEY AND labels = \"label\" ORDER BY updated DESC`, got {jql:?}"));
+        return Err(format!(
+            "Error in the JQL Query: expected `project = KEY AND labels = \"label\" ORDER BY updated DESC`, got {jql:?}"
+        ));
     }
     let label = &toks[6];
     if !label.1 && label.0.contains('-') {
@@ -136,7 +138,7 @@ pub(super) fn search(
                 400,
                 &[&format!("maxResults {m} is out of range")],
                 json!({}),
-            )
+            );
         }
     };
     let mut hits: Vec<&Issue> = s
@@ -350,10 +352,10 @@ pub(super) fn create(s: &mut State, ctx: &Ctx, body: Value) -> Answer {
     if !["Bug", "Task", "Incident", "10001"].contains(&issue_type) {
         errors.insert("issuetype".into(), json!("Specify an issue type"));
     }
-    if let Some(d) = f.get("description") {
-        if let Err(e) = check_text(ctx, d, "description") {
-            errors.insert("description".into(), json!(e));
-        }
+    if let Some(d) = f.get("description")
+        && let Err(e) = check_text(ctx, d, "description")
+    {
+        errors.insert("description".into(), json!(e));
     }
     let labels: Vec<String> = match f.get("labels") {
         None => vec![],
@@ -466,7 +468,7 @@ pub(super) fn list_comments(s: &State, key: &str, q: &HashMap<String, String>) -
                 400,
                 &[&format!("orderBy {o:?} is not supported")],
                 json!({}),
-            )
+            );
         }
     }
     let max = q

@@ -12,12 +12,12 @@
 
 use arrow::record_batch::RecordBatch;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use overtime_model::{
-    gateway_records, rejected_records, span_records, Checkpoint, RecordSink, RejectedRecord,
-    SinkError, Table,
+    Checkpoint, RecordSink, RejectedRecord, SinkError, Table, gateway_records, rejected_records,
+    span_records,
 };
 use prost::Message as _;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -225,7 +225,7 @@ impl Seen {
         self.requests
             .iter()
             .chain(&self.spans)
-            .filter(|(_, &n)| n > 1)
+            .filter(|&(_, &n)| n > 1)
             .map(|(k, n)| format!("{k} ×{n}"))
             .collect()
     }

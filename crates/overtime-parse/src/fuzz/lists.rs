@@ -7,9 +7,9 @@
 //! reason; arbitrary lines against the same formats must each be a row or
 //! a counted rejection.
 
-use super::gen::Unstructured;
 use super::nginx::{check_gateway_record, check_lines};
 use super::roundtrip::{default_escaped, logged, time};
+use super::unstructured::Unstructured;
 use crate::nginx::{GatewayParser, LogFormat};
 use overtime_model::{gateway_records, rejected_records};
 

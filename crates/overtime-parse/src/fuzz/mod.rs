@@ -19,7 +19,6 @@
 //! assert!(input.len() <= 64);
 //! ```
 
-mod gen;
 mod lists;
 mod nginx;
 mod otlp_diff;
@@ -27,12 +26,13 @@ mod peer_seeds;
 mod roundtrip;
 mod seeds;
 mod spans;
+mod unstructured;
 
-pub use gen::Unstructured;
-pub use lists::{check_nginx_lists, LIST_FORMATS};
+pub use lists::{LIST_FORMATS, check_nginx_lists};
 pub use nginx::{check_log_format, check_nginx_line, check_nginx_roundtrip};
 pub use seeds::{dictionary, seeds};
 pub use spans::{check_jsonl, check_llm_reason, check_otlp_json, check_otlp_proto};
+pub use unstructured::Unstructured;
 
 /// A fuzz target: its name (the cargo-fuzz binary's) and its check.
 #[derive(Clone, Copy)]

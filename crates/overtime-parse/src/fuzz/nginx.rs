@@ -4,7 +4,7 @@
 use super::{assert_duration, lines};
 use crate::llm_reason::parse_llm_reason;
 use crate::nginx::{Escape, GatewayParser, LogFormat, Segment};
-use overtime_model::{gateway_records, rejected_records, GatewayRecord};
+use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 use std::collections::BTreeSet;
 
 /// The formats arbitrary lines are parsed against (the first input byte
@@ -119,7 +119,7 @@ fn check_rendered_line(f: &LogFormat) {
                     Some(Segment::Literal(l))
                         if format!("{value}{l}").find(l.as_str()) != Some(value.len()) =>
                     {
-                        return
+                        return;
                     }
                     _ => {}
                 }

@@ -3,9 +3,9 @@
 //! strings, bytes as base64, enums as numbers), must map to the same spans
 //! and the same rejections (reason and position) as the protobuf bytes.
 
-use crate::spans::{parse_span_bytes, ExportTraceServiceRequest, ParsedSpans, SpanFormat};
-use opentelemetry_proto::tonic::common::v1::{any_value::Value as V, AnyValue, KeyValue};
-use serde_json::{json, Value};
+use crate::spans::{ExportTraceServiceRequest, ParsedSpans, SpanFormat, parse_span_bytes};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value as V};
+use serde_json::{Value, json};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()

@@ -3,12 +3,12 @@
 //! format, or `combined` with `escape=default` `\xHH` escapes), must parse
 //! back to exactly that request.
 
-use super::gen::Unstructured;
 use super::nginx::check_gateway_record;
+use super::unstructured::Unstructured;
 use crate::llm_reason::parse_llm_reason;
 use crate::nginx::{GatewayParser, LogFormat};
 use chrono::{DateTime, FixedOffset};
-use overtime_model::{gateway_records, rejected_records, GatewayRecord};
+use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 
 /// The `escape=json` format of the round trip.
 const JSON_FORMAT: &str = r#"escape=json '{"t":$msec,"s":$status,"ua":"$http_user_agent","ref":"$http_referer","rt":$request_time}'"#;

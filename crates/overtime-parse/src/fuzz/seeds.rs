@@ -4,10 +4,10 @@
 
 use crate::nginx::{COMBINED_BODY, OVERTIME_LOG_FORMAT};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, ArrayValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
-    span, status, ResourceSpans, ScopeSpans, Span, Status,
+    ResourceSpans, ScopeSpans, Span, Status, span, status,
 };
 use prost::Message;
 

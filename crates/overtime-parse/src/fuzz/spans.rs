@@ -6,10 +6,10 @@ use crate::duration::parse_duration_ms;
 use crate::llm_reason::{parse_llm_duration, parse_llm_reason};
 use crate::nginx::values::{duration_ms, secs_to_ms, trace_id};
 use crate::spans::{
-    parse_otlp_proto, parse_span_bytes, spans_from_otlp_request, ExportTraceServiceRequest,
-    ParsedSpans, SpanFormat,
+    ExportTraceServiceRequest, ParsedSpans, SpanFormat, parse_otlp_proto, parse_span_bytes,
+    spans_from_otlp_request,
 };
-use overtime_model::{rejected_records, span_records, SpanRecord};
+use overtime_model::{SpanRecord, rejected_records, span_records};
 use prost::Message;
 use serde_json::Value;
 

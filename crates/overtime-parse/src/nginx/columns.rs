@@ -121,7 +121,7 @@ pub(crate) fn presized(prev: &RecordBatch) -> GatewayColumns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use overtime_model::{gateway_schema, GatewayRecord};
+    use overtime_model::{GatewayRecord, gateway_schema};
 
     #[test]
     fn presized_builders_make_the_same_schema() {

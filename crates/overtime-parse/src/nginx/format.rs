@@ -1,8 +1,8 @@
 //! The `log_format` compiler: nginx.conf text → a list of literal and
 //! variable segments, compiled once per source.
 
-use super::builtins::{builtin_names, BUILTIN_FORMATS};
-use super::conf::{line_col, log_format_directives, tokenize, Token};
+use super::builtins::{BUILTIN_FORMATS, builtin_names};
+use super::conf::{Token, line_col, log_format_directives, tokenize};
 use std::fmt;
 
 /// How nginx escapes variable values in the log (`log_format … escape=`).
@@ -105,17 +105,17 @@ impl LogFormat {
     pub fn compile(text: &str) -> Result<LogFormat, FormatError> {
         let trimmed = text.trim_start();
         let lead = text.len() - trimmed.len();
-        if let Some(rest) = trimmed.strip_prefix("log_format") {
-            if rest.starts_with([' ', '\t', '\r', '\n']) {
-                let tokens = tokenize(text)?;
-                let d = log_format_directives(&tokens)
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| FormatError::Empty {
-                        name: String::new(),
-                    })?;
-                return from_args(text, &d.name, &d.args);
-            }
+        if let Some(rest) = trimmed.strip_prefix("log_format")
+            && rest.starts_with([' ', '\t', '\r', '\n'])
+        {
+            let tokens = tokenize(text)?;
+            let d = log_format_directives(&tokens)
+                .into_iter()
+                .next()
+                .ok_or_else(|| FormatError::Empty {
+                    name: String::new(),
+                })?;
+            return from_args(text, &d.name, &d.args);
         }
         // Optional `escape=` word, then either only quoted pieces or a raw body.
         let (escape_word, body_off) = match trimmed.strip_prefix("escape=") {

@@ -20,7 +20,7 @@
 //! `$upstream_*` list from the same tries, so they have the same shape).
 //! Anything else is ambiguous and the line is rejected, never guessed.
 
-use super::bytes::{eq_at, Lit};
+use super::bytes::{Lit, eq_at};
 use super::plan::Shape;
 
 /// Variables nginx writes as `", "` / `" : "` separated lists.

@@ -65,7 +65,7 @@ mod parser_list_tests;
 mod parser_tests;
 
 pub use builtins::{
-    BuiltinFormat, BUILTIN_FORMATS, COMBINED_BODY, COMBINED_LOG_FORMAT, INGRESS_NGINX_LOG_FORMAT,
+    BUILTIN_FORMATS, BuiltinFormat, COMBINED_BODY, COMBINED_LOG_FORMAT, INGRESS_NGINX_LOG_FORMAT,
     OVERTIME_LOG_FORMAT,
 };
 pub use format::{Escape, FormatError, LogFormat, Segment};

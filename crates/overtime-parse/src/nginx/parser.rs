@@ -13,11 +13,11 @@ use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
 use super::request::split_request;
 use super::values::{
-    duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, time_local_us, trace_id, uint,
-    unescape_default, unescape_json, ListItems,
+    ListItems, duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, time_local_us, trace_id,
+    uint, unescape_default, unescape_json,
 };
 use arrow::record_batch::RecordBatch;
-use overtime_model::{sum_known, GatewayColumns, RejectedColumns, RejectedRecord};
+use overtime_model::{GatewayColumns, RejectedColumns, RejectedRecord, sum_known};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 

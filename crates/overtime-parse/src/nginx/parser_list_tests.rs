@@ -3,7 +3,7 @@
 //! nginx itself refused.
 
 use super::{GatewayParser, LogFormat};
-use overtime_model::{gateway_records, rejected_records, GatewayRecord, RejectedRecord};
+use overtime_model::{GatewayRecord, RejectedRecord, gateway_records, rejected_records};
 
 fn parse(fmt: &str, text: &str) -> (Vec<GatewayRecord>, Vec<RejectedRecord>) {
     let f = LogFormat::builtin(fmt)

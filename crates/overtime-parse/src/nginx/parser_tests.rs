@@ -2,7 +2,7 @@
 //! the three time variables, escapes and bad lines.
 
 use super::{GatewayParser, LogFormat};
-use overtime_model::{gateway_records, rejected_records, GatewayRecord, RejectedRecord};
+use overtime_model::{GatewayRecord, RejectedRecord, gateway_records, rejected_records};
 
 const T0: i64 = 1_795_946_400_000_000; // 2026-11-29T10:00:00Z
 

@@ -14,10 +14,10 @@
 //! first takes the whole run and the others are empty (`-`): put a literal
 //! between such variables.
 
-use super::bytes::{eq_at, Lit};
-use super::checks::{check_for, Check};
+use super::bytes::{Lit, eq_at};
+use super::checks::{Check, check_for};
 use super::format::{Escape, LogFormat, Segment};
-use super::lists::{is_list_var, list_end, Items};
+use super::lists::{Items, is_list_var, list_end};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,7 +363,7 @@ impl Plan {
                             "expected {:?} after ${} (byte {pos})",
                             lit.text,
                             self.names[g.first + g.len - 1]
-                        ))
+                        ));
                     }
                 },
             };

@@ -332,15 +332,16 @@ pub(crate) fn unescape_default(s: &str, tmp: &mut Vec<u8>, out: &mut String) {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && b.get(i + 1) == Some(&b'x') {
-            if let (Some(h), Some(l)) = (
+        if b[i] == b'\\'
+            && b.get(i + 1) == Some(&b'x')
+            && let (Some(h), Some(l)) = (
                 b.get(i + 2).and_then(|&c| hex(c)),
                 b.get(i + 3).and_then(|&c| hex(c)),
-            ) {
-                tmp.push(h << 4 | l);
-                i += 4;
-                continue;
-            }
+            )
+        {
+            tmp.push(h << 4 | l);
+            i += 4;
+            continue;
         }
         tmp.push(b[i]);
         i += 1;
@@ -390,11 +391,12 @@ fn json_u(chars: &mut std::str::Chars<'_>) -> Option<char> {
     let hi = hex4(chars)?;
     if (0xD800..0xDC00).contains(&hi) {
         let mut look = chars.clone();
-        if look.next() == Some('\\') && look.next() == Some('u') {
-            if let Some(lo) = hex4(&mut look).filter(|lo| (0xDC00..0xE000).contains(lo)) {
-                *chars = look;
-                return char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
-            }
+        if look.next() == Some('\\')
+            && look.next() == Some('u')
+            && let Some(lo) = hex4(&mut look).filter(|lo| (0xDC00..0xE000).contains(lo))
+        {
+            *chars = look;
+            return char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
         }
         return Some('\u{FFFD}');
     }

@@ -7,15 +7,15 @@
 //! them: status, stage, peer, DNS/connect times. The attribute → column
 //! table is in the README and in the module docs of [`super`].
 
-use super::conventions::{self, clean_error_type, Slot};
-use super::stage::{derive_stage, says_judge, StageHints};
+use super::conventions::{self, Slot, clean_error_type};
+use super::stage::{StageHints, derive_stage, says_judge};
 use super::status::{parse_status_word, refine_status};
 use super::value::{
     any_bool, any_f64, any_i64, any_joined, any_str, any_to_string, plain_json_to_any,
 };
 use crate::duration::parse_duration_ms;
 use crate::llm_reason::{parse_llm_duration, parse_llm_reason};
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use overtime_model::{SpanEvent, SpanRecord, SpanStatus};
 use std::collections::HashMap;
 
@@ -286,10 +286,12 @@ impl SpanBuilder {
             let old = self
                 .winners
                 .insert(group, (rank, key.to_string(), rendered.clone()));
-            if let Some((_, old_key, old_value)) = old {
-                if old_value != rendered && old_key != key && !self.kept(&old_key) {
-                    self.rec.attributes.push((old_key, old_value));
-                }
+            if let Some((_, old_key, old_value)) = old
+                && old_value != rendered
+                && old_key != key
+                && !self.kept(&old_key)
+            {
+                self.rec.attributes.push((old_key, old_value));
             }
         }
         let differs = !used
@@ -475,10 +477,10 @@ impl SpanBuilder {
             is_root: r.parent_span_id.is_none(),
         };
         r.stage = derive_stage(&hints);
-        if let Some(s) = self.explicit_stage {
-            if super::stage::parse_stage_lenient(&s).is_none() {
-                r.attributes.push(("stage".into(), s));
-            }
+        if let Some(s) = self.explicit_stage
+            && super::stage::parse_stage_lenient(&s).is_none()
+        {
+            r.attributes.push(("stage".into(), s));
         }
         if self.unreadable_events > 0 {
             r.attributes.push((

@@ -46,16 +46,18 @@ fn gen_ai_attributes_fill_columns() {
     assert_eq!(r.max_wait_ms, Some(60000.0));
     assert_eq!(r.timeout_ms, Some(30000.0));
     assert_eq!(r.attempt, Some(1));
-    assert!(r
-        .attributes
-        .contains(&("customer.tier".into(), "gold".into())));
+    assert!(
+        r.attributes
+            .contains(&("customer.tier".into(), "gold".into()))
+    );
     assert!(r.attributes.contains(&(
         "gen_ai.response.model".into(),
         "deepseek-v4-pro-0501".into()
     )));
-    assert!(r
-        .attributes
-        .contains(&("gen_ai.operation.name".into(), "chat".into())));
+    assert!(
+        r.attributes
+            .contains(&("gen_ai.operation.name".into(), "chat".into()))
+    );
 }
 
 #[test]
@@ -68,9 +70,10 @@ fn unreadable_values_are_kept_not_lost() {
     let r = b.finish();
     assert_eq!(r.attempt, None);
     assert_eq!(r.timeout_ms, None);
-    assert!(r
-        .attributes
-        .contains(&("agent.attempt".into(), "first".into())));
+    assert!(
+        r.attributes
+            .contains(&("agent.attempt".into(), "first".into()))
+    );
 }
 
 #[test]

@@ -293,13 +293,13 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
 /// read as `-`; any other key as it is.
 pub fn normalize_key(key: &str) -> Cow<'_, str> {
     for prefix in ["http.request.header.", "http.response.header."] {
-        if let Some(name) = key.strip_prefix(prefix) {
-            if name.bytes().any(|b| b == b'_' || b.is_ascii_uppercase()) {
-                return Cow::Owned(format!(
-                    "{prefix}{}",
-                    name.to_ascii_lowercase().replace('_', "-")
-                ));
-            }
+        if let Some(name) = key.strip_prefix(prefix)
+            && name.bytes().any(|b| b == b'_' || b.is_ascii_uppercase())
+        {
+            return Cow::Owned(format!(
+                "{prefix}{}",
+                name.to_ascii_lowercase().replace('_', "-")
+            ));
         }
     }
     Cow::Borrowed(key)

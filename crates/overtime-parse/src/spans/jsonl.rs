@@ -9,11 +9,11 @@
 //! attributes (so `gen_ai.*` and `agent.*` keys work there too), with
 //! top-level fields taking precedence.
 
+use super::SpanError;
 use super::attributes::SpanBuilder;
-use super::ids::{normalize_hex_id, IdKind};
+use super::ids::{IdKind, normalize_hex_id};
 use super::time::parse_timestamp_us;
 use super::value::{get, plain_json_to_any};
-use super::SpanError;
 use crate::duration::parse_duration_ms;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use overtime_model::{RejectedRecord, SpanRecord};

@@ -1,13 +1,13 @@
 //! OTLP spans → `spans` rows: the one mapping shared by protobuf, gRPC,
 //! OTLP/HTTP and OTLP JSON (which is first read into the same prost types).
 
-use super::attributes::{kind_name, SpanBuilder};
-use super::ids::{hex_id_from_bytes, IdKind};
+use super::attributes::{SpanBuilder, kind_name};
+use super::ids::{IdKind, hex_id_from_bytes};
 use super::value::{any_str, any_to_string};
 use super::{ParsedSpans, SpanError};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
-use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
 use overtime_model::{RejectedRecord, SpanLink, SpanRecord, SpanStatus};
 
 /// The service of a resource: `service.name`, else OpenTelemetry's
@@ -84,16 +84,16 @@ pub(crate) fn map_span(span: &Span, o: &Origin<'_>) -> Result<SpanRecord, SpanEr
     let span_id = id(&span.span_id, IdKind::Span, "spanId")?
         .ok_or_else(|| SpanError::MissingField("spanId".into()))?;
     let parent = id(&span.parent_span_id, IdKind::Span, "parentSpanId")?;
-    if let Some(st) = &span.status {
-        if StatusCode::try_from(st.code).is_err() {
-            return Err(SpanError::BadField {
-                field: "status.code".into(),
-                detail: format!(
-                    "{} is not an OTLP status code (0 unset, 1 ok, 2 error)",
-                    st.code
-                ),
-            });
-        }
+    if let Some(st) = &span.status
+        && StatusCode::try_from(st.code).is_err()
+    {
+        return Err(SpanError::BadField {
+            field: "status.code".into(),
+            detail: format!(
+                "{} is not an OTLP status code (0 unset, 1 ok, 2 error)",
+                st.code
+            ),
+        });
     }
     let mut links = Vec::with_capacity(span.links.len());
     for (i, l) in span.links.iter().enumerate() {

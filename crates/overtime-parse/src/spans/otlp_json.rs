@@ -9,16 +9,16 @@
 //! as integers or names; attribute values of every `AnyValue` kind.
 //! `instrumentationLibrarySpans` (pre-1.0 OTLP) is read as `scopeSpans`.
 
-use super::ids::{id_bytes_from_json, IdKind};
+use super::ids::{IdKind, id_bytes_from_json};
 use super::jsonl::span_from_jsonl_value;
-use super::otlp::{map_span, reject_span, service_name, Origin, UNKNOWN_KIND};
+use super::otlp::{Origin, UNKNOWN_KIND, map_span, reject_span, service_name};
 use super::time::parse_unix_nano;
 use super::value::{get, otlp_json_attributes};
 use super::{ParsedSpans, SpanError};
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::{
-    span::{Event, Link},
     Span, Status,
+    span::{Event, Link},
 };
 use overtime_model::RejectedRecord;
 use serde_json::{Map, Value};
@@ -86,7 +86,7 @@ pub(crate) fn otlp_json_value(
         Some(_) => {
             return out.rejected.push(whole(SpanError::BadOtlp(
                 "resourceSpans is not an array".into(),
-            )))
+            )));
         }
         None if get(o, &["trace_id", "traceId"]).is_some() => {
             return match span_from_jsonl_value(v, source, line_no) {
@@ -97,7 +97,7 @@ pub(crate) fn otlp_json_value(
         None => {
             return out
                 .rejected
-                .push(whole(SpanError::MissingField("resourceSpans".into())))
+                .push(whole(SpanError::MissingField("resourceSpans".into())));
         }
     };
     let mut k = 0;

@@ -185,7 +185,7 @@ pub fn derive_stage(h: &StageHints) -> Stage {
                 Stage::Judge
             } else {
                 Stage::Llm
-            }
+            };
         }
         Some("evaluator") => return Stage::Judge,
         Some("tool") => return Stage::Tool,

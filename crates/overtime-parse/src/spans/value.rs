@@ -5,7 +5,7 @@
 
 use super::ids::{decode_base64, encode_hex};
 use opentelemetry_proto::tonic::common::v1::{
-    any_value::Value as V, AnyValue, ArrayValue, KeyValue, KeyValueList,
+    AnyValue, ArrayValue, KeyValue, KeyValueList, any_value::Value as V,
 };
 use serde_json::{Map, Value};
 

@@ -4,7 +4,7 @@
 
 use overtime_model::SpanRecord;
 use overtime_parse::fuzz::Rng;
-use overtime_parse::spans::{parse_span_bytes, ParsedSpans, SpanFormat};
+use overtime_parse::spans::{ParsedSpans, SpanFormat, parse_span_bytes};
 
 /// 2024-05-01T11:00:00Z: where the span fixtures' traces start.
 pub const T0_US: i64 = 1_714_561_200_000_000;

@@ -77,10 +77,10 @@ fn family_of(sample: &str, families: &Exposition) -> Option<String> {
         return Some(sample.to_string());
     }
     for suffix in ["_bucket", "_sum", "_count"] {
-        if let Some(base) = sample.strip_suffix(suffix) {
-            if families.get(base).is_some_and(|f| f.kind == "histogram") {
-                return Some(base.to_string());
-            }
+        if let Some(base) = sample.strip_suffix(suffix)
+            && families.get(base).is_some_and(|f| f.kind == "histogram")
+        {
+            return Some(base.to_string());
         }
     }
     None
@@ -287,14 +287,14 @@ fn the_strict_parser_refuses_what_prometheus_refuses() {
     let f = parse_exposition(ok).unwrap();
     assert_eq!(f["a_total"].samples[0].1["l"], "q\"\n\\");
     for bad in [
-        "a_total 1\n",                                                         // no TYPE
-        "# HELP a_total x\n# TYPE a_total counter\na_total{l=\"x} 1\n",        // unterminated
-        "# HELP a_total x\n# TYPE a_total counter\na_total 1\na_total 2\n",    // duplicate
-        "# HELP a x\n# TYPE a counter\na 1\n",                                 // counter without _total
+        "a_total 1\n",                                                      // no TYPE
+        "# HELP a_total x\n# TYPE a_total counter\na_total{l=\"x} 1\n",     // unterminated
+        "# HELP a_total x\n# TYPE a_total counter\na_total 1\na_total 2\n", // duplicate
+        "# HELP a x\n# TYPE a counter\na 1\n", // counter without _total
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n", // not cumulative
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 2\n", // +Inf != count
-        "# HELP g x\n# TYPE g gauge\ng 1",                                     // no final newline
-        "# HELP g x\n# TYPE g gauge\ng one\n",                                 // bad value
+        "# HELP g x\n# TYPE g gauge\ng 1",     // no final newline
+        "# HELP g x\n# TYPE g gauge\ng one\n", // bad value
     ] {
         assert!(parse_exposition(bad).is_err(), "{bad:?}");
     }

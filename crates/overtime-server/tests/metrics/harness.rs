@@ -4,11 +4,11 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use overtime_model::{gateway_records, RecordSink, Table};
+use overtime_model::{RecordSink, Table, gateway_records};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
-use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use overtime_server::pipeline::{self, SourceSink};
-use overtime_server::{router, AppState};
+use overtime_server::{AppState, router};
 use overtime_store::{Store, StoreConfig};
 use serde_json::Value;
 use std::collections::BTreeMap;

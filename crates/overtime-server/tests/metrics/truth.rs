@@ -6,7 +6,7 @@
 use super::exposition::{histogram_count, parse_exposition, promtool_check, sum_by, total, value};
 use super::harness::{call, feed, fixture, repo, state};
 use axum::http::StatusCode;
-use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -215,16 +215,15 @@ impl Nginx {
         let end = Instant::now() + Duration::from_secs(10);
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, c.listen_port));
         loop {
-            if let Some(child) = n.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    n.child = None;
-                    let err =
-                        fs::read_to_string(n.dir.path().join("stderr.log")).unwrap_or_default();
-                    return Err(SimulateError::Nginx(format!(
-                        "exited at start ({status}): {}",
-                        err.trim()
-                    )));
-                }
+            if let Some(child) = n.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                n.child = None;
+                let err = fs::read_to_string(n.dir.path().join("stderr.log")).unwrap_or_default();
+                return Err(SimulateError::Nginx(format!(
+                    "exited at start ({status}): {}",
+                    err.trim()
+                )));
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return Ok(n);

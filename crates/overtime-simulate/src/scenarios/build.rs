@@ -1,7 +1,7 @@
 //! The requests of each scenario: their steps and delays (nominal ms),
 //! one builder per scenario, the `i`-th request of it.
 
-use super::{PlanCtx, Planned, GATEWAY_TIMEOUT_MS};
+use super::{GATEWAY_TIMEOUT_MS, PlanCtx, Planned};
 use crate::clock::TimeScale;
 use crate::steps::*;
 use serde_json::json;

@@ -13,7 +13,7 @@ pub mod timeline;
 use crate::clock::TimeScale;
 use crate::steps::Step;
 use build::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The gateway's read timeout every scenario runs behind (nominal ms): the
 /// `proxy_read_timeout 60s` of incidents A and B.
@@ -112,23 +112,23 @@ impl Scenario {
     /// assert_eq!(p.expect, Some(("tool_no_timeout", "search_api")));
     /// ```
     pub fn plan(&self, i: usize, ctx: &PlanCtx) -> Planned {
-        if let Some((n, noise)) = self.noise {
-            if i % (n + 1) == n {
-                let mut p = noise(i / (n + 1), ctx);
-                p.noise = true;
-                p.expect = None;
-                return p;
-            }
+        if let Some((n, noise)) = self.noise
+            && i % (n + 1) == n
+        {
+            let mut p = noise(i / (n + 1), ctx);
+            p.noise = true;
+            p.expect = None;
+            return p;
         }
         let i = match self.noise {
             Some((n, _)) => i - i / (n + 1),
             None => i,
         };
         let mut p = (self.make)(i, ctx);
-        if let Some(kind) = self.kind {
-            if p.expect.is_none() {
-                p.expect = Some((kind, self.component));
-            }
+        if let Some(kind) = self.kind
+            && p.expect.is_none()
+        {
+            p.expect = Some((kind, self.component));
         }
         p
     }
@@ -344,10 +344,12 @@ mod tests {
             .filter(|p| p.expect == Some(("unknown", "—")))
             .count();
         assert_eq!(unknown, 3, "every 9th fault is sampled out");
-        assert!(plans
-            .iter()
-            .filter(|p| p.expect == Some(("unknown", "—")))
-            .all(|p| p.traceparent == Traceparent::Unsampled));
+        assert!(
+            plans
+                .iter()
+                .filter(|p| p.expect == Some(("unknown", "—")))
+                .all(|p| p.traceparent == Traceparent::Unsampled)
+        );
     }
 
     #[test]

@@ -4,10 +4,10 @@
 
 #![allow(dead_code)]
 
-use overtime_model::{gateway_records, GatewayRecord, SpanRecord};
+use overtime_model::{GatewayRecord, SpanRecord, gateway_records};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
-use overtime_parse::spans::{parse_span_bytes, SpanFormat};
-use overtime_simulate::{simulate, SimulateArgs, Summary};
+use overtime_parse::spans::{SpanFormat, parse_span_bytes};
+use overtime_simulate::{SimulateArgs, Summary, simulate};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -6,8 +6,8 @@
 
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A file name's compression suffix, if any.
 fn strip_compression(name: &str) -> &str {
@@ -32,17 +32,18 @@ enum Rotation {
 /// (stem shared by the set, place in it) of a file name.
 fn rotation_key(name: &str) -> (String, Rotation) {
     let base = strip_compression(name);
-    if let Some((stem, n)) = base.rsplit_once('.') {
-        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(n) = n.parse() {
-                return (stem.to_string(), Rotation::Numbered(std::cmp::Reverse(n)));
-            }
-        }
+    if let Some((stem, n)) = base.rsplit_once('.')
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(n) = n.parse()
+    {
+        return (stem.to_string(), Rotation::Numbered(std::cmp::Reverse(n)));
     }
-    if let Some((stem, d)) = base.rsplit_once('-') {
-        if d.len() >= 6 && d.bytes().all(|b| b.is_ascii_digit()) {
-            return (stem.to_string(), Rotation::Dated(d.to_string()));
-        }
+    if let Some((stem, d)) = base.rsplit_once('-')
+        && d.len() >= 6
+        && d.bytes().all(|b| b.is_ascii_digit())
+    {
+        return (stem.to_string(), Rotation::Dated(d.to_string()));
     }
     (base.to_string(), Rotation::Live)
 }

@@ -6,17 +6,17 @@
 
 use super::files;
 use super::progress::Progress;
-use anyhow::{anyhow, Context, Result};
-use overtime_diagnose::batch::{seq, Engine, Ingest};
-use overtime_model::{rejected_records, GatewayRows, SpanRecord};
+use anyhow::{Context, Result, anyhow};
+use overtime_diagnose::batch::{Engine, Ingest, seq};
+use overtime_model::{GatewayRows, SpanRecord, rejected_records};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{self, ParsedSpans, SpanFormat};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, sync_channel};
 
 /// Bytes of text per chunk (a chunk ends at a line end).
 const CHUNK: usize = 4 << 20;

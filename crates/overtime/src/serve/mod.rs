@@ -12,17 +12,17 @@ mod sources;
 
 use anyhow::{Context, Result};
 use overtime_config::{Config, Secrets};
-use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::DiagnoseConfig;
-use overtime_ingest::file_tail::{spawn_file_tail, FileSourceConfig, FileTail};
+use overtime_diagnose::live::LiveDiagnoser;
+use overtime_ingest::file_tail::{FileSourceConfig, FileTail, spawn_file_tail};
 use overtime_ingest::otlp::{
-    serve_otlp_grpc_on, serve_otlp_http_on, BearerToken, OtlpConfig, OtlpStats,
+    BearerToken, OtlpConfig, OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on,
 };
-use overtime_kafka::{spawn_kafka_source, KafkaSource};
+use overtime_kafka::{KafkaSource, spawn_kafka_source};
 use overtime_model::RecordSink;
 use overtime_server::metrics::Metrics;
 use overtime_server::pipeline::{self, SourceSink};
-use overtime_server::{router, AppState};
+use overtime_server::{AppState, router};
 use overtime_store::{Store, StoreConfig};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -278,11 +278,7 @@ async fn serve(cfg: Config) -> Result<()> {
 }
 
 fn or_off(addr: &str) -> &str {
-    if addr.is_empty() {
-        "off"
-    } else {
-        addr
-    }
+    if addr.is_empty() { "off" } else { addr }
 }
 
 async fn report_failure<E: std::fmt::Display>(

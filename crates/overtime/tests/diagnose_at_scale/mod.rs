@@ -4,7 +4,7 @@
 //! rotated, gzipped and zstd logs read as one; a broken `.gz` counted, not
 //! fatal; Ctrl-C leaves no temp files behind.
 
-mod gen;
+mod day;
 
 use crate::incidents::harness::fixture_args;
 use serde_json::Value;
@@ -90,7 +90,7 @@ fn every_fixture_gives_the_same_bytes_on_one_thread_on_every_core_and_spilled() 
 #[test]
 fn a_shuffled_two_layer_day_gives_the_same_bytes_however_it_is_run() {
     let dir = tempfile::tempdir().unwrap();
-    let day = gen::write_day(dir.path(), 20_000, 7);
+    let day = day::write_day(dir.path(), 20_000, 7);
     let p = |p: &Path| p.to_string_lossy().into_owned();
     let inputs = strings(&[
         "--nginx-log",
@@ -245,7 +245,7 @@ fn a_truncated_gz_is_counted_and_what_it_held_still_diagnosed() {
 #[test]
 fn ctrl_c_stops_the_run_and_removes_its_temp_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let day = gen::write_day(dir.path(), 150_000, 11);
+    let day = day::write_day(dir.path(), 150_000, 11);
     let temp = dir.path().join("spill");
     std::fs::create_dir(&temp).unwrap();
     let p = |p: &Path| p.to_string_lossy().into_owned();

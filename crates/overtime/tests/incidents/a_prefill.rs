@@ -3,7 +3,7 @@
 
 use super::harness::{doc, fixture_args, overtime, truth};
 use super::helpers::{by_trace, fail_all, finding_summaries, incidents_of, s};
-use super::shape::{check_shape, BUCKETS};
+use super::shape::{BUCKETS, check_shape};
 use super::truth::{check_failing, check_findings, check_incidents};
 
 #[test]

@@ -54,10 +54,8 @@ pub fn seconds_in(text: &str) -> Vec<f64> {
             let unit_ok = b.get(i) == Some(&b' ')
                 && b.get(i + 1) == Some(&b's')
                 && !b.get(i + 2).is_some_and(|c| c.is_ascii_alphanumeric());
-            if unit_ok {
-                if let Ok(x) = text[st..i].parse::<f64>() {
-                    out.push(x);
-                }
+            if unit_ok && let Ok(x) = text[st..i].parse::<f64>() {
+                out.push(x);
             }
         } else {
             i += 1;

@@ -244,12 +244,12 @@ pub fn check_incident_shape(p: &mut Vec<String>, inc: &Value, lines: u64) {
             p.push(format!("{ctx}: totals.{k} must be a count"));
         }
     }
-    if let (Some(r), Some(f)) = (num("requests"), num("failures")) {
-        if f > r || r > lines {
-            p.push(format!(
-                "{ctx}: totals: failures {f} ≤ requests {r} ≤ lines {lines}"
-            ));
-        }
+    if let (Some(r), Some(f)) = (num("requests"), num("failures"))
+        && (f > r || r > lines)
+    {
+        p.push(format!(
+            "{ctx}: totals: failures {f} ≤ requests {r} ≤ lines {lines}"
+        ));
     }
     for c in items(&inc["causes"]) {
         if !KINDS.contains(&s(c, "kind"))

@@ -86,10 +86,10 @@ pub fn check_failing(name: &str) {
                 p.push(format!("{tid}: evidence names none of {any:?} s: [{all}]"));
             }
         }
-        if let Some(min) = want["min_share"].as_f64() {
-            if rc["share"].as_f64().is_none_or(|x| x < min) {
-                p.push(format!("{tid}: share {} < {min}", rc["share"]));
-            }
+        if let Some(min) = want["min_share"].as_f64()
+            && rc["share"].as_f64().is_none_or(|x| x < min)
+        {
+            p.push(format!("{tid}: share {} < {min}", rc["share"]));
         }
         for c in items(&want["contributing"]) {
             let ok = got["contributing"].as_array().is_some_and(|a| {

@@ -3,8 +3,8 @@
 //! a port, child processes killed on drop, and a producer context that
 //! collects delivery reports.
 
-use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::ClientContext;
+use rdkafka::producer::{DeliveryResult, ProducerContext};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

@@ -151,7 +151,10 @@ pub fn prometheus(
     let config = format!(
         "global:\n  scrape_interval: {scrape}\n  evaluation_interval: {eval}\n  external_labels:\n    via: prometheus\nrule_files:\n  - {rules:?}\n{alerting}\
          scrape_configs:\n  - job_name: overtime\n    static_configs:\n      - targets: [{t}]\n",
-        rules = repo().join("deploy/prometheus/overtime.rules.yml").display().to_string(),
+        rules = repo()
+            .join("deploy/prometheus/overtime.rules.yml")
+            .display()
+            .to_string(),
         t = targets.join(", "),
         scrape = every.scrape,
         eval = every.evaluation,
