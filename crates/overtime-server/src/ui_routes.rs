@@ -5,18 +5,18 @@
 //! the stream chunk/heartbeat and DNS/connect events the verdict leaves
 //! out, so the waterfall can draw the gaps between chunks.
 
-use crate::error::ApiError;
 use crate::AppState;
+use crate::error::ApiError;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use overtime_model::{span_records, SpanRecord};
+use overtime_model::{SpanRecord, span_records};
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The cookie that carries the token.
 pub const TOKEN_COOKIE: &str = "overtime_token";
@@ -49,10 +49,9 @@ pub fn open() -> Router<Arc<AppState>> {
 /// assert_eq!(form_value("a=1", "token"), None);
 /// ```
 pub fn form_value(body: &str, name: &str) -> Option<String> {
-    body.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (percent_decode(&k.replace('+', " ")) == name).then(|| percent_decode(&v.replace('+', " ")))
-    })
+    form_urlencoded::parse(body.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// Decodes `%XX` escapes; a malformed escape is kept as written.
@@ -62,22 +61,9 @@ pub fn form_value(body: &str, name: &str) -> Option<String> {
 /// assert_eq!(percent_decode("a%20b%zz%e2%9c%93"), "a b%zz✓");
 /// ```
 pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Percent-encodes everything but unreserved characters, so any token
@@ -89,16 +75,15 @@ pub fn percent_decode(s: &str) -> String {
 /// assert_eq!(percent_decode(&percent_encode("t;k=✓")), "t;k=✓");
 /// ```
 pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, UNRESERVED_ONLY).to_string()
 }
+
+/// What [`percent_encode`] escapes: all but RFC 3986's unreserved characters.
+const UNRESERVED_ONLY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// The token in the request's `overtime_token` cookie, decoded.
 ///
@@ -287,7 +272,7 @@ mod tests {
     use http_body_util::BodyExt;
     use overtime_model::{RecordSink, SpanEvent, Table};
     use overtime_parse::nginx::{GatewayParser, LogFormat};
-    use overtime_parse::spans::{parse_span_bytes, SpanFormat};
+    use overtime_parse::spans::{SpanFormat, parse_span_bytes};
     use overtime_store::{Store, StoreConfig};
     use std::path::PathBuf;
     use tower::ServiceExt;
@@ -447,10 +432,12 @@ mod tests {
         )
         .await;
         assert_eq!(out.status, StatusCode::SEE_OTHER);
-        assert!(out.headers[header::SET_COOKIE]
-            .to_str()
-            .unwrap()
-            .contains("Max-Age=0"));
+        assert!(
+            out.headers[header::SET_COOKIE]
+                .to_str()
+                .unwrap()
+                .contains("Max-Age=0")
+        );
     }
 
     #[tokio::test]
@@ -495,11 +482,13 @@ mod tests {
         // The final LLM call streamed three chunks.
         let chunks = &v["spans"]["e7095ea309f399a0"]["events"];
         assert_eq!(chunks.as_array().unwrap().len(), 3);
-        assert!(chunks
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["name"] == "chunk"));
+        assert!(
+            chunks
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["name"] == "chunk")
+        );
         assert_eq!(v["event_count"], 2 + 2 + 3);
 
         let none = call(
