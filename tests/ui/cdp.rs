@@ -264,10 +264,10 @@ fn http_get(port: u16, path: &str) -> Option<String> {
         if line == "\r\n" {
             break;
         }
-        if let Some((k, v)) = line.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse::<usize>().ok();
-            }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            len = v.trim().parse::<usize>().ok();
         }
     }
     let mut body = vec![0u8; len?];
