@@ -6,7 +6,8 @@
 
 use crate::common;
 
-use common::{find_program, repo_root};
+use common::repo_root;
+use overtime_test_support::program::find_program;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,14 +2,13 @@
 //! rotation by rename and by copytruncate mid-stream, restarts from the
 //! checkpoint (also across a rotation while down), and backpressure.
 
-use crate::common;
-
-use common::{TestSink, wait_for};
 use overtime_ingest::file_tail::{
     FileKind, FilePosition, FileSourceConfig, FileTail, source_name, spawn_file_tail,
 };
 use overtime_model::Table;
 use overtime_parse::nginx::LogFormat;
+use overtime_test_support::net::wait_for;
+use overtime_test_support::sink::RecordingSink;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -36,7 +35,7 @@ fn config(path: &Path) -> FileSourceConfig {
     }
 }
 
-fn start(cfg: FileSourceConfig, sink: &Arc<TestSink>) -> (FileTail, CancellationToken) {
+fn start(cfg: FileSourceConfig, sink: &Arc<RecordingSink>) -> (FileTail, CancellationToken) {
     let stop = CancellationToken::new();
     let tail = spawn_file_tail(cfg, sink.clone(), stop.clone());
     (tail, stop)
@@ -58,7 +57,7 @@ fn append(path: &Path, from: u32, to: u32) {
 }
 
 /// How many rows each request id has.
-fn counts(sink: &TestSink) -> BTreeMap<String, usize> {
+fn counts(sink: &RecordingSink) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for r in sink.gateway() {
         *m.entry(r.request_id.unwrap()).or_insert(0) += 1;
@@ -67,17 +66,17 @@ fn counts(sink: &TestSink) -> BTreeMap<String, usize> {
 }
 
 /// Every id in `from..to` exactly once, and nothing else.
-fn assert_exactly_once(sink: &TestSink, from: u32, to: u32) {
+fn assert_exactly_once(sink: &RecordingSink, from: u32, to: u32) {
     let c = counts(sink);
     let expected: BTreeMap<String, usize> = (from..to).map(|i| (format!("r{i}"), 1)).collect();
     assert_eq!(c, expected);
 }
 
-fn rows(sink: &TestSink) -> usize {
+fn rows(sink: &RecordingSink) -> usize {
     sink.rows(Table::GatewayRequests)
 }
 
-fn position(sink: &TestSink, path: &Path) -> FilePosition {
+fn position(sink: &RecordingSink, path: &Path) -> FilePosition {
     sink.checkpoint_of(path)
 }
 
@@ -85,7 +84,7 @@ trait CheckpointOf {
     fn checkpoint_of(&self, path: &Path) -> FilePosition;
 }
 
-impl CheckpointOf for TestSink {
+impl CheckpointOf for RecordingSink {
     fn checkpoint_of(&self, path: &Path) -> FilePosition {
         use overtime_model::RecordSink;
         self.checkpoint(&source_name(path))
@@ -104,7 +103,7 @@ fn appends_and_partial_lines() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);
     append(&path, 0, 20);
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
     wait_for(10, "first 20 rows", || rows(&sink) == 20);
     // A line written in two pieces is read only once it is whole.
@@ -150,7 +149,7 @@ fn rotation_by_rename_mid_stream() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);
     append(&path, 0, 10);
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
     wait_for(10, "first rows", || rows(&sink) == 10);
     // The writer keeps its handle: lines written after the rename still go
@@ -177,7 +176,7 @@ fn copytruncate_mid_stream() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);
     append(&path, 0, 15);
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
     wait_for(10, "first rows", || rows(&sink) == 15);
     // What logrotate's copytruncate does: copy, then truncate in place.
@@ -204,7 +203,7 @@ fn restart_resumes_from_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);
     append(&path, 0, 50);
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
     wait_for(10, "rows", || rows(&sink) == 50);
     stop(tail, token);
@@ -244,7 +243,7 @@ fn restart_after_rotation_while_down() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);
     append(&path, 0, 30);
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
     wait_for(10, "rows", || rows(&sink) == 30);
     stop(tail, token);
@@ -265,7 +264,7 @@ fn restart_after_rotation_while_down() {
 fn full_sink_waits_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     sink.retry_after_ms.store(30, Relaxed);
     sink.set_full(true);
     append(&path, 0, 20);
@@ -299,7 +298,7 @@ fn span_files_and_bad_checkpoint() {
     };
     let text: String = (1..=5).map(span).collect::<String>() + "{\"oops\n";
     fs::write(&path, text).unwrap();
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let cfg = FileSourceConfig {
         poll_interval_ms: 10,
         ..FileSourceConfig::new(&path, FileKind::Jsonl)
@@ -315,7 +314,7 @@ fn span_files_and_bad_checkpoint() {
     // A checkpoint the tail cannot read stops it with an error instead of
     // guessing where to start.
     use overtime_model::{Checkpoint, RecordSink};
-    let bad = Arc::new(TestSink::new());
+    let bad = Arc::new(RecordingSink::new());
     let empty = arrow::record_batch::RecordBatch::new_empty(overtime_model::span_schema());
     let cp = Checkpoint {
         source: source_name(&path),

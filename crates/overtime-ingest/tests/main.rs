@@ -3,7 +3,6 @@
 //! dependency graph cost more than the tests themselves. Under
 //! `cargo nextest` every test still runs in its own process.
 
-mod common;
 mod file_tail;
 mod nginx_tail;
 mod otlp_exporter;

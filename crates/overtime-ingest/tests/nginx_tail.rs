@@ -3,22 +3,18 @@
 //! rename + `nginx -s reopen`, and every request's line must arrive exactly
 //! once.
 
-use crate::common;
-
-use common::{TestSink, wait_for};
 use overtime_ingest::file_tail::{FileKind, FileSourceConfig, spawn_file_tail};
 use overtime_parse::nginx::{LogFormat, OVERTIME_LOG_FORMAT};
+use overtime_test_support::net::{free_port, request, wait_for};
+use overtime_test_support::nginx::Nginx;
+use overtime_test_support::sink::RecordingSink;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command};
+use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-const NGINX: &str = "/usr/sbin/nginx";
 
 /// Answers every request with a small 200, one connection at a time.
 fn upstream() -> u16 {
@@ -43,96 +39,17 @@ fn upstream() -> u16 {
     port
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
-struct Nginx {
-    child: Child,
-    prefix: String,
-    conf: String,
-}
-
-impl Nginx {
-    fn start(dir: &Path, log: &Path, port: u16, upstream: u16) -> Nginx {
-        assert!(
-            Path::new(NGINX).exists(),
-            "nginx is not installed: apt-get install -y nginx"
-        );
-        // As root, workers run as root too, so they can reopen the log in
-        // the private temp dir.
-        let user = if is_root() { "user root;" } else { "" };
-        let conf = format!(
-            "{user}\nworker_processes 1;\ndaemon off;\npid {dir}/nginx.pid;\n\
-             error_log {dir}/error.log info;\nevents {{ worker_connections 64; }}\n\
-             http {{\n  {fmt}\n  access_log {log} overtime;\n\
-               client_body_temp_path {dir}/body; proxy_temp_path {dir}/proxy;\n\
-               fastcgi_temp_path {dir}/fcgi; uwsgi_temp_path {dir}/uwsgi; scgi_temp_path {dir}/scgi;\n\
-               server {{ listen 127.0.0.1:{port};\n\
-                 location / {{ proxy_pass http://127.0.0.1:{upstream}; }} }}\n}}\n",
-            dir = dir.display(),
-            log = log.display(),
-            fmt = OVERTIME_LOG_FORMAT,
-        );
-        let conf_path = dir.join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let prefix = dir.display().to_string();
-        let conf = conf_path.display().to_string();
-        let child = Command::new(NGINX)
-            .args(["-p", &prefix, "-c", &conf])
-            .spawn()
-            .expect("starting nginx");
-        let n = Nginx {
-            child,
-            prefix,
-            conf,
-        };
-        wait_for(10, "nginx to listen", || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        n
-    }
-
-    /// `nginx -s reopen`: SIGUSR1 to the master, which reopens the logs.
-    fn reopen(&self) {
-        let st = Command::new(NGINX)
-            .args(["-p", &self.prefix, "-c", &self.conf, "-s", "reopen"])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = Command::new(NGINX)
-            .args(["-p", &self.prefix, "-c", &self.conf, "-s", "stop"])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
+/// `GET /r/<i>` through nginx, which must answer 200.
 fn get(port: u16, i: u32) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET /r/{i} HTTP/1.1\r\nHost: x\r\nX-Max-Wait: 60s\r\nConnection: close\r\n\r\n"
+    let a = request(
+        port,
+        "GET",
+        &format!("/r/{i}"),
+        &[("X-Max-Wait", "60s")],
+        b"",
     )
-    .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    .expect("nginx answers");
+    assert_eq!(a.status, 200, "{}", a.text());
 }
 
 #[test]
@@ -140,9 +57,9 @@ fn real_nginx_rotated_by_rename_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let port = free_port();
-    let nginx = Nginx::start(dir.path(), &log, port, upstream());
+    let nginx = Nginx::proxy(dir.path(), OVERTIME_LOG_FORMAT, &log, port, upstream(), "");
 
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let stop = CancellationToken::new();
     let cfg = FileSourceConfig {
         batch_lines: 16,

@@ -6,9 +6,6 @@
 //! send it (as `OTEL_EXPORTER_OTLP_HEADERS` would) are stored. Plus a
 //! hand-built gRPC client for partial success and gzip.
 
-use crate::common;
-
-use common::TestSink;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig, WithTonicConfig};
@@ -21,6 +18,7 @@ use overtime_ingest::otlp::{
     BearerToken, OtlpConfig, OtlpStats, otlp_http_router_with, serve_otlp_grpc_on,
 };
 use overtime_model::{SpanStatus, Stage};
+use overtime_test_support::sink::RecordingSink;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -35,7 +33,7 @@ enum Transport {
 
 struct Collector {
     port: u16,
-    sink: Arc<TestSink>,
+    sink: Arc<RecordingSink>,
     stats: Arc<OtlpStats>,
     rt: tokio::runtime::Runtime,
     stop: CancellationToken,
@@ -51,7 +49,7 @@ fn collector_with(transport: Transport, cfg: OtlpConfig) -> Collector {
         .enable_all()
         .build()
         .unwrap();
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let stats = Arc::new(OtlpStats::default());
     let stop = CancellationToken::new();
     let listener = rt

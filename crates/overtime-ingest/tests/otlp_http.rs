@@ -1,9 +1,6 @@
 //! OTLP/HTTP with hand-built requests: protobuf with partial success,
 //! JSON + gzip, error answers (400, 413, 415) and 429 backpressure.
 
-use crate::common;
-
-use common::{TestSink, http_post};
 use flate2::write::GzEncoder;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -13,6 +10,8 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use overtime_ingest::otlp::{OtlpConfig, OtlpStats, otlp_http_router_with};
 use overtime_model::{Stage, Table};
+use overtime_test_support::net::post;
+use overtime_test_support::sink::RecordingSink;
 use prost::Message;
 use std::io::Write;
 use std::sync::Arc;
@@ -24,7 +23,7 @@ const GZIP: (&str, &str) = ("Content-Encoding", "gzip");
 
 struct Server {
     port: u16,
-    sink: Arc<TestSink>,
+    sink: Arc<RecordingSink>,
     stats: Arc<OtlpStats>,
     _rt: tokio::runtime::Runtime,
 }
@@ -35,7 +34,7 @@ fn server(cfg: OtlpConfig) -> Server {
         .enable_all()
         .build()
         .unwrap();
-    let sink = Arc::new(TestSink::new());
+    let sink = Arc::new(RecordingSink::new());
     let stats = Arc::new(OtlpStats::default());
     let router = otlp_http_router_with(sink.clone(), stats.clone(), cfg);
     let listener = rt
@@ -112,9 +111,9 @@ fn protobuf_with_partial_success() {
         ..llm_span()
     };
     let body = request(vec![llm_span(), bad]).encode_to_vec();
-    let r = http_post(s.port, "/v1/traces", &[PROTO], &body);
+    let r = post(s.port, "/v1/traces", &[PROTO], &body);
     assert_eq!(r.status, 200);
-    assert_eq!(r.headers["content-type"], "application/x-protobuf");
+    assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
     let resp = ExportTraceServiceResponse::decode(&r.body[..]).unwrap();
     let partial = resp.partial_success.unwrap();
     assert_eq!(partial.rejected_spans, 1);
@@ -138,7 +137,7 @@ fn protobuf_with_partial_success() {
     assert_eq!(s.stats.rejected_by_reason()["missing_field"], 1);
 
     // All good: no partial_success at all.
-    let r = http_post(
+    let r = post(
         s.port,
         "/v1/traces",
         &[PROTO],
@@ -162,14 +161,14 @@ fn json_and_gzip() {
                        {"key":"agent.attempt","value":{"intValue":"1"}}]},
         {"spanId":"b7ad6b7169203332","name":"no trace id",
          "startTimeUnixNano":"1714561200000000000","endTimeUnixNano":"1714561201000000000"}]}]}]}"#;
-    let r = http_post(
+    let r = post(
         s.port,
         "/v1/traces",
         &[("Content-Type", "application/json; charset=utf-8"), GZIP],
         &gzip(json),
     );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(r.headers["content-type"], "application/json");
+    assert_eq!(r.header("content-type"), Some("application/json"));
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["partialSuccess"]["rejectedSpans"], "1");
     assert!(
@@ -187,7 +186,7 @@ fn json_and_gzip() {
     assert_eq!(s.sink.rows(Table::Rejected), 1);
 
     // An empty request is valid.
-    let r = http_post(s.port, "/v1/traces", &[JSON], b"{}");
+    let r = post(s.port, "/v1/traces", &[JSON], b"{}");
     assert_eq!((r.status, &r.body[..]), (200, &b"{}"[..]));
 }
 
@@ -197,14 +196,14 @@ fn error_answers_are_counted_and_store_nothing() {
         max_body_bytes: 4096,
         ..OtlpConfig::default()
     });
-    let r = http_post(
+    let r = post(
         s.port,
         "/v1/traces",
         &[("Content-Type", "text/plain")],
         b"x",
     );
     assert_eq!(r.status, 415);
-    let r = http_post(
+    let r = post(
         s.port,
         "/v1/traces",
         &[PROTO, ("Content-Encoding", "br")],
@@ -213,22 +212,22 @@ fn error_answers_are_counted_and_store_nothing() {
     assert_eq!(r.status, 415);
     assert_eq!(s.stats.unsupported.load(Relaxed), 2);
 
-    let r = http_post(s.port, "/v1/traces", &[PROTO], b"\xff\xff\xff\xff");
+    let r = post(s.port, "/v1/traces", &[PROTO], b"\xff\xff\xff\xff");
     assert_eq!(r.status, 400);
     let status = String::from_utf8_lossy(&r.body).into_owned();
     assert!(status.contains("bad_proto"), "{status}");
-    let r = http_post(s.port, "/v1/traces", &[JSON], b"{not json");
+    let r = post(s.port, "/v1/traces", &[JSON], b"{not json");
     assert_eq!(r.status, 400);
     let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["code"], 3);
-    let r = http_post(s.port, "/v1/traces", &[PROTO, GZIP], b"not gzip");
+    let r = post(s.port, "/v1/traces", &[PROTO, GZIP], b"not gzip");
     assert_eq!(r.status, 400);
     assert_eq!(s.stats.bad_requests.load(Relaxed), 3);
 
     // Over the limit, as sent and once decompressed (a gzip bomb).
-    let r = http_post(s.port, "/v1/traces", &[PROTO], &[0u8; 8192]);
+    let r = post(s.port, "/v1/traces", &[PROTO], &[0u8; 8192]);
     assert_eq!(r.status, 413);
-    let r = http_post(s.port, "/v1/traces", &[PROTO, GZIP], &gzip(&[0u8; 1 << 20]));
+    let r = post(s.port, "/v1/traces", &[PROTO, GZIP], &gzip(&[0u8; 1 << 20]));
     assert_eq!(r.status, 413);
     assert_eq!(s.stats.too_large.load(Relaxed), 2);
     assert!(s.sink.writes().is_empty());
@@ -240,13 +239,13 @@ fn full_sink_is_429_with_retry_after_and_no_write() {
     s.sink.retry_after_ms.store(2500, Relaxed);
     s.sink.set_full(true);
     let body = request(vec![llm_span()]).encode_to_vec();
-    let r = http_post(s.port, "/v1/traces", &[PROTO], &body);
+    let r = post(s.port, "/v1/traces", &[PROTO], &body);
     assert_eq!(r.status, 429);
-    assert_eq!(r.headers["retry-after"], "3");
+    assert_eq!(r.header("retry-after"), Some("3"));
     assert!(s.sink.writes().is_empty());
     assert_eq!(s.stats.throttled.load(Relaxed), 1);
     s.sink.set_full(false);
-    let r = http_post(s.port, "/v1/traces", &[PROTO], &body);
+    let r = post(s.port, "/v1/traces", &[PROTO], &body);
     assert_eq!(r.status, 200);
     assert_eq!(s.sink.spans().len(), 1);
 }
@@ -259,10 +258,10 @@ fn early_backpressure_is_429_before_decoding() {
     let s = server(OtlpConfig::default());
     s.sink.retry_after_ms.store(250, Relaxed);
     s.sink.set_early_full(true);
-    let r = http_post(s.port, "/v1/traces", &[PROTO], b"\xff\xff not protobuf");
+    let r = post(s.port, "/v1/traces", &[PROTO], b"\xff\xff not protobuf");
     assert_eq!(r.status, 429);
-    assert_eq!(r.headers["retry-after"], "1");
-    let r = http_post(
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let r = post(
         s.port,
         "/v1/traces",
         &[("Content-Type", "text/plain")],
@@ -275,7 +274,7 @@ fn early_backpressure_is_429_before_decoding() {
     assert!(s.sink.writes().is_empty());
     s.sink.set_early_full(false);
     let body = request(vec![llm_span()]).encode_to_vec();
-    let r = http_post(s.port, "/v1/traces", &[PROTO], &body);
+    let r = post(s.port, "/v1/traces", &[PROTO], &body);
     assert_eq!(r.status, 200);
     assert_eq!(s.sink.spans().len(), 1);
 }
@@ -297,7 +296,7 @@ fn decode_permits_bound_concurrent_writes() {
             std::thread::spawn(move || {
                 let body = request(vec![llm_span()]).encode_to_vec();
                 (0..5)
-                    .map(|_| http_post(s.port, "/v1/traces", &[PROTO], &body).status)
+                    .map(|_| post(s.port, "/v1/traces", &[PROTO], &body).status)
                     .collect::<Vec<u16>>()
             })
         })
@@ -330,15 +329,15 @@ fn bearer_token_is_required_when_set() {
         &[JSON, ("Authorization", "tok-123")],
     ];
     for headers in wrong {
-        let r = http_post(s.port, "/v1/traces", headers, &body);
+        let r = post(s.port, "/v1/traces", headers, &body);
         assert_eq!(r.status, 401, "{headers:?}");
-        assert_eq!(r.headers["www-authenticate"], "Bearer");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
         assert!(!String::from_utf8_lossy(&r.body).contains("tok-"));
     }
     assert_eq!(s.stats.unauthorized.load(Relaxed), 4);
     assert_eq!(s.stats.bad_requests.load(Relaxed), 0);
     assert!(s.sink.writes().is_empty());
-    let r = http_post(
+    let r = post(
         s.port,
         "/v1/traces",
         &[PROTO, ("Authorization", "Bearer tok-123")],

@@ -11,6 +11,7 @@ use overtime_jira::{
     Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats, Notifier, RetryPolicy,
     fingerprint_label, incident_label,
 };
+use overtime_test_support::net::free_port;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -91,8 +92,7 @@ async fn wait_for(what: &str, n: &Notifier, cond: impl Fn(&JiraStats) -> bool) -
 
 /// A loopback address nothing listens on (yet).
 fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 fn pending_files(dir: &Path) -> usize {

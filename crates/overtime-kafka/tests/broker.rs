@@ -5,14 +5,17 @@
 
 use crate::common;
 
-use common::{Broker, MemSink, jsonl_span, nginx_line, otlp_request, wait_until};
+use common::{Broker, jsonl_span, nginx_line, otlp_request};
 use overtime_kafka::{
     KafkaSource, KafkaSourceConfig, TopicConfig, TopicFormat, source_name, spawn_kafka_source,
 };
 use overtime_model::RecordSink;
 use overtime_parse::nginx::LogFormat;
+use overtime_test_support::net::wait_until;
+use overtime_test_support::sink::RecordingSink;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 use tokio_util::sync::CancellationToken;
 
 const PARTITIONS: i32 = 3;
@@ -81,7 +84,7 @@ struct Running {
     stop: CancellationToken,
 }
 
-fn start(cfg: &KafkaSourceConfig, sink: &Arc<MemSink>) -> Running {
+fn start(cfg: &KafkaSourceConfig, sink: &Arc<RecordingSink>) -> Running {
     let stop = CancellationToken::new();
     let source = spawn_kafka_source(
         cfg.clone(),
@@ -102,7 +105,7 @@ impl Running {
 }
 
 /// Waits until the sink holds `n` requests and `n` JSONL + `2n` OTLP spans.
-fn wait_all(sink: &MemSink, n: usize, running: &Running) {
+fn wait_all(sink: &RecordingSink, n: usize, running: &Running) {
     let stats = running.source.stats().clone();
     wait_until(
         WAIT,
@@ -128,7 +131,7 @@ fn wait_all(sink: &MemSink, n: usize, running: &Running) {
     );
 }
 
-fn assert_exactly(sink: &MemSink, n: usize) {
+fn assert_exactly(sink: &RecordingSink, n: usize) {
     let s = sink.seen();
     assert_eq!(s.duplicates(), Vec::<String>::new(), "duplicates");
     assert_eq!(s.requests.len(), n, "gateway rows");
@@ -141,7 +144,7 @@ fn every_record_once_across_a_consumer_restart() {
     let prefix = "restart";
     let broker = setup(prefix);
     let cfg = config(&broker, "overtime-restart", prefix);
-    let sink = Arc::new(MemSink::default());
+    let sink = Arc::new(RecordingSink::new());
 
     produce(&broker, prefix, 0..40);
     let first = start(&cfg, &sink);
@@ -164,7 +167,7 @@ fn every_record_once_across_a_consumer_restart() {
 
     // Every partition of every topic has a checkpoint; the nginx rows kept
     // their layer and their trace id.
-    let sink_state = sink.0.lock().unwrap();
+    let sink_state = sink.recorded();
     for t in ["edge", "spans", "otlp"] {
         for p in 0..PARTITIONS {
             let name = source_name("overtime-restart", &format!("{prefix}-{t}"), p);
@@ -184,7 +187,7 @@ fn a_crash_between_the_durable_write_and_the_commit_reads_nothing_twice() {
     produce(&broker, prefix, 0..30);
 
     // Group "a" reads everything into its store…
-    let store_a = Arc::new(MemSink::default());
+    let store_a = Arc::new(RecordingSink::new());
     let a = start(&config(&broker, "crash-a", prefix), &store_a);
     wait_all(&store_a, 30, &a);
     a.stop();
@@ -192,11 +195,11 @@ fn a_crash_between_the_durable_write_and_the_commit_reads_nothing_twice() {
     // …then a store that holds all of it with its checkpoints, under group
     // "b" which never committed: exactly a crash after the WAL write and
     // before the offset commit.
-    let store_b = Arc::new(MemSink::default());
+    let store_b = Arc::new(RecordingSink::new());
     {
-        let a_state = store_a.0.lock().unwrap();
-        let mut b_state = store_b.0.lock().unwrap();
-        b_state.batches = a_state.batches.clone();
+        let a_state = store_a.recorded();
+        let mut b_state = store_b.recorded();
+        b_state.writes = a_state.writes.clone();
         for (k, v) in &a_state.checkpoints {
             b_state
                 .checkpoints
@@ -229,15 +232,16 @@ fn a_crash_between_the_durable_write_and_the_commit_reads_nothing_twice() {
 fn backpressure_pauses_partitions_and_loses_nothing() {
     let prefix = "full";
     let broker = setup(prefix);
-    let sink = Arc::new(MemSink::default());
-    sink.0.lock().unwrap().full_for = 12;
+    let sink = Arc::new(RecordingSink::new());
+    sink.retry_after_ms.store(150, SeqCst);
+    sink.full_for(12);
     produce(&broker, prefix, 0..60);
     let running = start(&config(&broker, "overtime-full", prefix), &sink);
     wait_all(&sink, 60, &running);
     std::thread::sleep(std::time::Duration::from_secs(1));
     let stats = running.stop();
     assert_exactly(&sink, 60);
-    assert_eq!(sink.0.lock().unwrap().full_answers, 12);
+    assert_eq!(sink.full_answers.load(SeqCst), 12);
     assert_eq!(stats.sink_full(), 12);
     assert!(stats.pauses() >= 1, "a full sink pauses its partition");
     assert_eq!(stats.pauses(), stats.resumes(), "every pause was resumed");
@@ -259,7 +263,7 @@ fn bad_messages_become_rejected_rows() {
     );
     broker.produce("bad-otlp", &[bad("k1", Some(b"\xff\xff\xff\xff"))]);
 
-    let sink = Arc::new(MemSink::default());
+    let sink = Arc::new(RecordingSink::new());
     let running = start(&config(&broker, "overtime-bad", prefix), &sink);
     wait_until(
         WAIT,

@@ -7,46 +7,19 @@
 
 use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 use overtime_parse::nginx::{Escape, GatewayParser, LogFormat, OVERTIME_LOG_FORMAT};
+use overtime_test_support::net::free_port;
+use overtime_test_support::nginx::{Nginx, temp_paths, user_directive};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub(crate) const NGINX: &str = "/usr/sbin/nginx";
 const TRACE: [&str; 3] = [
     "0af7651916cd43dd8448eb211c80319c",
     "4bf92f3577b34da6a3ce929d0e0e4736",
     "5ce0a1e7d8b34c1a9f0e2d3c4b5a6978",
 ];
-
-/// Kills nginx when the test ends, panics included.
-pub(crate) struct NginxGuard {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for NginxGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl NginxGuard {
-    pub(crate) fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
-    }
-}
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The upstream: `/fast…` and `/failover` answer at once with the model
 /// server's headers; `/slow` answers after 4 s (nginx gives up after 1 s).
@@ -113,25 +86,14 @@ const CUSTOM: &str = r#"log_format custom escape=json
 
 fn write_conf(dir: &Path, port: u16, up: u16, dead: u16) -> String {
     let d = dir.display();
-    let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    let user = if root { "user root;" } else { "" };
+    let (user, temp) = (user_directive(), temp_paths(dir));
     format!(
         r#"{user}
 worker_processes 1;
-pid {d}/nginx.pid;
 error_log {d}/error.log info;
 events {{ worker_connections 64; }}
 http {{
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
+    {temp}
     # The recommended format, exactly as `overtime nginx-format` prints it.
     {OVERTIME_LOG_FORMAT}
     {CUSTOM}
@@ -153,42 +115,6 @@ http {{
 }}
 "#
     )
-}
-
-pub(crate) fn start_nginx(dir: &Path, conf: &Path, port: u16) -> NginxGuard {
-    assert!(
-        Path::new(NGINX).exists(),
-        "install nginx: apt-get install -y nginx"
-    );
-    let child = Command::new(NGINX)
-        .arg("-p")
-        .arg(dir)
-        .arg("-e")
-        .arg(dir.join("error.log"))
-        .arg("-c")
-        .arg(conf)
-        .args(["-g", "daemon off; master_process off;"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("install nginx: apt-get install -y nginx");
-    let mut guard = NginxGuard {
-        child,
-        dir: dir.to_path_buf(),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(st)) = guard.child.try_wait() {
-            panic!("nginx exited ({st}): {}", guard.error_log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nginx did not listen: {}",
-            guard.error_log()
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
-    guard
 }
 
 /// Waits until `path` holds `n` lines.
@@ -232,10 +158,9 @@ fn now_us() -> i64 {
 fn real_nginx_logs_parse_into_every_column() {
     let dir = tempfile::tempdir().unwrap();
     let (port, up, dead) = (free_port(), start_upstream(), free_port());
-    let conf_path = dir.path().join("nginx.conf");
-    std::fs::write(&conf_path, write_conf(dir.path(), port, up, dead)).unwrap();
     let t_start = now_us();
-    let nginx = start_nginx(dir.path(), &conf_path, port);
+    let nginx = Nginx::start(dir.path(), &write_conf(dir.path(), port, up, dead), port);
+    let conf_path = dir.path().join("nginx.conf");
 
     let agent = "Mozilla/5.0 (\"quoted\" agent; caf\u{e9})";
     let hdr = |i: usize, mw: &'static str, rid: &'static str| {

@@ -10,9 +10,11 @@
 //!
 //! Needs the Debian package `nginx` (`/usr/sbin/nginx`).
 
-use crate::real_nginx::{free_port, read_lines, start_nginx};
+use crate::real_nginx::read_lines;
 use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 use overtime_parse::nginx::{GatewayParser, INGRESS_NGINX_LOG_FORMAT, LogFormat};
+use overtime_test_support::net::free_port;
+use overtime_test_support::nginx::{Nginx, temp_paths, user_directive};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -71,13 +73,7 @@ fn upstream(status: &'static str, body: &'static str) -> u16 {
 
 fn conf(dir: &Path, port: u16, bad: u16, good: u16) -> String {
     let d = dir.display();
-    let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    let user = if root { "user root;" } else { "" };
+    let (user, temp) = (user_directive(), temp_paths(dir));
     let truth: Vec<String> = TRUTH_VARS
         .iter()
         .map(|v| format!("\"{v}\":\"${v}\""))
@@ -86,15 +82,10 @@ fn conf(dir: &Path, port: u16, bad: u16, good: u16) -> String {
     format!(
         r#"{user}
 worker_processes 1;
-pid {d}/nginx.pid;
 error_log {d}/error.log info;
 events {{ worker_connections 64; }}
 http {{
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
+    {temp}
     # As ingress-nginx's nginx.tmpl defines them.
     map $http_x_request_id $req_id {{
         default   $http_x_request_id;
@@ -245,9 +236,8 @@ fn real_nginx_in_the_ingress_format_parses_every_field_as_nginx_wrote_it() {
         upstream("502 Bad Gateway", "down"),
         upstream("200 OK", "hello"),
     );
+    let nginx = Nginx::start(dir.path(), &conf(dir.path(), port, bad, good), port);
     let conf_path = dir.path().join("nginx.conf");
-    std::fs::write(&conf_path, conf(dir.path(), port, bad, good)).unwrap();
-    let nginx = start_nginx(dir.path(), &conf_path, port);
 
     get(
         port,

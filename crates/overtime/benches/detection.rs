@@ -21,13 +21,14 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use overtime_test_support::net::{free_port, get, wait_for};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::monitoring::{alertmanager, http10, prometheus, shipped_intervals};
-use support::{BIN, Serve, free_port, wait_for};
+use support::monitoring::{alertmanager, prometheus, shipped_intervals};
+use support::{BIN, Serve};
 
 /// The simulator's time scale: the 60 s gateway timeout takes 6 s.
 const TIME_SCALE: f64 = 10.0;
@@ -155,7 +156,7 @@ fn one_run(n: usize, incident: &str) -> Run {
         && (run.page.is_none() || run.collector_slo.is_none() || run.prometheus.is_none())
     {
         let at = t0.elapsed().as_secs_f64();
-        let Some((200, body)) = http10(am.port, "GET", "/api/v2/alerts", "") else {
+        let Some((200, body)) = get(am.port, "/api/v2/alerts") else {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };

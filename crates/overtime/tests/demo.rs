@@ -6,7 +6,8 @@
 //! simulator's nginx master and workers) is gone and nothing listens on the
 //! demo's ports.
 
-use crate::support::{BIN, free_port, wait_for};
+use crate::support::BIN;
+use overtime_test_support::net::{free_port, wait_for};
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -15,6 +15,7 @@
 
 use crate::support;
 
+use overtime_test_support::net::{free_port, get, http, request, wait_for};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use support::*;
@@ -158,9 +159,9 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
         let json = [("Content-Type", "application/json")];
         // No token.
         let a = request(api, method, &p, &json, body).unwrap();
-        assert_eq!(a.status, 401, "{method} {p} without a token: {}", a.body);
+        assert_eq!(a.status, 401, "{method} {p} without a token: {}", a.text());
         if p != "/" {
-            assert_eq!(a.json()["reason"], "no_token", "{method} {p}: {}", a.body);
+            assert_eq!(a.json()["reason"], "no_token", "{method} {p}: {}", a.text());
         }
         // Wrong tokens: another value, a prefix, the right value with a
         // scheme the server does not take, and a wrong cookie.
@@ -179,7 +180,7 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
                 body,
             )
             .unwrap();
-            assert_eq!(a.status, 401, "{method} {p} with `{w}`: {}", a.body);
+            assert_eq!(a.status, 401, "{method} {p} with `{w}`: {}", a.text());
         }
         let a = request(
             api,
@@ -190,9 +191,10 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
         )
         .unwrap();
         assert_eq!(
-            a.status, 401,
+            a.status,
+            401,
             "{method} {p} with a wrong cookie: {}",
-            a.body
+            a.text()
         );
         // The right token, as a header and as the sign-in cookie.
         let cookie = format!("overtime_token={TOKEN}");
@@ -205,7 +207,9 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
             assert!(
                 routed,
                 "{method} {p} with the right token ({}): {} {}",
-                hdr.0, a.status, a.body
+                hdr.0,
+                a.status,
+                a.text()
             );
         }
         // HEAD of a GET route is guarded too.
@@ -226,7 +230,7 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
     // Sign-in: a wrong token sets no cookie; the right one does.
     let form = [("Content-Type", "application/x-www-form-urlencoded")];
     let a = request(api, "POST", "/ui/login", &form, b"token=nope").unwrap();
-    assert_eq!(a.status, 401, "{}", a.body);
+    assert_eq!(a.status, 401, "{}", a.text());
     assert!(a.header("set-cookie").is_none(), "{:?}", a.headers);
     let a = request(
         api,
@@ -236,7 +240,7 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
         format!("token={TOKEN}").as_bytes(),
     )
     .unwrap();
-    assert_eq!(a.status, 303, "{}", a.body);
+    assert_eq!(a.status, 303, "{}", a.text());
     assert!(a.header("set-cookie").unwrap().contains("HttpOnly"));
 
     // Paths that are not a route, or a route spelled another way, answer
@@ -253,14 +257,16 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
         "/api//traces",
     ] {
         let a = request(api, "GET", p, &[], b"").unwrap();
-        let leaked = a.status == 200 && (a.body.contains("overtime_") || a.body.contains("traces"));
+        let leaked =
+            a.status == 200 && (a.text().contains("overtime_") || a.text().contains("traces"));
         assert!(
             !leaked,
             "GET {p} without a token leaked: {} {}",
-            a.status, a.body
+            a.status,
+            a.text()
         );
         if !p.starts_with("/readyz") {
-            assert_ne!(a.status, 200, "GET {p} without a token: {}", a.body);
+            assert_ne!(a.status, 200, "GET {p} without a token: {}", a.text());
         }
     }
     eprintln!(
@@ -312,12 +318,12 @@ fn the_otlp_token_guards_the_receiver_when_set() {
         vec![("Authorization", basic.as_str())],
     ] {
         let a = post(&wrong);
-        assert_eq!(a.status, 401, "{wrong:?}: {}", a.body);
+        assert_eq!(a.status, 401, "{wrong:?}: {}", a.text());
         assert_eq!(a.header("www-authenticate"), Some("Bearer"));
     }
     let otlp_bearer = auth(OTLP_TOKEN);
     let a = post(&[("Authorization", otlp_bearer.as_str())]);
-    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.status, 200, "{}", a.text());
 
     // The OTLP token does not open the API; the API token does.
     let a = request(
@@ -348,7 +354,7 @@ fn the_otlp_token_guards_the_receiver_when_set() {
         b"",
     )
     .unwrap()
-    .body;
+    .text();
     assert!(
         metrics.contains(
             "overtime_records_rejected_total{source=\"otlp_http\",reason=\"unauthorized\"} 4"

@@ -17,6 +17,7 @@
 
 use crate::support;
 
+use overtime_test_support::net::{free_port, get, http, wait_for};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -14,6 +14,10 @@
 
 use crate::support;
 
+use overtime_test_support::net::wait_for;
+use overtime_test_support::net::{free_port, wait_port};
+use overtime_test_support::program::Proc;
+use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -25,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-use support::kafka::{Ctx, Deliveries, Proc, tansu_bin, wait_port};
+use support::kafka::{Ctx, Deliveries};
 use support::*;
 
 const RECORDS: u64 = 300; // per topic
@@ -59,7 +63,7 @@ fn s3rver_bin() -> PathBuf {
 struct Cluster {
     _s3: Proc,
     s3_url: String,
-    broker: Option<Proc>,
+    broker: Option<Tansu>,
     addr: String,
     dir: PathBuf,
     starts: u32,
@@ -83,7 +87,7 @@ impl Cluster {
             .spawn()
             .expect("starting s3rver (node)");
         let s3 = Proc(s3);
-        wait_port(&format!("127.0.0.1:{s3_port}"), "s3rver", &log);
+        wait_port(&format!("127.0.0.1:{s3_port}"), 60, "s3rver", &log);
         let mut c = Cluster {
             _s3: s3,
             s3_url: format!("http://127.0.0.1:{s3_port}"),
@@ -98,31 +102,15 @@ impl Cluster {
 
     fn start_broker(&mut self) {
         self.starts += 1;
-        let url = format!("tcp://{}", self.addr);
         let log = self.dir.join(format!("tansu-{}.log", self.starts));
-        let child = Command::new(tansu_bin())
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "s3://tansu/"])
-            .env("AWS_ENDPOINT", &self.s3_url)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_ACCESS_KEY_ID", "S3RVER")
-            .env("AWS_SECRET_ACCESS_KEY", "S3RVER")
-            .env("AWS_DEFAULT_REGION", "us-east-1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .stderr(Stdio::from(
-                std::fs::File::create(log.with_extension("err")).unwrap(),
-            ))
-            .spawn()
-            .expect("starting tansu");
-        self.broker = Some(Proc(child));
-        wait_port(&self.addr, "tansu", &log);
+        let env = [
+            ("AWS_ENDPOINT", self.s3_url.as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_ACCESS_KEY_ID", "S3RVER"),
+            ("AWS_SECRET_ACCESS_KEY", "S3RVER"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ];
+        self.broker = Some(Tansu::start(&self.addr, "s3://tansu/", &env, &log));
     }
 
     fn kill_broker(&mut self) {
@@ -130,21 +118,10 @@ impl Cluster {
     }
 
     fn create_topic(&self, name: &str) {
-        let out = Command::new(tansu_bin())
-            .args([
-                "topic",
-                "create",
-                "--broker",
-                &format!("tcp://{}", self.addr),
-            ])
-            .args(["--partitions", &PARTITIONS.to_string(), name])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "creating {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.broker
+            .as_ref()
+            .expect("the broker runs")
+            .create_topic(name, PARTITIONS);
     }
 }
 

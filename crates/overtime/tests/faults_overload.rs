@@ -19,6 +19,7 @@
 
 use crate::support;
 
+use overtime_test_support::net::{free_port, get, wait_for};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};

@@ -28,17 +28,18 @@ use crate::support;
 
 use overtime_kafka::TopicFormat;
 use overtime_kafka::decode::{Decoder, Msg};
+use overtime_test_support::net::{free_port, get, wait_for};
+use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use support::kafka::{Ctx, Deliveries, Proc, tansu_bin, wait_port};
+use support::kafka::{Ctx, Deliveries};
 use support::storm::Storm;
 use support::*;
 
@@ -99,37 +100,14 @@ const PREFETCH_KIB: u64 = 16 * 1024;
 const RSS_BOUND_EXTRA_KIB: u64 =
     BUDGET / 1024 + PREFETCH_KIB + LIVE_RECORDS * 5 / 2 + (128 + 240) * 1024;
 
-/// A tansu broker with in-memory storage on a free port.
-fn start_broker(dir: &Path) -> (Proc, String) {
+/// A tansu broker with in-memory storage on a free port, with the topics.
+fn start_broker(dir: &Path) -> Tansu {
     let addr = format!("127.0.0.1:{}", free_port());
-    let url = format!("tcp://{addr}");
-    let log = dir.join("tansu.log");
-    let child = Command::new(tansu_bin())
-        .args(["broker", "--listener-url", &url])
-        .args(["--advertised-listener-url", &url])
-        .args(["--storage-engine", "memory://tansu/"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .stderr(Stdio::from(
-            std::fs::File::create(log.with_extension("err")).unwrap(),
-        ))
-        .spawn()
-        .expect("starting tansu");
-    let broker = Proc(child);
-    wait_port(&addr, "tansu", &log);
+    let broker = Tansu::start(&addr, "memory://tansu/", &[], &dir.join("tansu.log"));
     for topic in [TOPIC, IDLE_TOPIC] {
-        let out = Command::new(tansu_bin())
-            .args(["topic", "create", "--broker", &url])
-            .args(["--partitions", &PARTITIONS.to_string(), topic])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "creating {topic}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        broker.create_topic(topic, PARTITIONS as u32);
     }
-    (broker, addr)
+    broker
 }
 
 fn trace(i: u64) -> String {
@@ -317,7 +295,8 @@ fn config(dir: &Path, api: u16, otlp: &str, addr: &str, group: &str, topic: &str
 #[test]
 fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (broker, addr) = start_broker(dir.path());
+    let broker = start_broker(dir.path());
+    let addr = broker.addr.clone();
 
     // The backlog, produced while an idle collector (same binary, budget
     // and settings, another group on an empty topic) gives the RSS to

@@ -14,6 +14,7 @@
 
 use crate::support;
 
+use overtime_test_support::net::{free_port, request, wait_for};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -178,10 +179,10 @@ fn no_secret_reaches_logs_data_or_answers() {
         let near = &otlp_bearer[..otlp_bearer.len() - 1];
         for wrong in [bearer.as_str(), near] {
             let a = post(wrong);
-            assert_eq!(a.status, 401, "{}", a.body);
+            assert_eq!(a.status, 401, "{}", a.text());
         }
         let a = post(&otlp_bearer);
-        assert_eq!(a.status, 200, "{}", a.body);
+        assert_eq!(a.status, 200, "{}", a.text());
         f.write_all(overtime_line(&trace, "/v1/agent", 504).as_bytes())
             .unwrap();
     }
@@ -262,7 +263,7 @@ fn no_secret_reaches_logs_data_or_answers() {
         "/healthz",
     ] {
         let a = request(api, "GET", p, &auth, b"").unwrap();
-        answers.push_str(&a.body);
+        answers.push_str(&a.text());
         answers.push_str(&format!("{:?}", a.headers));
     }
     let id = request(api, "GET", "/api/incidents", &auth, b"")
@@ -280,7 +281,7 @@ fn no_secret_reaches_logs_data_or_answers() {
             b"",
         )
         .unwrap()
-        .body,
+        .text(),
     );
 
     // Stop it the way an operator does, so shutdown messages are written.

@@ -13,12 +13,13 @@
 
 use crate::support;
 
+use overtime_test_support::net::{free_port, get, wait_for};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::monitoring::{FAST, alertmanager, am_alerts, http10, prom_api, prometheus, repo};
-use support::{Serve, fixture, free_port, get, wait_for};
+use support::monitoring::{FAST, alertmanager, am_alerts, prom_api, prometheus, repo};
+use support::{Serve, fixture};
 
 /// One collector: empty log files tailed from the start, written later.
 struct Collector {
@@ -330,8 +331,7 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
         30,
         "OvertimeTimeoutBudgetBurnFast firing in Prometheus",
         || {
-            let (_, body) =
-                http10(prom.port, "GET", "/api/v1/alerts", "").expect("prometheus answers");
+            let (_, body) = get(prom.port, "/api/v1/alerts").expect("prometheus answers");
             let alerts: Value = serde_json::from_str::<Value>(&body).unwrap()["data"].clone();
             alerts["alerts"].as_array().into_iter().flatten().any(|x| {
                 x["labels"]["alertname"] == "OvertimeTimeoutBudgetBurnFast"

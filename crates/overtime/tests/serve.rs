@@ -4,9 +4,10 @@
 
 use crate::support;
 
+use overtime_test_support::net::{free_port, get};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{BIN, Serve, fixture as incident_file, free_port, get};
+use support::{BIN, Serve, fixture as incident_file};
 
 fn fixture(f: &str) -> std::path::PathBuf {
     incident_file("c_dns_retry", f)

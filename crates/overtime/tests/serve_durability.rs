@@ -10,6 +10,9 @@
 
 use crate::support;
 
+use overtime_parse::nginx::OVERTIME_LOG_FORMAT;
+use overtime_test_support::net::{free_port, get_json, http, wait_for};
+use overtime_test_support::nginx::Nginx;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,7 +89,14 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let (api, otlp, ngx) = (free_port(), free_port(), free_port());
-    let nginx = Nginx::start(dir.path(), &log, ngx, upstream(), "30s");
+    let nginx = Nginx::proxy(
+        dir.path(),
+        OVERTIME_LOG_FORMAT,
+        &log,
+        ngx,
+        upstream(),
+        "proxy_read_timeout 30s;",
+    );
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:{api}\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 700\n\
          [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\

@@ -4,10 +4,9 @@
 //! result links to the traces that change. Screenshots go to
 //! `$CARGO_TARGET_DIR/ui-artifacts/`.
 
-use crate::ui_browser::cdp::Browser;
+use overtime_test_support::chromium::Browser;
+use overtime_test_support::net::{free_port, request};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,11 +40,7 @@ impl Drop for Serve {
 impl Serve {
     fn start() -> Serve {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let config = format!(
             "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
              [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n\
@@ -72,16 +67,8 @@ impl Serve {
     }
 
     fn get(&self, path: &str) -> Option<Value> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).ok()?;
-        serde_json::from_str(buf.split_once("\r\n\r\n")?.1).ok()
+        let a = request(self.port, "GET", path, &[], b"")?;
+        serde_json::from_slice(&a.body).ok()
     }
 
     /// Waits (bounded) until the store holds all of incident A.

@@ -3,17 +3,14 @@
 //! The server tails incidents B (tool with no timeout, streams cut by the
 //! read timeout) and C (slow DNS, retried) and a generated 2,000-span
 //! trace; the browser is Debian's `chromium`, driven over the DevTools
-//! protocol by `tests/ui/cdp.rs` (a std-only WebSocket client: no driver
-//! download, no Node, no new crate in the binary's manifest). Screenshots
+//! protocol by `overtime_test_support::chromium` (a std-only WebSocket
+//! client: no driver download, no Node, no new crate in the binary's
+//! manifest). Screenshots
 //! go to `$CARGO_TARGET_DIR/ui-artifacts/`; their paths are printed.
 
-#[path = "../../../tests/ui/cdp.rs"]
-pub(crate) mod cdp;
-
-use cdp::Browser;
+use overtime_test_support::chromium::Browser;
+use overtime_test_support::net::{free_port, request};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -61,11 +58,7 @@ impl Server {
     /// blocks) and, if given, the API token in `OVERTIME_TOKEN`.
     fn start(files: &str, token: Option<&str>, write: impl FnOnce(&Path) -> String) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let extra = write(dir.path());
         let config = format!(
             "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
@@ -97,23 +90,14 @@ impl Server {
 
     /// `GET path` with the bearer token: (status, JSON body).
     fn api(&self, path: &str) -> Option<(u16, Value)> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
-        let auth = self
-            .token
-            .as_ref()
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).ok()?;
-        let status = buf.split(' ').nth(1)?.parse().ok()?;
-        let body = buf.split_once("\r\n\r\n")?.1;
-        Some((status, serde_json::from_str(body).unwrap_or(Value::Null)))
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        let a = request(self.port, "GET", path, &headers, b"")?;
+        Some((
+            a.status,
+            serde_json::from_slice(&a.body).unwrap_or(Value::Null),
+        ))
     }
 
     /// Waits (bounded) until the live diagnosis holds `want` verdicts.

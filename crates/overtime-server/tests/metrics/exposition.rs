@@ -2,8 +2,8 @@
 //! tests make in what it parsed, and `promtool check metrics`.
 
 use overtime_server::metrics::Metrics;
+use overtime_test_support::program::find_program;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 #[derive(Debug, Default)]
 pub struct Family {
@@ -239,10 +239,7 @@ pub fn value(fams: &Exposition, name: &str, want: &[(&str, &str)]) -> Option<f64
 /// `promtool check metrics` (Debian package `prometheus`) agrees.
 pub fn promtool_check(text: &str) {
     use std::io::Write;
-    let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .expect("promtool not found: apt-get install -y --no-install-recommends prometheus (scripts/test does this)");
+    let promtool = find_program(&["promtool"], "prometheus");
     let mut child = std::process::Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())

@@ -1,6 +1,7 @@
-//! What the binary's integration tests share: ports, a plain HTTP/1.1
-//! client, a bounded wait, a `overtime serve` process that is always
-//! stopped, and a real nginx in a private prefix.
+//! What the binary's integration tests share: a `overtime serve` process
+//! that is always stopped, an upstream for nginx, the SQL API, memory
+//! sampling and the lines and traces the fault tests send. Ports, waits,
+//! the HTTP client, nginx and tansu are `overtime_test_support`'s.
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod early_warning;
@@ -8,76 +9,20 @@ pub mod kafka;
 pub mod monitoring;
 pub mod storm;
 
+use overtime_test_support::net::{Answer, get, request, wait_for};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_overtime");
-pub const NGINX: &str = "/usr/sbin/nginx";
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 pub fn fixture(incident: &str, file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/incidents")
         .join(incident)
         .join(file)
-}
-
-/// Polls `f` every 100 ms until it holds; panics after `secs`.
-pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// One HTTP/1.1 request, `Connection: close`; (status, body). `None` when
-/// the server is not there or the answer is cut.
-pub fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: &[u8],
-) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .ok()?;
-    s.write_all(body).ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n")?.1.to_string();
-    Some((status, body))
-}
-
-pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    http(port, "GET", path, "text/plain", b"")
-}
-
-pub fn get_json(port: u16, path: &str) -> serde_json::Value {
-    let (status, body) = get(port, path).unwrap_or_else(|| panic!("GET {path}: no answer"));
-    assert_eq!(status, 200, "GET {path}: {body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
 }
 
 /// `overtime serve --config <file>`, killed (SIGKILL) and reaped on drop.
@@ -113,78 +58,6 @@ impl Serve {
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// A real nginx in `dir` writing `log` in the `overtime` format, proxying
-/// to `upstream` with the given read timeout.
-pub struct Nginx {
-    child: Child,
-    prefix: String,
-    conf: String,
-}
-
-impl Nginx {
-    pub fn start(dir: &Path, log: &Path, port: u16, upstream: u16, read_timeout: &str) -> Nginx {
-        assert!(
-            Path::new(NGINX).exists(),
-            "nginx is not installed: apt-get install -y nginx"
-        );
-        let user = if is_root() { "user root;" } else { "" };
-        let conf = format!(
-            "{user}\nworker_processes 1;\ndaemon off;\npid {dir}/nginx.pid;\n\
-             error_log {dir}/error.log info;\nevents {{ worker_connections 256; }}\n\
-             http {{\n  {fmt}\n  access_log {log} overtime;\n\
-               client_body_temp_path {dir}/body; proxy_temp_path {dir}/proxy;\n\
-               fastcgi_temp_path {dir}/fcgi; uwsgi_temp_path {dir}/uwsgi; scgi_temp_path {dir}/scgi;\n\
-               server {{ listen 127.0.0.1:{port};\n\
-                 location / {{ proxy_pass http://127.0.0.1:{upstream}; proxy_read_timeout {read_timeout}; }} }}\n}}\n",
-            dir = dir.display(),
-            log = log.display(),
-            fmt = overtime_parse::nginx::OVERTIME_LOG_FORMAT,
-        );
-        let conf_path = dir.join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let prefix = dir.display().to_string();
-        let conf = conf_path.display().to_string();
-        let child = Command::new(NGINX)
-            .args(["-p", &prefix, "-c", &conf])
-            .spawn()
-            .expect("starting nginx");
-        let n = Nginx {
-            child,
-            prefix,
-            conf,
-        };
-        wait_for(10, "nginx to listen", || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        n
-    }
-
-    /// `nginx -s reopen` (what logrotate's postrotate does).
-    pub fn reopen(&self) {
-        let st = Command::new(NGINX)
-            .args(["-p", &self.prefix, "-c", &self.conf, "-s", "reopen"])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = Command::new(NGINX)
-            .args(["-p", &self.prefix, "-c", &self.conf, "-s", "stop"])
-            .status();
         let _ = self.child.wait();
     }
 }
@@ -227,96 +100,11 @@ pub fn upstream() -> u16 {
     port
 }
 
-/// A whole HTTP answer: status, headers (names lower-cased) and body
-/// (de-chunked).
-#[derive(Debug, Clone)]
-pub struct Answer {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Answer {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size = std::str::from_utf8(&raw[..eol])
-            .ok()
-            .and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok())
-            .unwrap_or(0);
-        raw = &raw[eol + 2..];
-        if size == 0 || raw.len() < size {
-            out.extend_from_slice(&raw[..size.min(raw.len())]);
-            return out;
-        }
-        out.extend_from_slice(&raw[..size]);
-        raw = raw.get(size + 2..).unwrap_or(&[]);
-    }
-}
-
-/// One HTTP/1.1 request with extra headers (`Connection: close`). `None`
-/// when the server is not there or the answer is cut.
-pub fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Option<Answer> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).ok()?;
-    s.write_all(body).ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let split = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
-    let mut lines = head.lines();
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let raw = &buf[split + 4..];
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    let body = if chunked { dechunk(raw) } else { raw.to_vec() };
-    Some(Answer {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
 /// `POST /api/sql` (JSON); panics unless it answers 200. The rows.
 pub fn sql_rows(port: u16, token: Option<&str>, sql: &str) -> Vec<serde_json::Value> {
     let a =
         sql_answer(port, token, sql).unwrap_or_else(|| panic!("POST /api/sql {sql}: no answer"));
-    assert_eq!(a.status, 200, "POST /api/sql {sql}: {}", a.body);
+    assert_eq!(a.status, 200, "POST /api/sql {sql}: {}", a.text());
     a.json()["rows"].as_array().cloned().unwrap_or_default()
 }
 

@@ -2,32 +2,15 @@
 //! the Debian `prometheus` and `prometheus-alertmanager` binaries, with the
 //! shipped rules and Alertmanager config; killed on drop.
 
+use overtime_test_support::net::{free_port, get, http};
+use overtime_test_support::program::find_program;
 use serde_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::free_port;
-
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-pub fn program(names: &[&str], package: &str) -> PathBuf {
-    let path = std::env::var("PATH").unwrap_or_default();
-    for name in names {
-        for dir in path.split(':').chain(["/usr/bin", "/usr/sbin"]) {
-            let p = Path::new(dir).join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "{} not found: apt-get install -y --no-install-recommends {package} (scripts/test does this)",
-        names.join(" / ")
-    );
 }
 
 /// A Prometheus or an Alertmanager; killed on drop.
@@ -55,7 +38,7 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
         let mut d = Daemon { child, port, log };
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !matches!(http10(port, "GET", "/-/ready", ""), Some((200, _))) {
+        while !matches!(get(port, "/-/ready"), Some((200, _))) {
             if let Ok(Some(st)) = d.child.try_wait() {
                 panic!("{} exited with {st}: {}", bin.display(), d.log_text());
             }
@@ -80,7 +63,7 @@ pub fn alertmanager(dir: &Path) -> Daemon {
     let storage = dir.join("am-data");
     std::fs::create_dir_all(&storage).unwrap();
     Daemon::start(
-        program(
+        find_program(
             &["prometheus-alertmanager", "alertmanager"],
             "prometheus-alertmanager",
         ),
@@ -163,7 +146,7 @@ pub fn prometheus(
     std::fs::write(&cfg, config).unwrap();
     let tsdb = dir.join("tsdb");
     Daemon::start(
-        program(&["prometheus"], "prometheus"),
+        find_program(&["prometheus"], "prometheus"),
         vec![
             format!("--config.file={}", cfg.display()),
             format!("--storage.tsdb.path={}", tsdb.display()),
@@ -172,24 +155,6 @@ pub fn prometheus(
         port,
         dir.join("prometheus.log"),
     )
-}
-
-/// One HTTP/1.0 request (so no chunked answer): (status, body).
-pub fn http10(port: u16, method: &str, path: &str, form: &str) -> Option<(u16, String)> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
-        form.len()
-    )
-    .ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    Some((status, text.split_once("\r\n\r\n")?.1.to_string()))
 }
 
 pub fn urlencode(s: &str) -> String {
@@ -211,8 +176,15 @@ pub fn prom_api(port: u16, path: &str, form: &[(&str, String)]) -> Value {
         .iter()
         .map(|(k, v)| format!("{k}={}", urlencode(v)))
         .collect();
-    let (status, text) = http10(port, "POST", path, &body.join("&"))
-        .unwrap_or_else(|| panic!("prometheus {path}: no answer"));
+    let form = body.join("&");
+    let (status, text) = http(
+        port,
+        "POST",
+        path,
+        "application/x-www-form-urlencoded",
+        form.as_bytes(),
+    )
+    .unwrap_or_else(|| panic!("prometheus {path}: no answer"));
     let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
     assert_eq!(status, 200, "{path} {form:?}: {text}");
     v["data"].clone()
@@ -220,7 +192,7 @@ pub fn prom_api(port: u16, path: &str, form: &[(&str, String)]) -> Value {
 
 /// Alertmanager's alerts named `alertname`.
 pub fn am_alerts(port: u16, alertname: &str) -> Vec<Value> {
-    let (status, body) = http10(port, "GET", "/api/v2/alerts", "").expect("alertmanager answers");
+    let (status, body) = get(port, "/api/v2/alerts").expect("alertmanager answers");
     assert_eq!(status, 200, "{body}");
     let all: Vec<Value> = serde_json::from_str(&body).unwrap();
     all.into_iter()

@@ -1,28 +1,26 @@
-//! A minimal Chrome DevTools Protocol client for the UI's browser tests:
-//! starts Debian's headless `chromium`, finds its page target, and speaks
-//! CDP over a WebSocket written here on `std` alone (RFC 6455 client side:
-//! the upgrade, masked text frames out, text/continuation/ping/close in).
-//! No driver download, no Node, no extra crate in the binary's manifest.
+//! A headless Chromium for the UI's browser tests: starts Debian's
+//! `chromium`, finds its page target, and speaks the Chrome DevTools
+//! Protocol over a WebSocket written here on `std` alone (RFC 6455 client
+//! side: the upgrade, masked text frames out, text/continuation/ping/close
+//! in). No driver download, no Node, no extra crate.
 //!
-//! Included by `crates/overtime/tests/ui_browser.rs` with `#[path]`.
+//! Rules:
+//! - A missing Chromium fails the test naming the package (`chromium`).
+//! - Every wait on the page is bounded and, on timeout, shows what the page
+//!   says.
+//! - The browser gets a fresh profile in a temp dir and is closed (then
+//!   killed if it lingers) when [`Browser`] drops.
 
+use crate::program::find_program;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What to install when the browser is missing.
-pub const INSTALL: &str = "apt-get install -y --no-install-recommends chromium";
-
 /// The system Chromium, or a failure that says how to get it.
 pub fn chromium_path() -> PathBuf {
-    for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
-        if Path::new(p).exists() {
-            return PathBuf::from(p);
-        }
-    }
-    panic!("the UI browser tests need Debian's Chromium: run `{INSTALL}` (scripts/test does)");
+    find_program(&["chromium", "chromium-browser"], "chromium")
 }
 
 /// A headless Chromium and a CDP session on its first page.
@@ -73,7 +71,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e} (install: `{INSTALL}`)", exe.display()));
+            .unwrap_or_else(|e| panic!("starting {}: {e}", exe.display()));
         // Chromium writes the port it chose into DevToolsActivePort.
         let port_file = profile.path().join("DevToolsActivePort");
         let deadline = Instant::now() + Duration::from_secs(60);

@@ -1,0 +1,32 @@
+//! # overtime-test-support
+//!
+//! What the integration tests of every overtime crate share, in one place
+//! instead of a copy per crate (a dev-dependency only; never published):
+//!
+//! - [`net`]: a free port, bounded waits, a plain HTTP/1.1 client;
+//! - [`program`]: finding an installed program, or failing with the Debian
+//!   package to install; a child process that is always stopped;
+//! - [`nginx`]: a real nginx in a private prefix;
+//! - [`tansu`]: the tansu Kafka-API broker;
+//! - [`chromium`]: a headless Chromium driven over the DevTools protocol;
+//! - [`sink`]: a [`RecordSink`](overtime_model::RecordSink) that records
+//!   every write and can push back.
+//!
+//! Rules for everything here:
+//! - A missing program fails the test (never skips it), naming what to
+//!   install.
+//! - Every wait is bounded, with a deadline generous enough for a loaded
+//!   2-core machine; a timeout panics saying what it waited for.
+//! - Every process started here is stopped and reaped when its guard drops,
+//!   a panicking test included.
+//! - Nothing crate-specific: a helper used by one crate's tests only stays
+//!   in that crate's `tests/`.
+
+#![warn(missing_docs)]
+
+pub mod chromium;
+pub mod net;
+pub mod nginx;
+pub mod program;
+pub mod sink;
+pub mod tansu;
