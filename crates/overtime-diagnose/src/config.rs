@@ -52,6 +52,33 @@ impl Default for DiagnoseConfig {
     }
 }
 
+/// The index of the gateway layer `name` in `layers`, adding it (with
+/// `read_timeout_ms`) on first sight: layers are ordered outermost first,
+/// in the order the inputs name them (the `[[file]]` and `[[kafka]]`
+/// blocks of the config, or the `--nginx-log` arguments). A layer seen
+/// again keeps its first timeout. The one place that order is decided.
+///
+/// ```
+/// use overtime_diagnose::config::layer_index;
+/// let mut layers = Vec::new();
+/// assert_eq!(layer_index(&mut layers, "edge", Some(60_000.0)), 0);
+/// assert_eq!(layer_index(&mut layers, "ingress", None), 1);
+/// assert_eq!(layer_index(&mut layers, "edge", Some(5_000.0)), 0);
+/// assert_eq!(layers[0].read_timeout_ms, Some(60_000.0));
+/// ```
+pub fn layer_index(layers: &mut Vec<LayerConfig>, name: &str, read_timeout_ms: Option<f64>) -> u32 {
+    match layers.iter().position(|l| l.name == name) {
+        Some(i) => i as u32,
+        None => {
+            layers.push(LayerConfig {
+                name: name.to_string(),
+                read_timeout_ms,
+            });
+            (layers.len() - 1) as u32
+        }
+    }
+}
+
 impl DiagnoseConfig {
     /// The configured read timeout of the layer named `source`.
     pub fn layer_timeout_ms(&self, source: &str) -> Option<f64> {

@@ -30,13 +30,15 @@ pub mod observe;
 pub mod outcome;
 pub mod report;
 pub mod rules;
+pub mod settings;
 pub mod timeouts;
 pub mod tree;
 pub mod verdict;
 
 pub use assemble::{AssemblyStats, Trace, assemble};
-pub use config::{DiagnoseConfig, LayerConfig};
+pub use config::{DiagnoseConfig, LayerConfig, layer_index};
 pub use report::{BucketRow, IncidentReport};
+pub use settings::DiagnoseSettings;
 
 use arrow::record_batch::RecordBatch;
 use overtime_model::{GatewayRecord, SpanRecord, Verdict};

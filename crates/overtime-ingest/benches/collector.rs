@@ -145,6 +145,8 @@ fn store(dir: &Path, budget: u64) -> Arc<Store> {
             memtable_bytes: budget,
             flush_interval_ms: 2_000,
             fsync: true,
+            // The spans' times are older than the default retention.
+            retention_age_hours: None,
             ..Default::default()
         })
         .unwrap(),

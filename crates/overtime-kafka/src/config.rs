@@ -1,24 +1,23 @@
-//! The Kafka source's configuration: brokers, the consumer group, topic →
+//! What the Kafka source runs with: brokers, the consumer group, topic →
 //! format, batching and the prefetch cap, and how it becomes librdkafka
 //! settings.
 //!
 //! Design rules:
 //! - [`KafkaSourceConfig`] is what the source runs with; it holds compiled
-//!   [`LogFormat`]s, so it is built by the caller. [`KafkaSourceSettings`]
-//!   is its TOML form (serde) and [`KafkaSourceSettings::build`] turns one
-//!   into the other, resolving each nginx topic's `log_format` through a
-//!   function the caller gives (built-in names, a format body, or a format
-//!   looked up in nginx.conf).
+//!   [`LogFormat`]s and environment values, so it is built, never read:
+//!   its TOML form is [`KafkaSourceSettings`](crate::KafkaSourceSettings)
+//!   (`crate::settings`), whose `build()` makes one.
 //! - The settings that make delivery safe are not negotiable:
 //!   `enable.auto.commit=false` and `enable.auto.offset.store=false` are
 //!   always set, and an `extra` map that tries to change them (or
 //!   `group.id`, `bootstrap.servers`) is an error, never silently applied.
 //! - librdkafka's prefetch is capped (`queued.max.messages.kbytes`): an
 //!   uncapped prefetch with a large lag is a known out-of-memory.
+//! - Each default is a constant here, used by the TOML form's serde
+//!   defaults and by [`KafkaSourceConfig::new`] alike.
 
 use overtime_parse::nginx::LogFormat;
 use rdkafka::config::ClientConfig;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Default cap of librdkafka's prefetch queue, in KiB (16 MiB).
@@ -30,6 +29,11 @@ pub const DEFAULT_BATCH_MAX_MESSAGES: usize = 4096;
 pub const DEFAULT_LOG_FORMAT: &str = "overtime";
 /// Default longest time a message waits in a batch, in milliseconds.
 pub const DEFAULT_BATCH_MAX_MS: u64 = 200;
+/// Default consumer group.
+pub const DEFAULT_GROUP_ID: &str = "overtime";
+/// Default `auto.offset.reset`: a partition with no committed offset and
+/// no checkpoint is read from its start.
+pub const DEFAULT_AUTO_OFFSET_RESET: &str = "earliest";
 
 /// librdkafka settings the source owns; `extra` may not set them.
 const OWNED_KEYS: [&str; 6] = [
@@ -117,6 +121,13 @@ pub enum ConfigError {
     OwnedSetting(String),
     #[error("kafka: topic `{topic}`: {reason}")]
     Topic { topic: String, reason: String },
+    /// A topic's `format` is not one of the names the config accepts.
+    #[error("kafka topic {0}: format must be nginx, jsonl or otlp-proto")]
+    UnknownFormat(String),
+    /// A `librdkafka_options` value `env:NAME` whose variable is unset or
+    /// empty. Names the option and the variable, never a value.
+    #[error("kafka option {option}: environment variable {variable} is not set")]
+    MissingEnv { option: String, variable: String },
 }
 
 impl KafkaSourceConfig {
@@ -129,7 +140,7 @@ impl KafkaSourceConfig {
             batch_max_messages: DEFAULT_BATCH_MAX_MESSAGES,
             batch_max_ms: DEFAULT_BATCH_MAX_MS,
             max_prefetch_kbytes: DEFAULT_PREFETCH_KBYTES,
-            auto_offset_reset: "earliest".to_string(),
+            auto_offset_reset: DEFAULT_AUTO_OFFSET_RESET.to_string(),
             extra: BTreeMap::new(),
         }
     }
@@ -200,213 +211,9 @@ impl KafkaSourceConfig {
     }
 }
 
-/// The TOML form of one topic.
-///
-/// ```toml
-/// [[kafka.topics]]
-/// topic = "edge-access"
-/// format = "nginx"
-/// log_format = "overtime"   # a built-in name or a log_format body
-/// layer = "edge"
-/// layer_index = 0
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopicSettings {
-    pub topic: String,
-    /// `nginx`, `jsonl` or `otlp-proto`.
-    pub format: String,
-    /// nginx only: a built-in format name or a `log_format` body.
-    pub log_format: Option<String>,
-    /// nginx only: the layer's name (default: the topic's name).
-    pub layer: Option<String>,
-    /// nginx only: the layer's depth, 0 for the outermost (default 0).
-    pub layer_index: Option<u32>,
-}
-
-fn default_batch_max_messages() -> usize {
-    DEFAULT_BATCH_MAX_MESSAGES
-}
-fn default_batch_max_ms() -> u64 {
-    DEFAULT_BATCH_MAX_MS
-}
-fn default_prefetch() -> u64 {
-    DEFAULT_PREFETCH_KBYTES
-}
-fn default_reset() -> String {
-    "earliest".to_string()
-}
-
-/// The TOML form of [`KafkaSourceConfig`].
-///
-/// ```
-/// use overtime_kafka::KafkaSourceSettings;
-/// let s: KafkaSourceSettings = serde_json::from_value(serde_json::json!({
-///     "brokers": "kafka:9092", "group_id": "overtime",
-///     "topics": [
-///         {"topic": "edge", "format": "nginx", "log_format": "overtime", "layer": "edge"},
-///         {"topic": "spans", "format": "otlp-proto"}
-///     ],
-///     "extra": {"session.timeout.ms": "10000"}
-/// })).unwrap();
-/// let cfg = s.build(&KafkaSourceSettings::builtin_or_body).unwrap();
-/// assert_eq!(cfg.topics[0].format.name(), "nginx");
-/// assert_eq!(cfg.max_prefetch_kbytes, 16384);
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaSourceSettings {
-    pub brokers: String,
-    pub group_id: String,
-    pub topics: Vec<TopicSettings>,
-    #[serde(default = "default_batch_max_messages")]
-    pub batch_max_messages: usize,
-    #[serde(default = "default_batch_max_ms")]
-    pub batch_max_ms: u64,
-    #[serde(default = "default_prefetch")]
-    pub max_prefetch_kbytes: u64,
-    #[serde(default = "default_reset")]
-    pub auto_offset_reset: String,
-    #[serde(default)]
-    pub extra: BTreeMap<String, String>,
-}
-
-impl KafkaSourceSettings {
-    /// The default `log_format` resolver: a built-in name (`combined`,
-    /// `overtime`), else the text compiled as a format body.
-    pub fn builtin_or_body(text: &str) -> Result<LogFormat, String> {
-        match LogFormat::builtin(text.trim()) {
-            Some(f) => Ok(f),
-            None => LogFormat::compile(text).map_err(|e| e.to_string()),
-        }
-    }
-
-    /// The runnable configuration; `resolve` turns an nginx topic's
-    /// `log_format` into a compiled format. The result is validated.
-    pub fn build(
-        self,
-        resolve: &dyn Fn(&str) -> Result<LogFormat, String>,
-    ) -> Result<KafkaSourceConfig, ConfigError> {
-        let mut topics = Vec::with_capacity(self.topics.len());
-        for t in self.topics {
-            let bad = |reason: String| ConfigError::Topic {
-                topic: t.topic.clone(),
-                reason,
-            };
-            let nginx_only = t.log_format.is_some() || t.layer.is_some() || t.layer_index.is_some();
-            let format = match t.format.trim().to_ascii_lowercase().as_str() {
-                "nginx" | "nginx-line" | "nginx_line" => {
-                    let text = t.log_format.as_deref().unwrap_or(DEFAULT_LOG_FORMAT);
-                    TopicFormat::NginxLine {
-                        format: resolve(text).map_err(bad)?,
-                        layer: t.layer.clone().unwrap_or_else(|| t.topic.clone()),
-                        layer_index: t.layer_index.unwrap_or(0),
-                    }
-                }
-                "jsonl" | "jsonl-span" | "jsonl_span" if !nginx_only => TopicFormat::JsonlSpan,
-                "otlp-proto" | "otlp_proto" | "otlp" if !nginx_only => TopicFormat::OtlpProto,
-                "jsonl" | "jsonl-span" | "jsonl_span" | "otlp-proto" | "otlp_proto" | "otlp" => {
-                    return Err(bad(
-                        "`log_format`, `layer` and `layer_index` apply to nginx topics only"
-                            .to_string(),
-                    ));
-                }
-                other => {
-                    return Err(bad(format!(
-                        "unknown format `{other}`: expected nginx, jsonl or otlp-proto"
-                    )));
-                }
-            };
-            topics.push(TopicConfig {
-                topic: t.topic,
-                format,
-            });
-        }
-        let cfg = KafkaSourceConfig {
-            brokers: self.brokers,
-            group_id: self.group_id,
-            topics,
-            batch_max_messages: self.batch_max_messages,
-            batch_max_ms: self.batch_max_ms,
-            max_prefetch_kbytes: self.max_prefetch_kbytes,
-            auto_offset_reset: self.auto_offset_reset,
-            extra: self.extra,
-        };
-        cfg.validate()?;
-        Ok(cfg)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn settings(toml_text: &str) -> KafkaSourceSettings {
-        toml::from_str(toml_text).unwrap()
-    }
-
-    #[test]
-    fn toml_round_trip_with_defaults() {
-        let s = settings(
-            r#"
-            brokers = "127.0.0.1:9092"
-            group_id = "overtime"
-            [[topics]]
-            topic = "edge"
-            format = "nginx"
-            log_format = "'$status rt=$request_time'"
-            layer_index = 1
-            [[topics]]
-            topic = "spans"
-            format = "jsonl"
-            "#,
-        );
-        let cfg = s.build(&KafkaSourceSettings::builtin_or_body).unwrap();
-        assert_eq!(cfg.batch_max_messages, DEFAULT_BATCH_MAX_MESSAGES);
-        assert_eq!(cfg.batch_max_ms, DEFAULT_BATCH_MAX_MS);
-        match &cfg.topics[0].format {
-            TopicFormat::NginxLine {
-                layer, layer_index, ..
-            } => assert_eq!((layer.as_str(), *layer_index), ("edge", 1)),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(cfg.topics[1].format, TopicFormat::JsonlSpan);
-    }
-
-    #[test]
-    fn bad_configs_are_refused() {
-        let base = r#"
-            brokers = "b:9092"
-            group_id = "g"
-        "#;
-        let build = |extra: &str| {
-            settings(&format!("{base}{extra}")).build(&KafkaSourceSettings::builtin_or_body)
-        };
-        assert_eq!(build("topics = []"), Err(ConfigError::NoTopics));
-        assert!(matches!(
-            build("[[topics]]\ntopic = \"t\"\nformat = \"xml\""),
-            Err(ConfigError::Topic { .. })
-        ));
-        assert!(matches!(
-            build("[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\nlayer = \"edge\""),
-            Err(ConfigError::Topic { .. })
-        ));
-        assert_eq!(
-            build(
-                "[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\n[[topics]]\ntopic = \"t\"\nformat = \"otlp-proto\""
-            ),
-            Err(ConfigError::DuplicateTopic("t".into()))
-        );
-        assert_eq!(
-            build(
-                "[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\n[extra]\n\"enable.auto.commit\" = \"true\""
-            ),
-            Err(ConfigError::OwnedSetting("enable.auto.commit".into()))
-        );
-        let mut ok = build("[[topics]]\ntopic = \"t\"\nformat = \"otlp\"").unwrap();
-        ok.batch_max_messages = 0;
-        assert_eq!(ok.validate(), Err(ConfigError::ZeroBatch));
-    }
 
     #[test]
     fn owned_settings_win_over_extra() {

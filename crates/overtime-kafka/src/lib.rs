@@ -22,6 +22,11 @@
 //!   durable, and librdkafka's consumer is a blocking poll. Shutdown is a
 //!   [`CancellationToken`], checked at least every 50 ms.
 //!
+//! Configuration: a `[[kafka]]` block of overtime's TOML is a
+//! [`KafkaSourceSettings`] (this crate's own type, embedded by
+//! `overtime-config`); its `build()` makes the [`KafkaSourceConfig`] that
+//! [`spawn_kafka_source`] runs.
+//!
 //! Producers must key messages by trace id so that a trace's records meet
 //! on one partition: see `docs/kafka.md`.
 
@@ -30,14 +35,16 @@ mod context;
 pub mod decode;
 mod exposition;
 mod run;
+mod settings;
 mod stats;
 
 pub use config::{
-    ConfigError, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_LOG_FORMAT,
-    DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat,
-    TopicSettings,
+    ConfigError, DEFAULT_AUTO_OFFSET_RESET, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS,
+    DEFAULT_GROUP_ID, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, TopicConfig,
+    TopicFormat,
 };
 pub use exposition::{LabeledStats, render_prometheus};
+pub use settings::{KafkaSourceSettings, TopicSettings};
 pub use stats::KafkaStats;
 
 use overtime_model::RecordSink;

@@ -26,6 +26,8 @@ fn fixture(f: &str) -> PathBuf {
 fn state(dir: &std::path::Path, token: Option<&str>) -> Arc<AppState> {
     let store = Store::open(StoreConfig {
         data_dir: dir.to_path_buf(),
+        // The fixtures are older than the default retention.
+        retention_age_hours: None,
         ..Default::default()
     })
     .unwrap();

@@ -74,7 +74,7 @@ impl Store {
         self.inner.flush()
     }
 
-    /// Deletes whole bucket files older than `retention_age_s` (relative
+    /// Deletes whole bucket files older than `retention_age_hours` (relative
     /// to `now_us`), then the oldest files until the Parquet total is
     /// under `retention_bytes`.
     pub fn enforce_retention(&self, now_us: i64) -> Result<RetentionReport, StoreError> {
@@ -172,7 +172,7 @@ impl Inner {
         let mut doomed: Vec<Arc<SegmentFile>> = Vec::new();
         {
             let mut st = self.state.write().expect("state lock");
-            if let Some(age) = self.cfg.retention_age_s {
+            if let Some(age) = self.cfg.retention_age_s() {
                 let cutoff = now_us.saturating_sub(age.saturating_mul(1_000_000));
                 for list in st.files.iter_mut() {
                     list.retain(|f| {

@@ -102,6 +102,7 @@ fn a_refused_write_is_not_left_waiting_for_the_periodic_flush() {
     c.memtable_bytes = 1 << 20;
     c.flush_interval_ms = 60_000;
     c.fsync = false;
+    c.retention_age_hours = None; // the background flush enforces retention; T0 is older
     let s = Store::open(c).unwrap();
     let small = spans(0, 200, |i| T0 + i as i64);
     s.write(Table::Spans, small, None).unwrap();
@@ -141,6 +142,7 @@ fn background_flusher_makes_room_for_a_retrying_writer() {
     c.memtable_bytes = 2 << 20;
     c.flush_interval_ms = 60_000; // only the half-budget trigger can fire in time
     c.fsync = false;
+    c.retention_age_hours = None; // the background flush enforces retention; T0 is older
     let s = Store::open(c).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut refused = 0;

@@ -22,7 +22,7 @@ fn write_hours(s: &Store, hours: i64) {
 fn retention_by_age_drops_whole_hour_files() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = cfg(dir.path());
-    c.retention_age_s = Some(2 * 3600);
+    c.retention_age_hours = Some(2);
     let s = Store::open(c).unwrap();
     write_hours(&s, 4);
     assert_eq!(s.stats().parquet_files, 4);

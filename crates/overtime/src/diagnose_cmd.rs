@@ -6,25 +6,6 @@ use anyhow::{Context, Result};
 use overtime_diagnose::batch::BatchError;
 use overtime_diagnose::markdown;
 use std::io::Write;
-use std::path::Path;
-
-/// `edge.log`, `edge.log.1`, `edge.log.2.gz`, `edge-access.log` → the layer name.
-pub fn layer_name_of(path: &Path) -> String {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut parts: Vec<&str> = name.split('.').collect();
-    while parts.len() > 1 {
-        let last = parts[parts.len() - 1];
-        if matches!(last, "gz" | "zst" | "log") || last.chars().all(|c| c.is_ascii_digit()) {
-            parts.pop();
-        } else {
-            break;
-        }
-    }
-    parts.join(".")
-}
 
 pub fn run(a: DiagnoseArgs) -> Result<()> {
     match diagnose(&a) {
@@ -124,20 +105,4 @@ fn diagnose(a: &DiagnoseArgs) -> Result<()> {
         eprintln!("overtime: profile: total {:.2?}", started.elapsed());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn layer_names() {
-        assert_eq!(layer_name_of(Path::new("/var/log/nginx/edge.log")), "edge");
-        assert_eq!(layer_name_of(Path::new("edge.log.1")), "edge");
-        assert_eq!(layer_name_of(Path::new("edge.log.2.gz")), "edge");
-        assert_eq!(layer_name_of(Path::new("access")), "access");
-        assert_eq!(
-            layer_name_of(Path::new("internal.access.log")),
-            "internal.access"
-        );
-    }
 }

@@ -12,13 +12,11 @@ mod read;
 
 use crate::UsageError;
 use crate::cli::DiagnoseArgs;
-use crate::conf_timeouts::read_timeout_ms;
-use crate::diagnose_cmd::layer_name_of;
 use anyhow::Result;
 use overtime_diagnose::batch::{BatchOptions, BatchOutput, Engine, TraceHook};
-use overtime_diagnose::{DiagnoseConfig, LayerConfig};
+use overtime_diagnose::{DiagnoseConfig, LayerConfig, layer_index};
 use overtime_parse::duration::parse_duration_ms;
-use overtime_parse::nginx::LogFormat;
+use overtime_parse::nginx::{LogFormat, layer_name_of, read_timeout_ms};
 use overtime_parse::spans::SpanFormat;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -255,14 +253,10 @@ fn plan(a: &DiagnoseArgs) -> Result<Plan> {
 
     // Layers in order of first appearance, outermost first.
     let mut layers: Vec<LayerConfig> = Vec::new();
-    for l in &logs {
-        if !layers.iter().any(|x| x.name == l.layer) {
-            layers.push(LayerConfig {
-                name: l.layer.clone(),
-                read_timeout_ms: l.conf_timeout_ms,
-            });
-        }
-    }
+    let layer_idx: Vec<u32> = logs
+        .iter()
+        .map(|l| layer_index(&mut layers, &l.layer, l.conf_timeout_ms))
+        .collect();
     if a.gateway_timeout.len() > layers.len() {
         return Err(usage(format!(
             "{} --gateway-timeout for {} gateway layers",
@@ -289,8 +283,7 @@ fn plan(a: &DiagnoseArgs) -> Result<Plan> {
     // Files in input order: gateway logs (each in rotation order), then
     // span files.
     let mut jobs = Vec::new();
-    for l in &logs {
-        let layer_idx = layers.iter().position(|x| x.name == l.layer).unwrap_or(0) as u32;
+    for (l, &layer_idx) in logs.iter().zip(&layer_idx) {
         for f in &l.files {
             jobs.push(Job {
                 path: f.clone(),

@@ -3,7 +3,6 @@
 
 mod advise_cmd;
 mod cli;
-mod conf_timeouts;
 mod diagnose_cmd;
 mod format_check;
 mod inputs;

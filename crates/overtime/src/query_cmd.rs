@@ -92,7 +92,7 @@ async fn local(a: &QueryArgs, text: &str, mut cfg: Config) -> Result<(Vec<Record
             cfg.store.data_dir.display()
         );
     }
-    let mut store_cfg = crate::serve::store_config(&cfg);
+    let mut store_cfg = cfg.store.clone();
     store_cfg.flush_interval_ms = 0; // read only: never flush from here
     let store = Store::open(store_cfg)
         .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;

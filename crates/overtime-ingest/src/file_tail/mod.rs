@@ -13,6 +13,9 @@
 //!   lost and nothing is read twice.
 //! - Counters are plain atomics in [`FileTailStats`], shared through an
 //!   `Arc` with whoever renders metrics.
+//! - A `[[file]]` block of overtime's TOML is this module's own
+//!   [`FileSourceSettings`] (embedded by `overtime-config`); its `build()`
+//!   makes the [`FileSourceConfig`] the tail runs with.
 //!
 //! ```
 //! use overtime_ingest::file_tail::{spawn_file_tail, FileKind, FileSourceConfig};
@@ -51,9 +54,11 @@
 mod batcher;
 mod follow;
 mod position;
+mod settings;
 
 pub use follow::MAX_LINE;
 pub use position::{BadPosition, FilePosition};
+pub use settings::{FileSettingsError, FileSourceSettings};
 
 use overtime_model::RecordSink;
 use overtime_parse::nginx::LogFormat;

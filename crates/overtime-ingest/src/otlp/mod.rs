@@ -14,6 +14,9 @@
 //!   `INVALID_ARGUMENT` and counted.
 //! - With [`OtlpConfig::token`] set, a request without that bearer token
 //!   is refused before anything else is looked at.
+//! - The `[otlp]` section of overtime's TOML is this module's own
+//!   [`OtlpSettings`] (embedded by `overtime-config`); its `build()` makes
+//!   the [`OtlpConfig`] the receivers run with.
 //! - Sink writes block (a WAL fsync), so they run on tokio's blocking pool.
 //! - Overload is refused cheaply: before a body is decoded the receiver
 //!   asks the sink for early [`backpressure`](overtime_model::RecordSink::backpressure)
@@ -39,16 +42,22 @@ mod deliver;
 mod gate;
 mod grpc;
 mod http;
+mod settings;
 
 pub use auth::BearerToken;
 pub use grpc::{ExportGuard, otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on};
 pub use http::{otlp_http_router, otlp_http_router_with, serve_otlp_http, serve_otlp_http_on};
+pub use settings::OtlpSettings;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Receiver settings.
+/// Default largest request body: 16 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Receiver settings, as the receivers run with them; the `[otlp]` section
+/// of the TOML config is [`OtlpSettings`], whose `build()` makes one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtlpConfig {
     /// Largest request body, compressed and after decompression (HTTP
@@ -73,7 +82,7 @@ pub struct OtlpConfig {
 impl Default for OtlpConfig {
     fn default() -> Self {
         OtlpConfig {
-            max_body_bytes: 16 * 1024 * 1024,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_rejected_wait_ms: 5000,
             max_concurrent_decodes: std::thread::available_parallelism()
                 .map_or(2, |n| n.get() * 2)

@@ -53,6 +53,7 @@ mod checks;
 mod columns;
 mod conf;
 mod format;
+mod layer;
 mod lists;
 mod parser;
 mod plan;
@@ -69,4 +70,5 @@ pub use builtins::{
     OVERTIME_LOG_FORMAT,
 };
 pub use format::{Escape, FormatError, LogFormat, Segment};
+pub use layer::{NGINX_DEFAULT_READ_TIMEOUT_MS, layer_name_of, read_timeout_ms};
 pub use parser::GatewayParser;

@@ -29,6 +29,8 @@ pub fn state(dir: &Path, token: Option<&str>, memtable_bytes: u64) -> Arc<AppSta
         data_dir: dir.to_path_buf(),
         memtable_bytes,
         flush_interval_ms: 3_600_000,
+        // A flush enforces retention, and the fixtures are older than the default.
+        retention_age_hours: None,
         ..Default::default()
     })
     .unwrap();

@@ -6,6 +6,10 @@
 //!
 //! Every listener is bound before the service says it is ready, so a port
 //! in use is a startup error, not a log line an SRE never sees.
+//!
+//! Wiring only: each config section is its component's own type, and its
+//! `build()` makes what the component runs with (the store's config is
+//! used as it is); nothing here copies a field from one struct to another.
 
 mod notify;
 mod sources;
@@ -13,25 +17,20 @@ mod sources;
 use anyhow::{Context, Result};
 use overtime_config::{Config, Secrets};
 use overtime_diagnose::DiagnoseConfig;
-use overtime_diagnose::live::LiveDiagnoser;
-use overtime_ingest::file_tail::{FileSourceConfig, FileTail, spawn_file_tail};
-use overtime_ingest::otlp::{
-    BearerToken, OtlpConfig, OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on,
-};
+use overtime_ingest::file_tail::{FileTail, spawn_file_tail};
+use overtime_ingest::otlp::{OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on};
 use overtime_kafka::{KafkaSource, spawn_kafka_source};
 use overtime_model::RecordSink;
 use overtime_server::metrics::Metrics;
 use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{AppState, router};
-use overtime_store::{Store, StoreConfig};
+use overtime_store::Store;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-pub use sources::{file_kind, kafka_source};
 
 /// Runs the collector with the config at `config` (the embedded default
 /// without one) until a signal stops it.
@@ -49,58 +48,10 @@ pub fn run(config: Option<PathBuf>) -> Result<()> {
     rt.block_on(serve(cfg))
 }
 
-/// The store configuration from the `[store]` section.
-pub fn store_config(cfg: &Config) -> StoreConfig {
-    StoreConfig {
-        data_dir: cfg.store.data_dir.clone(),
-        memtable_bytes: cfg.store.memtable_bytes,
-        segment_seconds: cfg.store.segment_seconds,
-        flush_interval_ms: cfg.store.flush_interval_ms,
-        retention_age_s: cfg.store.retention_age_hours.map(|h| h * 3600),
-        retention_bytes: cfg.store.retention_bytes,
-        fsync: cfg.store.fsync,
-    }
-}
-
-/// The sources as resolved from the config, before anything starts.
-struct Plan {
-    files: Vec<FileSourceConfig>,
-    kafka: Vec<overtime_kafka::KafkaSourceConfig>,
-    diagnose: DiagnoseConfig,
-}
-
 /// The diagnosis configuration the collector runs with (gateway layers
 /// from the file and Kafka sources, in config order).
 pub fn diagnose_config(cfg: &Config) -> Result<DiagnoseConfig> {
-    Ok(plan(cfg)?.diagnose)
-}
-
-fn plan(cfg: &Config) -> Result<Plan> {
-    let mut layers = Vec::new();
-    let mut files = Vec::new();
-    for f in &cfg.files {
-        let kind = file_kind(f, &mut layers)?;
-        files.push(FileSourceConfig::new(f.path.clone(), kind));
-    }
-    let mut kafka = Vec::new();
-    for k in &cfg.kafka {
-        kafka.push(kafka_source(k, &mut layers)?);
-    }
-    let d = &cfg.diagnose;
-    let diagnose = DiagnoseConfig {
-        threshold_tokens: d.threshold_tokens,
-        clock_skew_ms: d.clock_skew_ms,
-        incident_quiet_ms: d.incident_quiet_ms,
-        layers,
-        default_budget_ms: d.default_budget_ms,
-        rules: d.rules.clone(),
-        ..Default::default()
-    };
-    Ok(Plan {
-        files,
-        kafka,
-        diagnose,
-    })
+    Ok(sources::plan(cfg)?.diagnose)
 }
 
 /// What runs, kept to stop it in order.
@@ -122,16 +73,12 @@ async fn bind(what: &str, addr: &str) -> Result<Option<TcpListener>> {
 
 async fn serve(cfg: Config) -> Result<()> {
     let secrets = Secrets::from_env(&cfg);
-    let plan = plan(&cfg)?;
-    let store = Store::open(store_config(&cfg))
+    let plan = sources::plan(&cfg)?;
+    let store = Store::open(cfg.store.clone())
         .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
     let d = &cfg.diagnose;
     let state = Arc::new(AppState {
-        live: Mutex::new(
-            LiveDiagnoser::new(plan.diagnose.clone(), d.grace_ms, d.keep_ms, d.max_traces)
-                .with_failure_grace(d.failure_grace_ms)
-                .with_max_records(d.max_live_records),
-        ),
+        live: Mutex::new(d.live(plan.diagnose.clone())),
         store: Arc::new(store),
         diagnose: plan.diagnose.clone(),
         sql: cfg.sql.clone(),
@@ -205,16 +152,7 @@ async fn serve(cfg: Config) -> Result<()> {
             .into()
         });
     }
-    let defaults = OtlpConfig::default();
-    let otlp_cfg = OtlpConfig {
-        max_body_bytes: cfg.otlp.max_body_bytes,
-        max_concurrent_decodes: match cfg.otlp.max_concurrent_decodes {
-            0 => defaults.max_concurrent_decodes,
-            n => n,
-        },
-        token: secrets.otlp_token.clone().map(BearerToken::new),
-        ..defaults
-    };
+    let otlp_cfg = cfg.otlp.build(secrets.otlp_token.clone());
     if let Some(l) = otlp_http {
         let work = serve_otlp_http_on(
             l,

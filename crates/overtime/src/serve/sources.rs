@@ -1,154 +1,97 @@
-//! The sources of `overtime serve`, resolved from the config: tailed
-//! files and Kafka topics. nginx files and nginx topics are gateway layers;
-//! their order in the config is the layer order (outermost first).
+//! The sources of `overtime serve`, built from their own settings types:
+//! tailed files (`[[file]]`) and Kafka consumers (`[[kafka]]`), and the
+//! diagnosis over their gateway layers.
+//!
+//! Design rules:
+//! - Wiring only: each section's `build()` (in the crate that owns it)
+//!   reads its fields; nothing here copies one.
+//! - nginx files and nginx topics are gateway layers, numbered by
+//!   [`layer_index`] (the one function that orders layers, shared with
+//!   `overtime diagnose`): outermost first, in config order, files before
+//!   topics, a layer added on first sight.
 
-use crate::conf_timeouts::read_timeout_ms;
-use crate::diagnose_cmd::layer_name_of;
 use anyhow::{Context, Result};
-use overtime_diagnose::LayerConfig;
-use overtime_ingest::file_tail::FileKind;
-use overtime_kafka::{KafkaSourceConfig, KafkaSourceSettings, TopicSettings};
-use overtime_parse::nginx::LogFormat;
+use overtime_config::Config;
+use overtime_diagnose::{DiagnoseConfig, layer_index};
+use overtime_ingest::file_tail::FileSourceConfig;
+use overtime_kafka::{KafkaSourceConfig, KafkaSourceSettings};
 
-/// The index of a gateway layer, added on first sight (outermost first,
-/// in config order).
-fn layer_index(layers: &mut Vec<LayerConfig>, layer: &str, timeout: Option<f64>) -> u32 {
-    match layers.iter().position(|l| l.name == layer) {
-        Some(i) => i as u32,
-        None => {
-            layers.push(LayerConfig {
-                name: layer.to_string(),
-                read_timeout_ms: timeout,
-            });
-            (layers.len() - 1) as u32
-        }
+/// The sources as resolved from the config, before anything starts.
+pub struct Plan {
+    pub files: Vec<FileSourceConfig>,
+    pub kafka: Vec<KafkaSourceConfig>,
+    pub diagnose: DiagnoseConfig,
+}
+
+/// Builds every source of `cfg` (reading nginx.conf files and the
+/// environment's `env:NAME` values) and the diagnosis over their layers.
+pub fn plan(cfg: &Config) -> Result<Plan> {
+    let mut layers = Vec::new();
+    let mut files = Vec::with_capacity(cfg.files.len());
+    for f in &cfg.files {
+        files.push(
+            f.clone()
+                .build(&mut |name, timeout| layer_index(&mut layers, name, timeout))?,
+        );
     }
-}
-
-/// Resolves a `[[kafka]]` block into the consumer's configuration; nginx
-/// topics are gateway layers like tailed files.
-pub fn kafka_source(
-    k: &overtime_config::KafkaSource,
-    layers: &mut Vec<LayerConfig>,
-) -> Result<KafkaSourceConfig> {
-    let topics = k
-        .topics
-        .iter()
-        .map(|t| {
-            let nginx = matches!(t.format.as_str(), "nginx" | "nginx-line" | "nginx_line");
-            let layer = nginx.then(|| t.layer.clone().unwrap_or_else(|| t.topic.clone()));
-            TopicSettings {
-                topic: t.topic.clone(),
-                format: t.format.clone(),
-                log_format: if nginx {
-                    Some(
-                        t.log_format
-                            .clone()
-                            .unwrap_or_else(|| overtime_kafka::DEFAULT_LOG_FORMAT.into()),
-                    )
-                } else {
-                    None
-                },
-                layer_index: layer.as_deref().map(|l| layer_index(layers, l, None)),
-                layer,
-            }
-        })
-        .collect();
-    let settings = KafkaSourceSettings {
-        brokers: k.brokers.clone(),
-        group_id: k.group_id.clone(),
-        topics,
-        batch_max_messages: k
-            .batch_max_messages
-            .unwrap_or(overtime_kafka::DEFAULT_BATCH_MAX_MESSAGES),
-        batch_max_ms: k
-            .batch_max_ms
-            .unwrap_or(overtime_kafka::DEFAULT_BATCH_MAX_MS),
-        max_prefetch_kbytes: k
-            .max_prefetch_kbytes
-            .unwrap_or(overtime_kafka::DEFAULT_PREFETCH_KBYTES),
-        auto_offset_reset: k.auto_offset_reset.clone(),
-        extra: librdkafka_options(&k.librdkafka_options, |n| std::env::var(n).ok())?,
-    };
-    settings
-        .build(&KafkaSourceSettings::builtin_or_body)
-        .with_context(|| format!("kafka source {} (group {})", k.brokers, k.group_id))
-}
-
-/// `[kafka.librdkafka_options]` with each `env:NAME` value read from the
-/// environment (`env` looks a name up); a missing variable is an error
-/// naming it, never the value.
-pub fn librdkafka_options(
-    options: &std::collections::BTreeMap<String, String>,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<std::collections::BTreeMap<String, String>> {
-    options
-        .iter()
-        .map(|(k, v)| match v.strip_prefix("env:") {
-            Some(name) => env(name)
-                .filter(|v| !v.is_empty())
-                .map(|v| (k.clone(), v))
-                .ok_or_else(|| {
-                    anyhow::anyhow!("kafka option {k}: environment variable {name} is not set")
-                }),
-            None => Ok((k.clone(), v.clone())),
-        })
-        .collect()
-}
-
-/// Resolves a `[[file]]` block into what the tail needs.
-pub fn file_kind(
-    f: &overtime_config::FileSource,
-    layers: &mut Vec<LayerConfig>,
-) -> Result<FileKind> {
-    Ok(match f.kind.as_str() {
-        "jsonl" => FileKind::Jsonl,
-        "otlp-json" => FileKind::OtlpJson,
-        _ => {
-            let conf = match &f.nginx_conf {
-                Some(p) => Some(
-                    std::fs::read_to_string(p)
-                        .with_context(|| format!("reading {}", p.display()))?,
-                ),
-                None => None,
-            };
-            let format = match (&f.format, &conf, &f.format_name) {
-                (Some(body), _, _) => LogFormat::builtin(body)
-                    .map(Ok)
-                    .unwrap_or_else(|| LogFormat::compile(body))?,
-                (None, Some(text), Some(name)) => LogFormat::from_nginx_conf(text, name)?,
-                _ => anyhow::bail!("file {}: no log format", f.path.display()),
-            };
-            let layer = f.layer.clone().unwrap_or_else(|| layer_name_of(&f.path));
-            let timeout = f
-                .read_timeout_ms
-                .or_else(|| conf.as_deref().and_then(read_timeout_ms));
-            let layer_index = layer_index(layers, &layer, timeout);
-            FileKind::Nginx {
-                format,
-                layer,
-                layer_index,
-            }
-        }
+    let env = |name: &str| std::env::var(name).ok();
+    let mut kafka = Vec::with_capacity(cfg.kafka.len());
+    for k in &cfg.kafka {
+        let built = k
+            .clone()
+            .build(&env, &KafkaSourceSettings::builtin_or_body, &mut |name| {
+                layer_index(&mut layers, name, None)
+            })
+            .with_context(|| format!("kafka source {} (group {})", k.brokers, k.group_id))?;
+        kafka.push(built);
+    }
+    Ok(Plan {
+        files,
+        kafka,
+        diagnose: cfg.diagnose.build(layers),
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::librdkafka_options;
+    use super::*;
 
     #[test]
-    fn env_values_are_read_from_the_environment_and_a_missing_one_is_named() {
-        let opts = [
-            ("sasl.username".to_string(), "overtime".to_string()),
-            ("sasl.password".to_string(), "env:KAFKA_PW".to_string()),
-        ]
-        .into();
-        let got =
-            librdkafka_options(&opts, |n| (n == "KAFKA_PW").then(|| "s3cret".into())).unwrap();
-        assert_eq!(got["sasl.password"], "s3cret");
-        assert_eq!(got["sasl.username"], "overtime");
-        let e = librdkafka_options(&opts, |_| None).unwrap_err().to_string();
-        assert!(e.contains("KAFKA_PW") && e.contains("sasl.password"), "{e}");
+    fn layers_are_numbered_across_files_and_topics_in_config_order() {
+        let cfg = Config::from_toml_str(
+            r#"
+            [[file]]
+            path = "/var/log/nginx/edge.log"
+            kind = "nginx"
+            format = "overtime"
+            read_timeout_ms = 60000
+            [[file]]
+            path = "spans.jsonl"
+            kind = "jsonl"
+            [[kafka]]
+            brokers = "127.0.0.1:9092"
+            [[kafka.topics]]
+            topic = "ingress-access"
+            format = "nginx"
+            [[kafka.topics]]
+            topic = "edge-again"
+            format = "nginx"
+            layer = "edge"
+            [[kafka.topics]]
+            topic = "spans"
+            format = "otlp-proto"
+            "#,
+        )
+        .unwrap();
+        let p = plan(&cfg).unwrap();
+        let names: Vec<_> = p.diagnose.layers.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["edge", "ingress-access"]);
+        assert_eq!(p.diagnose.layer_timeout_ms("edge"), Some(60_000.0));
+        let depth = |t: usize| match &p.kafka[0].topics[t].format {
+            overtime_kafka::TopicFormat::NginxLine { layer_index, .. } => *layer_index,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((depth(0), depth(1)), (1, 0));
+        assert_eq!(p.files.len(), 2);
     }
 }
