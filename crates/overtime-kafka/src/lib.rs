@@ -25,19 +25,19 @@
 //! Producers must key messages by trace id so that a trace's records meet
 //! on one partition: see `docs/kafka.md`.
 
+mod collector;
 pub mod config;
 mod context;
 pub mod decode;
-mod exposition;
 mod run;
 mod stats;
 
+pub use collector::{KafkaCollector, LabeledStats};
 pub use config::{
     ConfigError, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS, DEFAULT_LOG_FORMAT,
     DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, KafkaSourceSettings, TopicConfig, TopicFormat,
     TopicSettings,
 };
-pub use exposition::{LabeledStats, render_prometheus};
 pub use stats::KafkaStats;
 
 use overtime_model::RecordSink;
