@@ -7,6 +7,16 @@
 //!   [`counter`] takes the suffix off because prometheus-client puts a
 //!   counter's back itself.
 //! - Integer values stay integers (`u64`): a count reads `3`, not `3.0`.
+//!
+//! ```
+//! let m = overtime_server::metrics::Metrics::default();
+//! let text = m.encode(&Default::default()).unwrap();
+//! // `_total` once, in the TYPE line as in the sample; a count in digits.
+//! assert!(text.contains(
+//!     "# TYPE overtime_verdict_revisions_total counter\n\
+//!      overtime_verdict_revisions_total 0\n"
+//! ));
+//! ```
 
 use overtime_slo::{CounterVec, HistogramVec};
 use prometheus_client::encoding::{
