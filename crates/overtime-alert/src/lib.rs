@@ -28,6 +28,7 @@
 
 mod alert;
 mod book;
+mod collector;
 mod config;
 mod deliver;
 mod payload;
@@ -35,6 +36,7 @@ mod sender;
 
 pub use alert::{Alert, fingerprint};
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
+pub use collector::AlertCollector;
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;
 pub use overtime_slo::alert_names::{

@@ -8,7 +8,6 @@ use crate::payload::{alertmanager_body, webhook_bodies};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,44 +48,6 @@ impl AlertStats {
     /// Alerts dropped from full queues, all targets.
     pub fn dropped(&self) -> u64 {
         self.targets.iter().map(|t| t.dropped).sum()
-    }
-
-    /// Appends the delivery counters in Prometheus text format:
-    /// `overtime_alert_notifications_total{target, result}` with `result` ∈
-    /// sent, failed, dropped (alerts, per target). `overtime_alerts_firing`
-    /// is not written here: `/metrics` renders it from the SLO engine.
-    ///
-    /// ```
-    /// let mut stats = overtime_alert::AlertStats::default();
-    /// stats.targets.push(overtime_alert::TargetStats {
-    ///     target: "alertmanager:am:9093".into(),
-    ///     sent: 7,
-    ///     ..Default::default()
-    /// });
-    /// let mut text = String::new();
-    /// stats.render_prometheus(&mut text);
-    /// assert!(text.contains(
-    ///     "overtime_alert_notifications_total{target=\"alertmanager:am:9093\",result=\"sent\"} 7\n"
-    /// ));
-    /// ```
-    pub fn render_prometheus(&self, out: &mut String) {
-        out.push_str(
-            "# HELP overtime_alert_notifications_total Alerts handed to a target, by result.\n",
-        );
-        out.push_str("# TYPE overtime_alert_notifications_total counter\n");
-        for t in &self.targets {
-            for (result, n) in [
-                ("sent", t.sent),
-                ("failed", t.failed),
-                ("dropped", t.dropped),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "overtime_alert_notifications_total{{target=\"{}\",result=\"{result}\"}} {n}",
-                    t.target.replace('\\', "\\\\").replace('"', "\\\"")
-                );
-            }
-        }
     }
 }
 
@@ -196,14 +157,14 @@ impl AlertSender {
     /// The delivery counters and the alerts firing now.
     pub fn stats(&self) -> AlertStats {
         AlertStats {
-            targets: self
-                .alertmanagers
-                .iter()
-                .chain(self.webhook.iter())
-                .map(|t| t.stats())
-                .collect(),
+            targets: self.targets().map(|t| t.stats()).collect(),
             firing: self.book().firing(),
         }
+    }
+
+    /// Every Alertmanager, then the webhook.
+    pub(crate) fn targets(&self) -> impl Iterator<Item = &Arc<Target>> {
+        self.alertmanagers.iter().chain(self.webhook.iter())
     }
 
     /// Stops taking work, lets the workers finish the queues for at most

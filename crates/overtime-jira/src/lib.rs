@@ -41,10 +41,10 @@
 
 pub mod adf;
 pub mod client;
+mod collector;
 pub mod config;
 pub mod deliver;
 pub mod event;
-mod exposition;
 pub mod label;
 pub mod markup;
 pub mod notifier;
@@ -52,6 +52,7 @@ pub mod outbox;
 pub mod payload;
 pub mod wiki;
 
+pub use collector::JiraCollector;
 pub use config::{ConfigError, Deployment, JiraConfig, RetryPolicy};
 pub use event::IncidentEvent;
 pub use label::{OVERTIME_LABEL, fingerprint_label, incident_label};

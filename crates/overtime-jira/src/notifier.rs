@@ -101,7 +101,7 @@ struct Counters {
     last_error: Mutex<Option<String>>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     cfg: JiraConfig,
     outbox: Mutex<Outbox>,
     wake: Notify,
@@ -114,7 +114,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Files incidents in Jira through a durable outbox.
 pub struct Notifier {
-    inner: Option<Arc<Inner>>,
+    pub(crate) inner: Option<Arc<Inner>>,
     disabled_skips: AtomicU64,
     stop: Option<watch::Sender<bool>>,
     task: Option<JoinHandle<()>>,
@@ -217,25 +217,7 @@ impl Notifier {
 
     /// The counters now.
     pub fn stats(&self) -> JiraStats {
-        let Some(inner) = &self.inner else {
-            return JiraStats::default();
-        };
-        let c = &inner.counters;
-        let outbox = lock(&inner.outbox); // counters and queue move together under it
-        JiraStats {
-            created: c.created.load(Relaxed),
-            commented: c.commented.load(Relaxed),
-            reopened: c.reopened.load(Relaxed),
-            found_existing: c.found_existing.load(Relaxed),
-            failed: c.failed.load(Relaxed),
-            retries: c.retries.load(Relaxed),
-            rate_limited: c.rate_limited.load(Relaxed),
-            queued: outbox.len() as u64,
-            skipped_unknown: c.skipped_unknown.load(Relaxed),
-            skipped_duplicate: c.skipped_duplicate.load(Relaxed),
-            bad_outbox_files: c.bad_outbox_files.load(Relaxed),
-            last_error: lock(&c.last_error).clone(),
-        }
+        stats_of(self.inner.as_deref())
     }
 
     /// Stops the background task promptly (an HTTP call in flight is
@@ -256,6 +238,29 @@ impl Drop for Notifier {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(true);
         }
+    }
+}
+
+/// The counters of a notifier (`None`: disabled, all zero).
+pub(crate) fn stats_of(inner: Option<&Inner>) -> JiraStats {
+    let Some(inner) = inner else {
+        return JiraStats::default();
+    };
+    let c = &inner.counters;
+    let outbox = lock(&inner.outbox); // counters and queue move together under it
+    JiraStats {
+        created: c.created.load(Relaxed),
+        commented: c.commented.load(Relaxed),
+        reopened: c.reopened.load(Relaxed),
+        found_existing: c.found_existing.load(Relaxed),
+        failed: c.failed.load(Relaxed),
+        retries: c.retries.load(Relaxed),
+        rate_limited: c.rate_limited.load(Relaxed),
+        queued: outbox.len() as u64,
+        skipped_unknown: c.skipped_unknown.load(Relaxed),
+        skipped_duplicate: c.skipped_duplicate.load(Relaxed),
+        bad_outbox_files: c.bad_outbox_files.load(Relaxed),
+        last_error: lock(&c.last_error).clone(),
     }
 }
 

@@ -30,20 +30,20 @@
 //! Producers must key messages by trace id so that a trace's records meet
 //! on one partition: see `docs/kafka.md`.
 
+mod collector;
 pub mod config;
 mod context;
 pub mod decode;
-mod exposition;
 mod run;
 mod settings;
 mod stats;
 
+pub use collector::{KafkaCollector, LabeledStats};
 pub use config::{
     ConfigError, DEFAULT_AUTO_OFFSET_RESET, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS,
     DEFAULT_GROUP_ID, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, TopicConfig,
     TopicFormat,
 };
-pub use exposition::{LabeledStats, render_prometheus};
 pub use settings::{KafkaSourceSettings, TopicSettings};
 pub use stats::KafkaStats;
 

@@ -1,12 +1,21 @@
-//! `GET /metrics` (Prometheus text format 0.0.4) and `GET /api/slo`: the
-//! names of docs/metrics.md, fed by the live diagnosis (observations and
-//! verdicts, drained in [`crate::pipeline::tick`]), by the sinks (records
-//! ingested, rejected, pushed back) and by what sources register here.
+//! `GET /metrics` and `GET /api/slo`: the names of docs/metrics.md, fed
+//! by the live diagnosis (observations and verdicts, drained in
+//! [`crate::pipeline::tick`]), by the sinks (records ingested, rejected,
+//! pushed back) and by what sources register here.
 //!
 //! Design rules:
-//! - One [`Metrics`] in [`crate::AppState`]; sources register closures that
-//!   read their own counters ([`Metrics::register_rejections`],
-//!   [`Metrics::register_kafka_lag`]), so this crate depends on no source.
+//! - One [`Metrics`] in [`crate::AppState`], and in it the collector's one
+//!   prometheus-client [`Registry`]: the server's own families are a
+//!   [`Collector`] registered first, and every other part registers its
+//!   families into the same registry ([`Metrics::register`]: Kafka,
+//!   alert delivery, Jira), so this crate depends on no source.
+//! - Rendered on scrape: each `GET /metrics` encodes the registry (the
+//!   Prometheus text format 0.0.4, written by prometheus-client); nothing
+//!   is cached, nothing refreshed on a timer.
+//! - Families a source shares with others are the server's (rejections
+//!   before the sink, Kafka lag): sources register closures that read
+//!   their own counters ([`Metrics::register_rejections`],
+//!   [`Metrics::register_kafka_lag`]), summed into one family.
 //! - Every family of docs/metrics.md is declared (`# HELP`, `# TYPE`) on
 //!   every scrape, with or without samples; a gauge with no value now (an
 //!   empty window) has no sample rather than a made-up one.
@@ -15,7 +24,7 @@
 //! use overtime_server::metrics::Metrics;
 //! let m = Metrics::new(Default::default());
 //! m.register_kafka_lag(|| [("spans/0".to_string(), 42u64)].into());
-//! let text = m.render_text(&Default::default());
+//! let text = m.encode(&Default::default()).unwrap();
 //! assert!(text.contains("overtime_kafka_lag{topic=\"spans\",partition=\"0\"} 42\n"));
 //! assert!(text.contains("# TYPE overtime_requests_total counter\n"));
 //! ```
@@ -25,28 +34,28 @@ use arrow::array::{Array, StringArray};
 use arrow::record_batch::RecordBatch;
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use overtime_diagnose::IncidentReport;
 use overtime_diagnose::live::LiveVerdict;
 use overtime_model::{SinkError, Table, Verdict};
-mod families;
-mod text;
-
-use text::Out;
-pub use text::{escape_label, fmt_value};
-
-use overtime_slo::{ALERT_NAMES, Alert, RequestObservation, Slo, SloConfig, SloSnapshot};
+use overtime_slo::{Alert, RequestObservation, Slo, SloConfig, SloSnapshot};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-/// The `Content-Type` of `/metrics`.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+mod collector;
+mod encode;
+mod families;
+
+/// The `Content-Type` of `/metrics`: the Prometheus text format 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 /// Fingerprints remembered to count incidents opened.
 const MAX_FINGERPRINTS: usize = 10_000;
 
 type CountsFn = Box<dyn Fn() -> BTreeMap<String, u64> + Send + Sync>;
-type TextFn = Box<dyn Fn() -> String + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -65,7 +74,6 @@ struct Pipeline {
 struct Hooks {
     rejections: Vec<(String, CountsFn)>,
     lag: Vec<CountsFn>,
-    text: Vec<TextFn>,
 }
 
 /// Counts incidents opened: a run of a fingerprint that starts after the
@@ -77,7 +85,6 @@ struct IncidentTracker {
     open: u64,
     updated: Option<std::time::Instant>,
 }
-
 impl IncidentTracker {
     fn update(&mut self, reports: &[IncidentReport]) {
         let mut sorted: Vec<&IncidentReport> = reports.iter().collect();
@@ -110,14 +117,23 @@ impl IncidentTracker {
     }
 }
 
-/// What `/metrics` exposes, shared by the pipeline and the handlers.
-pub struct Metrics {
+/// What the server's families are read from, shared by [`Metrics`] and
+/// the collector registered for them.
+struct Shared {
     slo: Mutex<Slo>,
     pipeline: Mutex<Pipeline>,
     hooks: Mutex<Hooks>,
     incidents: Mutex<IncidentTracker>,
     /// Wall time (µs) of the last observation, and the data time it left.
     last_data: Mutex<Option<(i64, i64)>>,
+    /// What the scrape being encoded read from the live state and the store.
+    live: Mutex<LiveGauges>,
+}
+
+/// What `/metrics` exposes, shared by the pipeline and the handlers.
+pub struct Metrics {
+    shared: Arc<Shared>,
+    registry: RwLock<Registry>,
 }
 
 impl Default for Metrics {
@@ -139,14 +155,44 @@ pub struct LiveGauges {
 }
 
 impl Metrics {
+    /// The metrics of one collector: the SLO engine with `cfg`, and a
+    /// registry holding the server's families.
     pub fn new(cfg: SloConfig) -> Self {
-        Metrics {
+        let shared = Arc::new(Shared {
             slo: Mutex::new(Slo::new(cfg)),
             pipeline: Mutex::default(),
             hooks: Mutex::default(),
             incidents: Mutex::default(),
             last_data: Mutex::default(),
+            live: Mutex::default(),
+        });
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(collector::ServerFamilies(shared.clone())));
+        Metrics {
+            shared,
+            registry: RwLock::new(registry),
         }
+    }
+
+    /// Registers a part's families (a Kafka source's, the alert delivery's,
+    /// Jira's) in the one registry: `collector` is encoded at every scrape,
+    /// after the families registered before it.
+    pub fn register(&self, collector: impl Collector) {
+        self.registry
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .register_collector(Box::new(collector));
+    }
+
+    /// The exposition of every registered family (Prometheus text format
+    /// 0.0.4), with `live` as what this scrape read from the live state
+    /// and the store.
+    pub fn encode(&self, live: &LiveGauges) -> Result<String, std::fmt::Error> {
+        let registry = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        *lock(&self.shared.live) = live.clone();
+        let mut text = String::new();
+        prometheus_text::encode(&mut text, &registry)?;
+        Ok(text)
     }
 
     /// Feeds what one tick of the live diagnosis produced: new or changed
@@ -159,7 +205,7 @@ impl Metrics {
         settled: &[Verdict],
         observations: Vec<RequestObservation>,
     ) {
-        let mut slo = lock(&self.slo);
+        let mut slo = lock(&self.shared.slo);
         for v in verdicts.iter().filter(|v| v.revision > 0) {
             let rc = &v.verdict.root_cause;
             slo.record_verdict(
@@ -177,14 +223,14 @@ impl Metrics {
             return;
         }
         slo.observe_all(observations);
-        *lock(&self.last_data) = Some((crate::pipeline::now_us(), slo.watermark_us()));
+        *lock(&self.shared.last_data) = Some((crate::pipeline::now_us(), slo.watermark_us()));
     }
 
     /// A source refused work before writing because the store pushed back
     /// early ([`RecordSink::backpressure`](overtime_model::RecordSink::backpressure)):
     /// counted in `overtime_backpressure_total` like a refused write.
     pub fn count_backpressure(&self, source: &str) {
-        let mut p = lock(&self.pipeline);
+        let mut p = lock(&self.shared.pipeline);
         *p.backpressure.entry(source.to_string()).or_default() += 1;
     }
 
@@ -192,7 +238,7 @@ impl Metrics {
     /// (a schema the model does not know): its rows are durable and
     /// queryable, but no verdict will count them.
     pub fn count_live_decode_failure(&self, table: &'static str) {
-        *lock(&self.pipeline)
+        *lock(&self.shared.pipeline)
             .live_decode_failures
             .entry(table)
             .or_default() += 1;
@@ -208,7 +254,7 @@ impl Metrics {
         batch: &RecordBatch,
         result: &Result<(), SinkError>,
     ) {
-        let mut p = lock(&self.pipeline);
+        let mut p = lock(&self.shared.pipeline);
         p.backpressure.entry(source.to_string()).or_default();
         p.write_failures.entry(source.to_string()).or_default();
         match result {
@@ -248,7 +294,7 @@ impl Metrics {
         source: &str,
         f: impl Fn() -> BTreeMap<String, u64> + Send + Sync + 'static,
     ) {
-        lock(&self.hooks)
+        lock(&self.shared.hooks)
             .rejections
             .push((source.to_string(), Box::new(f)));
     }
@@ -258,18 +304,12 @@ impl Metrics {
         &self,
         f: impl Fn() -> BTreeMap<String, u64> + Send + Sync + 'static,
     ) {
-        lock(&self.hooks).lag.push(Box::new(f));
-    }
-
-    /// Exposition text of another part (alert delivery, Jira), appended
-    /// at every scrape: `f` returns whole families in the text format.
-    pub fn register_text(&self, f: impl Fn() -> String + Send + Sync + 'static) {
-        lock(&self.hooks).text.push(Box::new(f));
+        lock(&self.shared.hooks).lag.push(Box::new(f));
     }
 
     /// Moves the SLOs' data time forward without data (an idle collector).
     pub fn advance_to(&self, now_us: i64) {
-        lock(&self.slo).advance_to(now_us);
+        lock(&self.shared.slo).advance_to(now_us);
     }
 
     /// For an idle collector: once no request completed for `idle_us` of
@@ -278,212 +318,36 @@ impl Metrics {
     /// completing it does nothing, so replayed logs keep their own time.
     /// Call it periodically with the wall clock (`pipeline::now_us()`).
     pub fn advance_if_idle(&self, wall_now_us: i64, idle_us: i64) {
-        let Some((wall, data)) = *lock(&self.last_data) else {
+        let Some((wall, data)) = *lock(&self.shared.last_data) else {
             return;
         };
         let idle = wall_now_us - wall;
         if idle >= idle_us {
-            lock(&self.slo).advance_to(data + idle);
+            lock(&self.shared.slo).advance_to(data + idle);
         }
     }
 
     /// The alerts whose conditions hold now (for the alert sender).
     pub fn alerts(&self) -> Vec<Alert> {
-        lock(&self.slo).alerts().to_vec()
+        lock(&self.shared.slo).alerts().to_vec()
     }
 
     /// The SLO view (`GET /api/slo`).
     pub fn slo_snapshot(&self) -> SloSnapshot {
-        lock(&self.slo).snapshot()
+        lock(&self.shared.slo).snapshot()
     }
 
     /// Updates the incident counters from the current reports.
     pub fn update_incidents(&self, reports: &[IncidentReport]) {
-        lock(&self.incidents).update(reports);
+        lock(&self.shared.incidents).update(reports);
     }
 
     /// Were the incident counters updated within `max_age`? (A scrape
     /// computes the reports itself only when nobody did recently.)
     pub fn incidents_fresh(&self, max_age: std::time::Duration) -> bool {
-        lock(&self.incidents)
+        lock(&self.shared.incidents)
             .updated
             .is_some_and(|t| t.elapsed() <= max_age)
-    }
-
-    /// The exposition text.
-    pub fn render_text(&self, live: &LiveGauges) -> String {
-        let mut o = Out::default();
-        {
-            let slo = lock(&self.slo);
-            families::requests(&mut o, &slo);
-            let snap = slo.snapshot();
-            families::slo_gauges(&mut o, &slo, &snap);
-            families::early_warning(&mut o, &slo, &snap);
-            let inc = lock(&self.incidents);
-            o.family(
-                "overtime_incidents_opened_total",
-                "counter",
-                "incidents opened",
-            );
-            for (k, n) in &inc.opened {
-                o.sample("overtime_incidents_opened_total", &[("kind", k)], *n as f64);
-            }
-            o.family(
-                "overtime_incidents_open",
-                "gauge",
-                "incidents currently open",
-            );
-            o.sample("overtime_incidents_open", &[], inc.open as f64);
-            o.family("overtime_alerts_firing", "gauge", "alerts whose conditions hold at the collector (what it sends when [alert] is configured)");
-            for name in ALERT_NAMES {
-                let n = slo.alerts().iter().filter(|a| a.name() == name).count();
-                o.sample("overtime_alerts_firing", &[("alertname", name)], n as f64);
-            }
-            o.sample(
-                "overtime_alerts_firing",
-                &[("alertname", "Overtime504Incident")],
-                inc.open as f64,
-            );
-            o.family("overtime_observations_late_total", "counter", "completed requests older than a window's memory (in the totals, not in every window)");
-            o.sample("overtime_observations_late_total", &[], snap.late as f64);
-            o.family(
-                "overtime_label_overflow_total",
-                "counter",
-                "label values reported as `other` (past slo.max_label_values)",
-            );
-            for (label, n) in slo.labels_overflowed() {
-                o.sample(
-                    "overtime_label_overflow_total",
-                    &[("label", label)],
-                    n as f64,
-                );
-            }
-        }
-        o.family(
-            "overtime_observations_dropped_total",
-            "counter",
-            "completed requests dropped before the SLOs saw them (queue full)",
-        );
-        o.sample(
-            "overtime_observations_dropped_total",
-            &[],
-            live.observations_dropped as f64,
-        );
-        o.family(
-            "overtime_traces_forced_total",
-            "counter",
-            "traces diagnosed before their grace period because the live state held diagnose.max_live_records",
-        );
-        o.sample(
-            "overtime_traces_forced_total",
-            &[],
-            live.traces_forced as f64,
-        );
-        self.pipeline_health(&mut o, live);
-        for f in &lock(&self.hooks).text {
-            o.s.push_str(&f());
-        }
-        o.s
-    }
-
-    fn pipeline_health(&self, o: &mut Out, live: &LiveGauges) {
-        let p = lock(&self.pipeline);
-        let hooks = lock(&self.hooks);
-        o.family(
-            "overtime_records_ingested_total",
-            "counter",
-            "records made durable, by source and table",
-        );
-        for ((s, t), n) in &p.ingested {
-            o.sample(
-                "overtime_records_ingested_total",
-                &[("source", s), ("table", t)],
-                *n as f64,
-            );
-        }
-        let mut rejected = p.rejected.clone();
-        for (source, f) in &hooks.rejections {
-            for (reason, n) in f() {
-                *rejected.entry((source.clone(), reason)).or_default() += n;
-            }
-        }
-        o.family(
-            "overtime_records_rejected_total",
-            "counter",
-            "rejected records, by source and reason (docs/inputs.md#bad-input)",
-        );
-        for ((s, r), n) in &rejected {
-            o.sample(
-                "overtime_records_rejected_total",
-                &[("source", s), ("reason", r)],
-                *n as f64,
-            );
-        }
-        o.family(
-            "overtime_backpressure_total",
-            "counter",
-            "times a source was pushed back (the store answered full)",
-        );
-        for (s, n) in &p.backpressure {
-            o.sample("overtime_backpressure_total", &[("source", s)], *n as f64);
-        }
-        o.family(
-            "overtime_store_write_failures_total",
-            "counter",
-            "durable writes that failed (disk full, I/O error), by source; nothing of them was acknowledged",
-        );
-        for (s, n) in &p.write_failures {
-            o.sample(
-                "overtime_store_write_failures_total",
-                &[("source", s)],
-                *n as f64,
-            );
-        }
-        o.family(
-            "overtime_live_decode_failures_total",
-            "counter",
-            "stored batches the live diagnosis could not decode, by table; their rows are stored but get no verdict",
-        );
-        for table in ["gateway_requests", "spans"] {
-            let n = p.live_decode_failures.get(table).copied().unwrap_or(0);
-            o.sample(
-                "overtime_live_decode_failures_total",
-                &[("table", table)],
-                n as f64,
-            );
-        }
-        o.family("overtime_kafka_lag", "gauge", "consumer lag in messages");
-        for f in &hooks.lag {
-            for (tp, n) in f() {
-                let (topic, partition) = tp.rsplit_once('/').unwrap_or((tp.as_str(), ""));
-                o.sample(
-                    "overtime_kafka_lag",
-                    &[("topic", topic), ("partition", partition)],
-                    n as f64,
-                );
-            }
-        }
-        for (name, help, v) in [
-            (
-                "overtime_memtable_bytes",
-                "bytes not yet in Parquet",
-                live.memtable_bytes,
-            ),
-            (
-                "overtime_memtable_budget_bytes",
-                "the configured memtable budget",
-                live.memtable_budget_bytes,
-            ),
-            ("overtime_wal_bytes", "WAL size on disk", live.wal_bytes),
-            (
-                "overtime_pending_traces",
-                "traces waiting for their grace period",
-                live.pending_traces,
-            ),
-        ] {
-            o.family(name, "gauge", help);
-            o.sample(name, &[], v as f64);
-        }
     }
 }
 
@@ -514,16 +378,22 @@ fn live_gauges(s: &AppState) -> LiveGauges {
     }
 }
 
-/// `GET /metrics`.
+/// `GET /metrics`: the registry encoded now.
 pub async fn get_metrics(State(s): State<Arc<AppState>>) -> Response {
-    let state = s.clone();
-    let text = tokio::task::spawn_blocking(move || {
-        let live = live_gauges(&state);
-        state.metrics.render_text(&live)
+    let encoded = tokio::task::spawn_blocking(move || {
+        let live = live_gauges(&s);
+        s.metrics.encode(&live).map_err(|e| e.to_string())
     })
     .await
-    .unwrap_or_else(|e| format!("# overtime: rendering the metrics failed: {e}\n"));
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
+    .unwrap_or_else(|e| Err(e.to_string()));
+    match encoded {
+        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("overtime: encoding the metrics failed: {e}\n"),
+        )
+            .into_response(),
+    }
 }
 
 /// `GET /api/slo`: the live SLO view as JSON (windows, chain health,

@@ -1,11 +1,13 @@
 //! The families computed by the SLO engine: request, call and verdict
-//! totals, and the live gauges of the windows, chain health and models.
+//! totals, and the live gauges of the windows, chain health and models,
+//! encoded at each scrape from the engine's state.
 
-use super::text::Out;
+use super::encode::{Result, count, counter, counter_vec, gauge, histogram_vec, set};
 use overtime_slo::{CounterVec, HistogramVec, Slo, SloSnapshot};
+use prometheus_client::encoding::DescriptorEncoder;
 
 /// The request, call and verdict totals.
-pub(super) fn requests(o: &mut Out, slo: &Slo) {
+pub(super) fn requests(e: &mut DescriptorEncoder, slo: &Slo) -> Result {
     let t = slo.totals();
     let counters: [(&str, &str, &CounterVec); 12] = [
         (
@@ -70,12 +72,14 @@ pub(super) fn requests(o: &mut Out, slo: &Slo) {
         ),
     ];
     for (name, help, cv) in counters {
-        o.family(name, "counter", help);
-        o.counter_vec(name, cv);
+        counter_vec(e, name, help, cv)?;
     }
-    let name = "overtime_verdict_revisions_total";
-    o.family(name, "counter", "verdicts revised by late spans");
-    o.sample(name, &[], t.verdict_revisions as f64);
+    let mut m = counter(
+        e,
+        "overtime_verdict_revisions_total",
+        "verdicts revised by late spans",
+    )?;
+    count(&mut m, &[], t.verdict_revisions)?;
     let hists: [(&str, &str, &HistogramVec); 4] = [
         (
             "overtime_ttft_seconds",
@@ -99,13 +103,13 @@ pub(super) fn requests(o: &mut Out, slo: &Slo) {
         ),
     ];
     for (name, help, hv) in hists {
-        o.family(name, "histogram", help);
-        o.histogram_vec(name, hv);
+        histogram_vec(e, name, help, hv)?;
     }
+    Ok(())
 }
 
 /// The live SLO gauges (windows, chain health, models, breakers).
-pub(super) fn slo_gauges(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
+pub(super) fn slo_gauges(e: &mut DescriptorEncoder, slo: &Slo, snap: &SloSnapshot) -> Result {
     let l3 = overtime_slo::window_name(slo.config().breaker_error_window_s);
     type Pick = fn(&overtime_slo::WindowStats) -> Option<f64>;
     let per_window: [(&str, &str, Pick); 7] = [
@@ -142,7 +146,7 @@ pub(super) fn slo_gauges(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
         ),
     ];
     for (name, help, pick) in per_window {
-        o.family(name, "gauge", help);
+        let mut m = gauge(e, name, help)?;
         for w in &snap.windows {
             let named = overtime_slo::WINDOWS.iter().any(|(n, _)| *n == w.window);
             let l3_error = name == "overtime_error_ratio" && w.window == l3;
@@ -150,91 +154,86 @@ pub(super) fn slo_gauges(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
                 continue;
             }
             if let Some(v) = pick(w) {
-                o.sample(name, &[("window", &w.window)], v);
+                set(&mut m, &[("window", &w.window)], v)?;
             }
         }
     }
     for name in ["overtime_chain_health", "overtime_health_score"] {
-        o.family(
+        let mut m = gauge(
+            e,
             name,
-            "gauge",
             "last complete minute: 1 - sum(stage timeout ratio x weight)",
-        );
+        )?;
         if let Some(h) = &snap.chain_health {
-            o.sample(name, &[], h.value);
+            set(&mut m, &[], h.value)?;
         }
     }
-    o.family(
+    let mut g = gauge(
+        e,
         "overtime_model_consecutive_timeouts",
-        "gauge",
         "current run of timed-out calls (L1 at 3)",
-    );
+    )?;
     for m in &snap.models {
-        o.sample(
-            "overtime_model_consecutive_timeouts",
+        set(
+            &mut g,
             &[("model", &m.model)],
-            m.consecutive_timeouts as f64,
-        );
+            m.consecutive_timeouts as u64,
+        )?;
     }
-    o.family(
+    let mut g = gauge(
+        e,
         "overtime_model_p99_seconds",
-        "gauge",
         "P99 LLM latency over the L2 window (2 min)",
-    );
+    )?;
     for m in &snap.models {
         if let Some(p) = m.p99_seconds {
-            o.sample("overtime_model_p99_seconds", &[("model", &m.model)], p);
+            set(&mut g, &[("model", &m.model)], p)?;
         }
     }
-    o.family(
+    let mut g = gauge(
+        e,
         "overtime_model_baseline_p99_seconds",
-        "gauge",
         "the model's baseline P99 (frozen while L2 holds)",
-    );
+    )?;
     for m in &snap.models {
         if let Some(b) = m.baseline_p99_seconds {
-            o.sample(
-                "overtime_model_baseline_p99_seconds",
-                &[("model", &m.model)],
-                b,
-            );
+            set(&mut g, &[("model", &m.model)], b)?;
         }
     }
-    o.family(
+    let mut g = gauge(
+        e,
         "overtime_model_breaker",
-        "gauge",
         "1 while breaker L1/L2/L3 holds (L3 is global: model=\"*\")",
-    );
+    )?;
     for b in &snap.breakers {
-        o.sample(
-            "overtime_model_breaker",
+        set(
+            &mut g,
             &[("model", &b.model), ("level", b.level)],
-            b.open as u8 as f64,
-        );
+            b.open as u64,
+        )?;
     }
+    Ok(())
 }
 
 /// The early-warning counters and live signals (docs/advice.md).
-pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
+pub(super) fn early_warning(e: &mut DescriptorEncoder, slo: &Slo, snap: &SloSnapshot) -> Result {
     use overtime_slo::early::{Answer, Chain, LLM_PHASES, TIMED_STAGES};
     let t = slo.early_totals();
-    let name = "overtime_chains_total";
-    o.family(
-        name,
-        "counter",
+    let mut m = counter(
+        e,
+        "overtime_chains_total",
         "requests by what became of their chain of calls: healthy, degraded (answered ok after a failed, timed-out or retried call, or a fallback), failed (not answered ok)",
-    );
+    )?;
     for (c, n) in Chain::ALL.iter().zip(t.chains) {
-        o.sample(name, &[("result", c.as_str())], n as f64);
+        count(&mut m, &[("result", c.as_str())], n)?;
     }
-    let name = "overtime_answers_total";
-    o.family(
-        name,
-        "counter",
+    let mut m = counter(
+        e,
+        "overtime_answers_total",
         "answers by result: success (a real one), masked (answered ok but fell back, lost a call or was judged below slo.semantic_success_score), failed",
-    );
+    )?;
     for (a, n) in Answer::ALL.iter().zip(t.answers) {
-        o.sample(name, &[("result", a.as_str())], n as f64);
+        count(&mut m, &[("result", a.as_str())], n)?;
     }
     for (name, help, v) in [
         (
@@ -248,26 +247,26 @@ pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
             &t.near,
         ),
     ] {
-        o.family(name, "counter", help);
+        let mut m = counter(e, name, help)?;
         for (st, n) in TIMED_STAGES.iter().zip(v) {
-            o.sample(name, &[("stage", st)], *n as f64);
+            count(&mut m, &[("stage", st)], *n)?;
         }
     }
-    let name = "overtime_llm_time_seconds_total";
-    o.family(
-        name,
-        "counter",
+    let mut m = counter(
+        e,
+        "overtime_llm_time_seconds_total",
         "time of LLM calls whose wait is known, by phase: queue, prefill, first_token (the TTFT when phases are unknown), rest",
-    );
+    )?;
     for (p, v) in LLM_PHASES.iter().zip(t.llm_seconds) {
-        o.sample(name, &[("phase", p)], v);
+        count(&mut m, &[("phase", p)], v)?;
     }
+    let mut m = counter(
+        e,
+        "overtime_llm_wait_calls_total",
+        "LLM calls whose wait (queue + prefill, or first token) is known",
+    )?;
+    count(&mut m, &[], t.llm_calls)?;
     for (name, help, v) in [
-        (
-            "overtime_llm_wait_calls_total",
-            "LLM calls whose wait (queue + prefill, or first token) is known",
-            t.llm_calls as f64,
-        ),
         (
             "overtime_llm_wait_seconds_squared_total",
             "sum over those calls of their wait squared (s^2), for the z-test of the wait share",
@@ -284,8 +283,7 @@ pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
             t.llm_time_squared,
         ),
     ] {
-        o.family(name, "counter", help);
-        o.sample(name, &[], v);
+        count(&mut counter(e, name, help)?, &[], v)?;
     }
     let ew = &snap.early_warning;
     let gauges: [(&str, &str, &overtime_slo::SignalView); 4] = [
@@ -311,29 +309,27 @@ pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
         ),
     ];
     for (name, help, v) in gauges {
-        o.family(name, "gauge", help);
+        let mut m = gauge(e, name, help)?;
         if let Some(x) = v.value {
-            o.sample(name, &[("window", &ew.window)], x);
+            set(&mut m, &[("window", &ew.window)], x)?;
         }
         if let Some(x) = v.baseline {
-            o.sample(name, &[("window", "baseline")], x);
+            set(&mut m, &[("window", "baseline")], x)?;
         }
     }
-    let name = "overtime_chain_healthy_slope";
-    o.family(
-        name,
-        "gauge",
+    let mut m = gauge(
+        e,
+        "overtime_chain_healthy_slope",
         "slope of the per-minute healthy-chain share over the last 10 minutes, per minute",
-    );
+    )?;
     if let Some(x) = ew.chain_healthy_slope_per_min {
-        o.sample(name, &[], x);
+        set(&mut m, &[], x)?;
     }
-    let name = "overtime_early_warning_z";
-    o.family(
-        name,
-        "gauge",
+    let mut m = gauge(
+        e,
+        "overtime_early_warning_z",
         "how many standard errors each signal moved the wrong way from its baseline (z-test)",
-    );
+    )?;
     for (signal, v) in [
         ("chain_health", &ew.chain_healthy),
         ("near_timeout", &ew.near_timeout),
@@ -341,7 +337,8 @@ pub(super) fn early_warning(o: &mut Out, slo: &Slo, snap: &SloSnapshot) {
         ("semantic_success", &ew.semantic_success),
     ] {
         if let Some(z) = v.z {
-            o.sample(name, &[("signal", signal)], z);
+            set(&mut m, &[("signal", signal)], z)?;
         }
     }
+    Ok(())
 }

@@ -298,7 +298,7 @@ fn the_strict_parser_refuses_what_prometheus_refuses() {
     // Label values are escaped on the way out.
     let m = Metrics::new(Default::default());
     m.register_kafka_lag(|| [("we\"ird\\topic\n/0".to_string(), 1u64)].into());
-    let text = m.render_text(&Default::default());
+    let text = m.encode(&Default::default()).unwrap();
     let fams = parse_exposition(&text).unwrap();
     assert_eq!(
         fams["overtime_kafka_lag"].samples[0].1["topic"],

@@ -114,7 +114,7 @@ async fn serve(cfg: Config) -> Result<()> {
             .tails
             .push(spawn_file_tail(f, sink("file"), shutdown.clone()));
     }
-    // Every source's counters in one hook: one HELP/TYPE per family.
+    // Every source's counters in one collector: each family declared once.
     let mut kafka_stats = Vec::new();
     for k in plan.kafka {
         let (group, brokers) = (k.group_id.clone(), k.brokers.clone());
@@ -134,7 +134,7 @@ async fn serve(cfg: Config) -> Result<()> {
     if !kafka_stats.is_empty() {
         state
             .metrics
-            .register_text(move || overtime_kafka::render_prometheus(&kafka_stats));
+            .register(overtime_kafka::KafkaCollector::new(kafka_stats));
     }
     let otlp_stats = Arc::new(OtlpStats::default());
     {
@@ -178,16 +178,11 @@ async fn serve(cfg: Config) -> Result<()> {
             .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
     }
     let notes = notify::Notifications::start(&cfg)?;
-    // Delivery counters, refreshed by the periodic task, shown at scrapes.
-    let delivery_text = Arc::new(Mutex::new(notes.render_prometheus()));
-    state.metrics.register_text({
-        let t = delivery_text.clone();
-        move || t.lock().map(|s| s.clone()).unwrap_or_default()
-    });
+    // Delivery counters, read at each scrape.
+    notes.register_metrics(&state.metrics);
     running.tasks.push(tokio::spawn(periodic(
         state.clone(),
         notes,
-        delivery_text,
         d.grace_ms,
         shutdown.clone(),
     )));
@@ -250,7 +245,6 @@ async fn stop_signal() {
 async fn periodic(
     state: Arc<AppState>,
     mut notes: notify::Notifications,
-    delivery_text: Arc<Mutex<String>>,
     grace_ms: u64,
     shutdown: CancellationToken,
 ) {
@@ -281,9 +275,6 @@ async fn periodic(
             .unwrap_or_default();
             state.metrics.update_incidents(&incidents);
             notes.incidents(&incidents);
-            if let Ok(mut t) = delivery_text.lock() {
-                *t = notes.render_prometheus();
-            }
             state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
             notes.slo_alerts(
                 state

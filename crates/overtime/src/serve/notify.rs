@@ -21,6 +21,7 @@ use overtime_alert::{Alert, AlertSender};
 use overtime_config::Config;
 use overtime_diagnose::report::IncidentReport;
 use overtime_jira::{IncidentEvent, Notifier};
+use overtime_server::metrics::Metrics;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -143,15 +144,14 @@ impl Notifications {
         }
     }
 
-    /// The delivery counters (`overtime_alert_*`, `overtime_jira_*`) in the
-    /// Prometheus text format.
-    pub fn render_prometheus(&self) -> String {
-        let mut out = String::new();
+    /// Registers the delivery counters (`overtime_alert_*` when a target
+    /// is configured, `overtime_jira_*` always) in the collector's
+    /// registry, read at each scrape.
+    pub fn register_metrics(&self, metrics: &Metrics) {
         if let Some(a) = &self.alerts {
-            a.stats().render_prometheus(&mut out);
+            metrics.register(a.collector());
         }
-        self.jira.stats().render_prometheus(&mut out);
-        out
+        metrics.register(self.jira.collector());
     }
 
     /// The SLO alerts that hold now (the full set; the sender diffs it).

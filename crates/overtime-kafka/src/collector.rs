@@ -1,20 +1,45 @@
-//! The Kafka sources' counters in the Prometheus text format, for the
-//! collector's `/metrics` (families documented in `docs/metrics.md`).
+//! The Kafka sources' families (docs/metrics.md, "Kafka source") as one
+//! [`Collector`] of the collector's `/metrics` registry: the sources'
+//! atomics are read at each scrape, and prometheus-client writes the
+//! exposition.
 //!
 //! Design rules:
-//! - Pure: a snapshot of the atomics becomes text; no client, no I/O.
-//! - One call renders every running source, so each family has its
-//!   `# HELP` / `# TYPE` exactly once however many `[[kafka]]` blocks run.
+//! - Pure: a snapshot of the atomics becomes samples; no client, no I/O,
+//!   no text written here.
+//! - One collector for every running source, so each family is declared
+//!   once however many `[[kafka]]` blocks run; with no source it declares
+//!   nothing (the families are documented as present only with Kafka).
 //! - A source is labelled by its consumer group and bootstrap list
 //!   (`group`, `brokers`): what the operator wrote in the config, stable
 //!   across restarts and reorderings. Two sources with the same pair (two
 //!   consumers of one group on one cluster) are summed into one series.
 //! - Lag stays where it was (`overtime_kafka_lag{topic,partition}`,
-//!   rendered by the server's metrics).
+//!   declared by the server's metrics with or without Kafka).
+//!
+//! ```
+//! use overtime_kafka::{KafkaCollector, LabeledStats};
+//! use prometheus_client::{encoding::prometheus_text::encode, registry::Registry};
+//! let s = LabeledStats {
+//!     group: "overtime".into(),
+//!     brokers: "kafka-1:9092".into(),
+//!     stats: Default::default(),
+//! };
+//! let mut registry = Registry::default();
+//! registry.register_collector(Box::new(KafkaCollector::new(vec![s])));
+//! let mut text = String::new();
+//! encode(&mut text, &registry).unwrap();
+//! assert!(text.contains(
+//!     "overtime_kafka_partition_pauses_total{group=\"overtime\",brokers=\"kafka-1:9092\"} 0\n"
+//! ));
+//! ```
 
 use crate::stats::KafkaStats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType::{self, Counter, Gauge};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Arc;
 
 /// A running source's counters with the labels `/metrics` gives them.
@@ -27,76 +52,88 @@ pub struct LabeledStats {
     pub stats: Arc<KafkaStats>,
 }
 
-/// Name, type and help of the families, in rendering order.
-const FAMILIES: [(&str, &str, &str); 14] = [
+/// Every running Kafka source's families, read at each scrape.
+#[derive(Debug, Clone, Default)]
+pub struct KafkaCollector {
+    sources: Vec<LabeledStats>,
+}
+
+impl KafkaCollector {
+    pub fn new(sources: Vec<LabeledStats>) -> Self {
+        KafkaCollector { sources }
+    }
+}
+
+/// Name (as exposed), type and help of the families, in encoding order.
+const FAMILIES: [(&str, MetricType, &str); 14] = [
     (
         "overtime_kafka_messages_total",
-        "counter",
+        Counter,
         "Messages taken from the consumer (re-fetches below a partition's checkpoint excluded).",
     ),
     (
         "overtime_kafka_records_total",
-        "counter",
+        Counter,
         "Records (gateway rows and spans) made durable from Kafka messages.",
     ),
     (
         "overtime_kafka_rejected_total",
-        "counter",
+        Counter,
         "Rejected rows made durable from Kafka messages.",
     ),
     (
         "overtime_kafka_batches_total",
-        "counter",
+        Counter,
         "Partition batches made durable and committed.",
     ),
     (
         "overtime_kafka_commits_total",
-        "counter",
+        Counter,
         "Offset commits requested (each after a durable batch).",
     ),
     (
         "overtime_kafka_commit_errors_total",
-        "counter",
+        Counter,
         "Offset commits refused by the client or the broker.",
     ),
     (
         "overtime_kafka_partition_pauses_total",
-        "counter",
+        Counter,
         "Partitions paused because the store pushed back (full) or a write failed.",
     ),
     (
         "overtime_kafka_partition_resumes_total",
-        "counter",
+        Counter,
         "Paused partitions resumed once their batch became durable.",
     ),
     (
         "overtime_kafka_partitions_paused",
-        "gauge",
+        Gauge,
         "Partitions paused now (pauses minus resumes).",
     ),
     (
         "overtime_kafka_sink_full_total",
-        "counter",
+        Counter,
         "Batch writes the store answered full (the batch is retried, the partition paused).",
     ),
     (
         "overtime_kafka_sink_failures_total",
-        "counter",
+        Counter,
         "Batch writes that failed (I/O, disk full); retried with backoff, never committed.",
     ),
     (
         "overtime_kafka_rebalances_total",
-        "counter",
+        Counter,
         "Consumer group rebalance events (assign or revoke).",
     ),
     (
         "overtime_kafka_consumer_errors_total",
-        "counter",
+        Counter,
         "Errors reported by the consumer (librdkafka retries them itself).",
     ),
     (
         "overtime_kafka_checkpoint_skips_total",
-        "counter",
+        Counter,
         "Messages dropped because the store already held them (below its checkpoint).",
     ),
 ];
@@ -122,66 +159,59 @@ fn values(s: &KafkaStats) -> [u64; 14] {
     ]
 }
 
-/// A label value escaped for the text format (`\`, `"`, newline).
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// The `overtime_kafka_*` families of every source in `sources`; empty
-/// when there is none (no `[[kafka]]` block).
-///
-/// ```
-/// use overtime_kafka::{render_prometheus, LabeledStats};
-/// let s = LabeledStats {
-///     group: "overtime".into(),
-///     brokers: "kafka-1:9092".into(),
-///     stats: Default::default(),
-/// };
-/// let text = render_prometheus(&[s]);
-/// assert!(text.contains(
-///     "overtime_kafka_partition_pauses_total{group=\"overtime\",brokers=\"kafka-1:9092\"} 0\n"
-/// ));
-/// ```
-pub fn render_prometheus(sources: &[LabeledStats]) -> String {
-    let mut out = String::new();
-    if sources.is_empty() {
-        return out;
-    }
-    // Sum sources that share their labels (one series per label set).
-    let mut by_labels: BTreeMap<(&str, &str), [u64; 14]> = BTreeMap::new();
-    for s in sources {
-        let v = values(&s.stats);
-        let sum = by_labels
-            .entry((s.group.as_str(), s.brokers.as_str()))
-            .or_insert([0; 14]);
-        for (a, b) in sum.iter_mut().zip(v) {
-            *a += b;
+impl Collector for KafkaCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        // Sum sources that share their labels (one series per label set).
+        let mut by_labels: BTreeMap<(&str, &str), [u64; 14]> = BTreeMap::new();
+        for s in &self.sources {
+            let sum = by_labels
+                .entry((s.group.as_str(), s.brokers.as_str()))
+                .or_insert([0; 14]);
+            for (a, b) in sum.iter_mut().zip(values(&s.stats)) {
+                *a += b;
+            }
         }
-    }
-    for (i, (name, kind, help)) in FAMILIES.iter().enumerate() {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for ((group, brokers), v) in &by_labels {
-            let _ = writeln!(
-                out,
-                "{name}{{group=\"{}\",brokers=\"{}\"}} {}",
-                escape(group),
-                escape(brokers),
-                v[i]
-            );
+        if by_labels.is_empty() {
+            return Ok(());
         }
+        for (i, (name, kind, help)) in FAMILIES.into_iter().enumerate() {
+            // prometheus-client appends a counter's `_total` itself.
+            let name = match kind {
+                Counter => name.strip_suffix("_total").unwrap_or(name),
+                _ => name,
+            };
+            let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+            for ((group, brokers), v) in &by_labels {
+                let labels = [("group", *group), ("brokers", *brokers)];
+                let sample = family.encode_family(&labels)?;
+                match kind {
+                    Counter => ConstCounter::new(v[i]).encode(sample)?,
+                    _ => ConstGauge::new(v[i]).encode(sample)?,
+                }
+            }
+        }
+        Ok(())
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus_client::encoding::prometheus_text::encode;
+    use prometheus_client::registry::Registry;
     use std::collections::BTreeSet;
     use std::sync::atomic::Ordering::Relaxed;
 
-    /// The families rendered are exactly those of docs/metrics.md's
+    /// The exposition of one registry holding a collector of `sources`.
+    fn render(sources: Vec<LabeledStats>) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(KafkaCollector::new(sources)));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    /// The families encoded are exactly those of docs/metrics.md's
     /// "Kafka source" section.
     #[test]
     fn families_are_those_documented() {
@@ -199,7 +229,7 @@ mod tests {
                 documented.insert(format!("overtime_{}", &rest[..rest.find('`').unwrap()]));
             }
         }
-        let text = render_prometheus(&[source("g", "b:9092")]);
+        let text = render(vec![source("g", "b:9092")]);
         let rendered: BTreeSet<String> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
@@ -216,10 +246,10 @@ mod tests {
         }
     }
 
-    /// Checks the text format the way a scraper would: every sample
-    /// belongs to the family declared just before it, each family is
-    /// declared (HELP then TYPE) once, values are numbers, no series twice.
-    /// Returns the samples by `name{labels}`.
+    /// Checks the text the way a scraper would: every sample belongs to
+    /// the family declared just before it, each family is declared (HELP
+    /// then TYPE) once, values are numbers, no series twice. Returns the
+    /// samples by `name{labels}`.
     fn parse(text: &str) -> BTreeMap<String, f64> {
         let mut declared = BTreeSet::new();
         let mut current: Option<String> = None;
@@ -261,7 +291,7 @@ mod tests {
         b.stats.records.store(42, Relaxed);
         b.stats.commits.store(9, Relaxed);
         b.stats.commit_errors.store(1, Relaxed);
-        let text = render_prometheus(&[a, b]);
+        let text = render(vec![a, b]);
         let samples = parse(&text);
         assert_eq!(text.matches("# HELP ").count(), FAMILIES.len());
         assert_eq!(text.matches("# TYPE ").count(), FAMILIES.len());
@@ -288,7 +318,7 @@ mod tests {
         let (a, b) = (source("g\"1\\", "k:1"), source("g\"1\\", "k:1"));
         a.stats.messages.store(2, Relaxed);
         b.stats.messages.store(3, Relaxed);
-        let samples = parse(&render_prometheus(&[a, b]));
+        let samples = parse(&render(vec![a, b]));
         assert_eq!(samples.len(), FAMILIES.len());
         assert_eq!(
             samples[r#"overtime_kafka_messages_total{group="g\"1\\",brokers="k:1"}"#],
@@ -297,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn no_source_renders_nothing() {
-        assert_eq!(render_prometheus(&[]), "");
+    fn no_source_declares_nothing() {
+        assert_eq!(render(vec![]), "");
     }
 }
