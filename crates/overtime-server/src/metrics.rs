@@ -44,7 +44,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 mod collector;
 mod encode;
@@ -85,6 +85,7 @@ struct IncidentTracker {
     open: u64,
     updated: Option<std::time::Instant>,
 }
+
 impl IncidentTracker {
     fn update(&mut self, reports: &[IncidentReport]) {
         let mut sorted: Vec<&IncidentReport> = reports.iter().collect();
@@ -126,14 +127,15 @@ struct Shared {
     incidents: Mutex<IncidentTracker>,
     /// Wall time (µs) of the last observation, and the data time it left.
     last_data: Mutex<Option<(i64, i64)>>,
-    /// What the scrape being encoded read from the live state and the store.
+    /// What the scrape being encoded read from the live state and the
+    /// store (scrapes are encoded one at a time, under the registry's lock).
     live: Mutex<LiveGauges>,
 }
 
 /// What `/metrics` exposes, shared by the pipeline and the handlers.
 pub struct Metrics {
     shared: Arc<Shared>,
-    registry: RwLock<Registry>,
+    registry: Mutex<Registry>,
 }
 
 impl Default for Metrics {
@@ -170,7 +172,7 @@ impl Metrics {
         registry.register_collector(Box::new(collector::ServerFamilies(shared.clone())));
         Metrics {
             shared,
-            registry: RwLock::new(registry),
+            registry: Mutex::new(registry),
         }
     }
 
@@ -178,17 +180,14 @@ impl Metrics {
     /// Jira's) in the one registry: `collector` is encoded at every scrape,
     /// after the families registered before it.
     pub fn register(&self, collector: impl Collector) {
-        self.registry
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .register_collector(Box::new(collector));
+        lock(&self.registry).register_collector(Box::new(collector));
     }
 
     /// The exposition of every registered family (Prometheus text format
     /// 0.0.4), with `live` as what this scrape read from the live state
     /// and the store.
     pub fn encode(&self, live: &LiveGauges) -> Result<String, std::fmt::Error> {
-        let registry = self.registry.read().unwrap_or_else(|e| e.into_inner());
+        let registry = lock(&self.registry);
         *lock(&self.shared.live) = live.clone();
         let mut text = String::new();
         prometheus_text::encode(&mut text, &registry)?;
