@@ -14,8 +14,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::wait_for;
-use overtime_test_support::net::{free_port, wait_port};
+use overtime_test_support::net::{free_port, wait_for, wait_port};
 use overtime_test_support::program::Proc;
 use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
