@@ -1,0 +1,246 @@
+//! Classifying one completed request for the early-warning signals: its
+//! chain, its answer, the calls near their timeout, each LLM call's wait
+//! (see the parent module for what each means).
+
+use super::{LEARNED_SAMPLES, MAX_LEARNED, TIMED_STAGES};
+use crate::SloConfig;
+use overtime_model::{CallObservation, RequestObservation, Stage};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+fn stage_index(s: Stage) -> Option<usize> {
+    TIMED_STAGES.iter().position(|n| *n == s.as_str())
+}
+
+/// What became of a request's chain of calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Chain {
+    Healthy,
+    Degraded,
+    Failed,
+}
+
+impl Chain {
+    pub const ALL: [Chain; 3] = [Chain::Healthy, Chain::Degraded, Chain::Failed];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Chain::Healthy => "healthy",
+            Chain::Degraded => "degraded",
+            Chain::Failed => "failed",
+        }
+    }
+}
+
+/// What the user got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Success,
+    Masked,
+    Failed,
+}
+
+impl Answer {
+    pub const ALL: [Answer; 3] = [Answer::Success, Answer::Masked, Answer::Failed];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Success => "success",
+            Answer::Masked => "masked",
+            Answer::Failed => "failed",
+        }
+    }
+}
+
+/// An LLM call's wait: queue + prefill, or its time to first token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmWait {
+    pub queue_ms: f64,
+    pub prefill_ms: f64,
+    /// The TTFT, when the phases are unknown.
+    pub first_token_ms: f64,
+    pub total_ms: f64,
+}
+
+impl LlmWait {
+    pub fn wait_ms(&self) -> f64 {
+        self.queue_ms + self.prefill_ms + self.first_token_ms
+    }
+}
+
+/// One request's contribution to the early-warning signals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signals {
+    pub chain: Chain,
+    pub answer: Answer,
+    /// Why the chain was not healthy / the answer not real.
+    pub failed_call: bool,
+    pub retried: bool,
+    pub fell_back: bool,
+    pub lost_call: bool,
+    pub judged_low: bool,
+    /// (index in [`TIMED_STAGES`], used ≥ the near-timeout share).
+    pub timed: Vec<(usize, bool)>,
+    pub llm: Vec<LlmWait>,
+}
+
+/// Timeouts observed where none is configured: the durations at which
+/// calls of one (stage, target) ended in a timeout.
+#[derive(Debug, Clone, Default)]
+pub struct ObservedTimeouts {
+    cut: BTreeMap<(Stage, String), VecDeque<f64>>,
+}
+
+impl ObservedTimeouts {
+    /// Learns from a call that ended in its timeout with none configured.
+    pub fn learn(&mut self, c: &CallObservation) {
+        if !c.timed_out()
+            || c.timeout_ms.is_some()
+            || c.duration_ms.is_nan()
+            || c.duration_ms <= 0.0
+        {
+            return;
+        }
+        let key = (c.stage, c.target().to_string());
+        if !self.cut.contains_key(&key) && self.cut.len() >= MAX_LEARNED {
+            return;
+        }
+        let v = self.cut.entry(key).or_default();
+        if v.len() == LEARNED_SAMPLES {
+            v.pop_front();
+        }
+        v.push_back(c.duration_ms);
+    }
+
+    /// The observed timeout of a call's target (the median of the cuts).
+    pub fn of(&self, c: &CallObservation) -> Option<f64> {
+        let v = self.cut.get(&(c.stage, c.target().to_string()))?;
+        let mut s: Vec<f64> = v.iter().copied().collect();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied()
+    }
+}
+
+/// Classifies one request; `None` for a client error (4xx), which is not
+/// an answer of the platform.
+///
+/// ```
+/// use overtime_slo::early::{classify, Answer, Chain, ObservedTimeouts};
+/// use overtime_slo::{CallObservation, RequestObservation};
+/// use overtime_model::{Outcome, SpanStatus, Stage};
+/// let mut o = RequestObservation::new("/chat", Outcome::Ok, 10_000_000);
+/// let mut first = CallObservation::new(Stage::Tool, SpanStatus::Timeout, 5_000.0, 0);
+/// first.timeout_ms = Some(5_000.0);
+/// let mut retry = CallObservation::new(Stage::Tool, SpanStatus::Ok, 400.0, 0);
+/// retry.attempt = 1;
+/// o.calls = vec![first, retry];
+/// let s = classify(&o, &ObservedTimeouts::default(), &Default::default()).unwrap();
+/// assert_eq!((s.chain, s.answer), (Chain::Degraded, Answer::Success)); // the retry worked
+/// assert_eq!(s.timed, vec![(3, true)]); // the cut attempt used all of its timeout
+/// ```
+pub fn classify(
+    o: &RequestObservation,
+    learned: &ObservedTimeouts,
+    cfg: &SloConfig,
+) -> Option<Signals> {
+    if o.client_error() {
+        return None;
+    }
+    let near = cfg.early_warning.near_timeout_share;
+    let failed_call = o.calls.iter().any(CallObservation::failed);
+    let retried = o.calls.iter().any(|c| c.attempt > 0);
+    let fell_back = o.fallback.is_some();
+    // A call whose last attempt failed: the answer lacks what it was for.
+    let mut last: BTreeMap<(Stage, &str), &CallObservation> = BTreeMap::new();
+    for c in &o.calls {
+        let e = last.entry((c.stage, c.target())).or_insert(c);
+        if (c.attempt, c.end_us) >= (e.attempt, e.end_us) {
+            *e = c;
+        }
+    }
+    let lost_call = last.values().any(|c| c.failed());
+    let judged_low = o
+        .judge_score
+        .is_some_and(|s| s.is_finite() && s < cfg.semantic_success_score);
+    let chain = if !o.is_ok() {
+        Chain::Failed
+    } else if failed_call || retried || fell_back {
+        Chain::Degraded
+    } else {
+        Chain::Healthy
+    };
+    let answer = if !o.is_ok() {
+        Answer::Failed
+    } else if fell_back || lost_call || judged_low {
+        Answer::Masked
+    } else {
+        Answer::Success
+    };
+    let mut timed = Vec::new();
+    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+        timed.push((0, u >= near));
+    }
+    let mut llm = Vec::new();
+    for c in &o.calls {
+        if let Some(i) = stage_index(c.stage) {
+            if c.timed_out() {
+                timed.push((i, true));
+            } else if let Some(u) = c.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+                timed.push((i, u >= near));
+            } else if let Some(t) = c.timeout_ms.or_else(|| learned.of(c)).filter(|t| *t > 0.0) {
+                timed.push((i, c.duration_ms >= near * t));
+            }
+        }
+        if c.is_llm() && c.duration_ms > 0.0 {
+            let total = c.duration_ms;
+            let w = if c.queue_ms.is_some() || c.prefill_ms.is_some() {
+                Some(LlmWait {
+                    queue_ms: c.queue_ms.unwrap_or(0.0).clamp(0.0, total),
+                    prefill_ms: c.prefill_ms.unwrap_or(0.0).clamp(0.0, total),
+                    first_token_ms: 0.0,
+                    total_ms: total,
+                })
+            } else {
+                c.ttft_ms.filter(|t| t.is_finite()).map(|t| LlmWait {
+                    queue_ms: 0.0,
+                    prefill_ms: 0.0,
+                    first_token_ms: t.clamp(0.0, total),
+                    total_ms: total,
+                })
+            };
+            llm.extend(w);
+        }
+    }
+    Some(Signals {
+        chain,
+        answer,
+        failed_call,
+        retried,
+        fell_back,
+        lost_call,
+        judged_low,
+        timed,
+        llm,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overtime_model::SpanStatus;
+
+    #[test]
+    fn observed_timeouts_are_the_median_cut() {
+        let mut l = ObservedTimeouts::default();
+        for ms in [30_010.0, 30_002.0, 29_990.0] {
+            let mut c = CallObservation::new(Stage::Llm, SpanStatus::Timeout, ms, 0);
+            c.model = Some("m".into());
+            l.learn(&c);
+        }
+        let mut c = CallObservation::new(Stage::Llm, SpanStatus::Ok, 25_000.0, 0);
+        c.model = Some("m".into());
+        assert_eq!(l.of(&c), Some(30_002.0));
+        c.model = Some("other".into());
+        assert_eq!(l.of(&c), None);
+    }
+}
