@@ -2,11 +2,9 @@
 //! firing, resolving, re-sends keeping an alert alive, per-incident pages
 //! deduplicated by labels, and a rejected alert counted as failed.
 
-use crate::common;
-
 use chrono::Utc;
-use common::Alertmanager;
 use overtime_alert::{Alert, AlertConfig, AlertSender};
+use overtime_test_support::monitoring::Alertmanager;
 use std::time::Duration;
 
 fn config(am: &Alertmanager) -> AlertConfig {

@@ -4,9 +4,7 @@
 //! recording rules. (Running each query against a live Prometheus fed by
 //! `overtime serve` is crates/overtime/tests/prometheus_e2e.rs.)
 
-use crate::common;
-
-use common::repo_root;
+use overtime_test_support::monitoring::repo as repo_root;
 use overtime_test_support::program::find_program;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,6 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod alertmanager;
-mod common;
 mod dashboards;
 mod promtool;
 mod webhook;

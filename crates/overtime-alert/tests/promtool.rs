@@ -4,9 +4,7 @@
 //! `promtool check config`, `amtool check-config`; and the alert names and
 //! severities of the rules against docs/metrics.md and the crate's catalog.
 
-use crate::common;
-
-use common::repo_root;
+use overtime_test_support::monitoring::repo as repo_root;
 use overtime_test_support::program::find_program;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -8,6 +8,8 @@
 //!   package to install; a child process that is always stopped;
 //! - [`nginx`]: a real nginx in a private prefix;
 //! - [`tansu`]: the tansu Kafka-API broker;
+//! - [`monitoring`]: real Prometheus and Alertmanager with the shipped
+//!   rules and config;
 //! - [`chromium`]: a headless Chromium driven over the DevTools protocol;
 //! - [`sink`]: a [`RecordSink`](overtime_model::RecordSink) that records
 //!   every write and can push back.
@@ -25,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod chromium;
+pub mod monitoring;
 pub mod net;
 pub mod nginx;
 pub mod program;

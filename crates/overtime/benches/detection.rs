@@ -21,13 +21,13 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use overtime_test_support::monitoring::{Alertmanager, prometheus, shipped_intervals};
 use overtime_test_support::net::{free_port, get, wait_for};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::monitoring::{alertmanager, prometheus, shipped_intervals};
 use support::{BIN, Serve};
 
 /// The simulator's time scale: the 60 s gateway timeout takes 6 s.
@@ -72,7 +72,7 @@ fn is_504(line: &str) -> bool {
 fn one_run(n: usize, incident: &str) -> Run {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let am = alertmanager(dir);
+    let am = Alertmanager::start();
     let log = dir.join("access.log");
     std::fs::write(&log, "").unwrap();
     let port = free_port();
@@ -90,13 +90,13 @@ fn one_run(n: usize, incident: &str) -> Run {
              read_timeout_ms = {rt}\n",
             data = dir.join("data").display().to_string(),
             log = log.display().to_string(),
-            am = am.port,
+            am = am.port(),
             rt = (60_000.0 / TIME_SCALE) as u64,
         ),
     )
     .unwrap();
     let serve = Serve::start(&cfg, port);
-    let prom = prometheus(dir, &[port], Some(am.port), shipped_intervals());
+    let prom = prometheus(dir, &[port], Some(am.port()), shipped_intervals());
     let sim = Killed(
         Command::new(BIN)
             .args([
@@ -156,7 +156,7 @@ fn one_run(n: usize, incident: &str) -> Run {
         && (run.page.is_none() || run.collector_slo.is_none() || run.prometheus.is_none())
     {
         let at = t0.elapsed().as_secs_f64();
-        let Some((200, body)) = get(am.port, "/api/v2/alerts") else {
+        let Some((200, body)) = get(am.port(), "/api/v2/alerts") else {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };

@@ -13,12 +13,12 @@
 
 use crate::support;
 
+use overtime_test_support::monitoring::{Alertmanager, FAST, prom_api, prometheus, repo};
 use overtime_test_support::net::{free_port, get, wait_for};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::monitoring::{FAST, alertmanager, am_alerts, prom_api, prometheus, repo};
 use support::{Serve, fixture};
 
 /// One collector: empty log files tailed from the start, written later.
@@ -261,7 +261,7 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
 
     wait_for(30, "both collectors scraped", || {
         let up = prom_api(
-            prom.port,
+            prom.port(),
             "/api/v1/query",
             &[("query", "sum(up{job=\"overtime\"})".into())],
         );
@@ -296,13 +296,13 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
     for (place, expr, instant) in &queries {
         let data = if *instant {
             prom_api(
-                prom.port,
+                prom.port(),
                 "/api/v1/query",
                 &[("query", expr.clone()), ("time", format!("{end:.3}"))],
             )
         } else {
             prom_api(
-                prom.port,
+                prom.port(),
                 "/api/v1/query_range",
                 &[
                     ("query", expr.clone()),
@@ -331,7 +331,7 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
         30,
         "OvertimeTimeoutBudgetBurnFast firing in Prometheus",
         || {
-            let (_, body) = get(prom.port, "/api/v1/alerts").expect("prometheus answers");
+            let (_, body) = get(prom.port(), "/api/v1/alerts").expect("prometheus answers");
             let alerts: Value = serde_json::from_str::<Value>(&body).unwrap()["data"].clone();
             alerts["alerts"].as_array().into_iter().flatten().any(|x| {
                 x["labels"]["alertname"] == "OvertimeTimeoutBudgetBurnFast"
@@ -348,11 +348,11 @@ fn every_dashboard_query_returns_data_from_prometheus_scraping_two_collectors() 
 #[test]
 fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
     let tmp = tempfile::tempdir().unwrap();
-    let am = alertmanager(tmp.path());
+    let am = Alertmanager::start();
     let alert = format!(
         "[alerts]\nalertmanager_urls = [\"http://127.0.0.1:{}\"]\nresend_interval_ms = 1000\n\
          external_url = \"http://overtime.test\"\n",
-        am.port
+        am.port()
     );
     let col = collector(tmp.path(), "a", "a_prefill", "overtime", &alert);
     let shift = shift_to_end_at("a_prefill", chrono::Utc::now());
@@ -362,7 +362,7 @@ fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
 
     let deadline = Instant::now() + Duration::from_secs(90);
     let page = loop {
-        let pages = am_alerts(am.port, "Overtime504Incident");
+        let pages = am.named("Overtime504Incident");
         if let Some(p) = pages
             .iter()
             .find(|p| p["labels"]["kind"] == "llm_prefill_slow")
@@ -403,7 +403,8 @@ fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
         Duration::from_millis(250),
     );
     let deadline = Instant::now() + Duration::from_secs(90);
-    while am_alerts(am.port, "Overtime504Incident")
+    while am
+        .named("Overtime504Incident")
         .iter()
         .any(|p| p["labels"]["kind"] == "llm_prefill_slow")
     {
@@ -432,7 +433,7 @@ fn a_504_incident_fires_in_alertmanager_and_resolves_after_recovery() {
             .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
             .unwrap_or_else(|| panic!("{name} not in /metrics:\n{metrics}"))
     };
-    let target = format!("target=\"alertmanager:127.0.0.1:{}\"", am.port);
+    let target = format!("target=\"alertmanager:127.0.0.1:{}\"", am.port());
     assert!(
         sample(&format!(
             "overtime_alert_notifications_total{{{target},result=\"sent\"}}"

@@ -6,7 +6,6 @@
 
 pub mod early_warning;
 pub mod kafka;
-pub mod monitoring;
 pub mod storm;
 
 use overtime_test_support::net::{Answer, get, request, wait_for};

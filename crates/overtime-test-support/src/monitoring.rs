@@ -1,23 +1,35 @@
-//! The monitoring stack the tests and the detection bench start for real:
-//! the Debian `prometheus` and `prometheus-alertmanager` binaries, with the
-//! shipped rules and Alertmanager config; killed on drop.
+//! The monitoring stack, for real: Debian's `prometheus` and
+//! `prometheus-alertmanager` binaries on free ports, with the repository's
+//! shipped rules (`deploy/prometheus/overtime.rules.yml`) and Alertmanager
+//! config (`deploy/alertmanager/alertmanager.yml`); stopped on drop.
+//!
+//! ```no_run
+//! use overtime_test_support::monitoring::{Alertmanager, FAST, prometheus};
+//! let dir = tempfile::tempdir().unwrap();
+//! let am = Alertmanager::start();
+//! let prom = prometheus(dir.path(), &[9464], Some(am.port()), FAST);
+//! assert!(am.named("Overtime504Incident").is_empty());
+//! # drop(prom);
+//! ```
 
-use overtime_test_support::net::{free_port, get, http};
-use overtime_test_support::program::find_program;
+use crate::net::{free_port, get, http};
+use crate::program::find_program;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The repository root (the shipped configs live under `deploy/`).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A Prometheus or an Alertmanager; killed on drop.
+/// A Prometheus or an Alertmanager process, ready (`/-/ready` answered
+/// 200); killed and reaped on drop.
 pub struct Daemon {
-    pub child: Child,
-    pub port: u16,
-    pub log: PathBuf,
+    child: Child,
+    port: u16,
+    log: PathBuf,
 }
 
 impl Drop for Daemon {
@@ -28,6 +40,8 @@ impl Drop for Daemon {
 }
 
 impl Daemon {
+    /// Starts `bin` with `args` (listening on `port`, stderr to `log`) and
+    /// waits up to 60 s for `/-/ready`; panics with the log if it exits.
     pub fn start(bin: PathBuf, args: Vec<String>, port: u16, log: PathBuf) -> Daemon {
         let child = Command::new(&bin)
             .args(&args)
@@ -44,7 +58,7 @@ impl Daemon {
             }
             assert!(
                 Instant::now() < deadline,
-                "{} not ready: {}",
+                "{} not ready after 60 s: {}",
                 bin.display(),
                 d.log_text()
             );
@@ -53,40 +67,112 @@ impl Daemon {
         d
     }
 
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// What it wrote to stderr so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 
-pub fn alertmanager(dir: &Path) -> Daemon {
-    let port = free_port();
-    let storage = dir.join("am-data");
-    std::fs::create_dir_all(&storage).unwrap();
-    Daemon::start(
-        find_program(
-            &["prometheus-alertmanager", "alertmanager"],
-            "prometheus-alertmanager",
-        ),
-        vec![
-            format!(
-                "--config.file={}",
-                repo()
-                    .join("deploy/alertmanager/alertmanager.yml")
-                    .display()
+/// A real Alertmanager with the shipped config, no HA cluster.
+pub struct Alertmanager {
+    daemon: Daemon,
+    _dir: tempfile::TempDir,
+    /// `http://127.0.0.1:<port>`, what `[alerts] alertmanager_urls` takes.
+    pub url: String,
+}
+
+impl Alertmanager {
+    /// Starts Alertmanager with its storage and log in a temporary
+    /// directory, removed when it stops.
+    pub fn start() -> Alertmanager {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let port = free_port();
+        let storage = dir.join("am-data");
+        std::fs::create_dir_all(&storage).unwrap();
+        let config = repo().join("deploy/alertmanager/alertmanager.yml");
+        let daemon = Daemon::start(
+            find_program(
+                &["prometheus-alertmanager", "alertmanager"],
+                "prometheus-alertmanager",
             ),
-            format!("--storage.path={}", storage.display()),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-            "--cluster.listen-address=".into(),
-        ],
-        port,
-        dir.join("alertmanager.log"),
-    )
+            vec![
+                format!("--config.file={}", config.display()),
+                format!("--storage.path={}", storage.display()),
+                format!("--web.listen-address=127.0.0.1:{port}"),
+                // no HA cluster: nothing listens on 9094, nothing gossips
+                "--cluster.listen-address=".into(),
+            ],
+            port,
+            dir.join("alertmanager.log"),
+        );
+        Alertmanager {
+            daemon,
+            _dir: tmp,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.daemon.port
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        self.daemon.log_text()
+    }
+
+    /// `GET /api/v2/alerts`: the alerts it holds (resolved ones are not
+    /// listed).
+    pub fn alerts(&self) -> Vec<Value> {
+        let (code, body) = get(self.port(), "/api/v2/alerts").expect("alertmanager answers");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<Vec<Value>>(&body).unwrap()
+    }
+
+    /// The listed alerts named `alertname`.
+    pub fn named(&self, alertname: &str) -> Vec<Value> {
+        self.alerts()
+            .into_iter()
+            .filter(|a| a["labels"]["alertname"] == alertname)
+            .collect()
+    }
+
+    /// Polls until `pred` holds on the listed alerts, or panics after
+    /// `within` with what it lists.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let alerts = self.alerts();
+            if pred(&alerts) {
+                return alerts;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not seen within {within:?}; alertmanager lists {alerts:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// How often Prometheus scrapes and evaluates.
 #[derive(Debug, Clone, Copy)]
 pub struct Intervals {
+    /// `global.scrape_interval`.
     pub scrape: &'static str,
+    /// `global.evaluation_interval`.
     pub evaluation: &'static str,
 }
 
@@ -157,26 +243,11 @@ pub fn prometheus(
     )
 }
 
-pub fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-/// A Prometheus HTTP API call (form POST); the `data` field.
+/// A Prometheus HTTP API call (a form POST); its `data` field.
 pub fn prom_api(port: u16, path: &str, form: &[(&str, String)]) -> Value {
-    let body: Vec<String> = form
-        .iter()
-        .map(|(k, v)| format!("{k}={}", urlencode(v)))
-        .collect();
-    let form = body.join("&");
+    let form = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+        .finish();
     let (status, text) = http(
         port,
         "POST",
@@ -188,14 +259,4 @@ pub fn prom_api(port: u16, path: &str, form: &[(&str, String)]) -> Value {
     let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
     assert_eq!(status, 200, "{path} {form:?}: {text}");
     v["data"].clone()
-}
-
-/// Alertmanager's alerts named `alertname`.
-pub fn am_alerts(port: u16, alertname: &str) -> Vec<Value> {
-    let (status, body) = get(port, "/api/v2/alerts").expect("alertmanager answers");
-    assert_eq!(status, 200, "{body}");
-    let all: Vec<Value> = serde_json::from_str(&body).unwrap();
-    all.into_iter()
-        .filter(|a| a["labels"]["alertname"] == alertname)
-        .collect()
 }
