@@ -7,12 +7,14 @@
 //!   into `spans`;
 //! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (docs/inputs.md#x-llm-reason);
 //! - [`duration`]: `47.2s`-style durations;
-//! - [`fuzz`]: the fuzz targets' property checks (docs/fuzzing.md).
+//! - `fuzz` (feature `fuzz`): the fuzz targets' property checks
+//!   (docs/fuzzing.md).
 //!
 //! Bad input never fails a whole file: each bad record becomes a
 //! [`overtime_model::RejectedRecord`] and the rest is kept.
 
 pub mod duration;
+#[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod llm_reason;
 pub mod nginx;
