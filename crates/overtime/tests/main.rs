@@ -21,6 +21,5 @@ mod prometheus_e2e;
 mod serve;
 mod serve_durability;
 mod support;
-mod ui_advice;
 mod ui_browser;
 mod whatif_vs_reality;

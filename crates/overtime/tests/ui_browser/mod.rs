@@ -8,6 +8,7 @@
 //! manifest). Screenshots
 //! go to `$CARGO_TARGET_DIR/ui-artifacts/`; their paths are printed.
 
+mod advice;
 mod page;
 
 use overtime_test_support::chromium::Browser;

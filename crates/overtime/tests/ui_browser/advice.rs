@@ -4,105 +4,47 @@
 //! result links to the traces that change. Screenshots go to
 //! `$CARGO_TARGET_DIR/ui-artifacts/`.
 
+use super::page::{Server, artifacts, fixture};
 use overtime_test_support::chromium::Browser;
-use overtime_test_support::net::{free_port, request};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_overtime");
 /// Incident A happened on 2026-11-25 (UTC 07:05–07:47).
 const FROM: &str = "2026-11-25T00:00:00";
 const TO: &str = "2026-11-26T00:00:00";
 
-fn fixture(f: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/incidents/a_prefill")
-        .join(f)
-        .display()
-        .to_string()
+/// `overtime serve` tailing incident A's gateway log and spans.
+fn serve_incident_a() -> Server {
+    let files = format!(
+        "[[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = \"overtime\"\nlayer = \"access\"\n\n\
+         [[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
+        log = fixture("a_prefill", "access.log"),
+        spans = fixture("a_prefill", "spans.jsonl"),
+    );
+    Server::start(&files, None, |_| String::new())
 }
 
-struct Serve {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    fn start() -> Serve {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let config = format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
-             [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n\
-             [[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = \"overtime\"\nlayer = \"access\"\n\n\
-             [[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
-            data = dir.path().join("data").display().to_string(),
-            log = fixture("access.log"),
-            spans = fixture("spans.jsonl"),
-        );
-        let cfg = dir.path().join("overtime.toml");
-        std::fs::write(&cfg, config).unwrap();
-        let child = Command::new(BIN)
-            .args(["serve", "--config", cfg.to_str().unwrap()])
-            .env_remove("OVERTIME_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("overtime serve starts");
-        Serve {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn get(&self, path: &str) -> Option<Value> {
-        let a = request(self.port, "GET", path, &[], b"")?;
-        serde_json::from_slice(&a.body).ok()
-    }
-
-    /// Waits (bounded) until the store holds all of incident A.
-    fn wait_for_requests(&self, want: u64) {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        let path = format!("/api/advice?from={FROM}Z&to={TO}Z");
-        let mut last = Value::Null;
-        while Instant::now() < deadline {
-            if let Some(v) = self.get(&path) {
-                if v["traces"].as_u64() == Some(want) {
-                    return;
-                }
-                last = v["traces"].clone();
+/// Waits (bounded) until the store holds all of incident A.
+fn wait_for_requests(serve: &Server, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let path = format!("/api/advice?from={FROM}Z&to={TO}Z");
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        if let Some((200, v)) = serve.api(&path) {
+            if v["traces"].as_u64() == Some(want) {
+                return;
             }
-            std::thread::sleep(Duration::from_millis(300));
+            last = v["traces"].clone();
         }
-        panic!("the store had {last} requests of incident A, not {want}, after 180 s");
+        std::thread::sleep(Duration::from_millis(300));
     }
-}
-
-fn artifacts() -> PathBuf {
-    let target = Path::new(BIN)
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir");
-    let dir = target.join("ui-artifacts");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    panic!("the store had {last} requests of incident A, not {want}, after 180 s");
 }
 
 #[test]
 fn the_advice_page_shows_censored_calls_and_its_whatif_links_the_traces_that_change() {
-    let serve = Serve::start();
-    serve.wait_for_requests(334);
+    let serve = serve_incident_a();
+    wait_for_requests(&serve, 334);
     let mut b = Browser::launch();
     b.goto(&format!("http://127.0.0.1:{}/#/advice", serve.port));
     b.wait_for("document.getElementById('advice-form')", "the advice form");
