@@ -88,7 +88,9 @@ impl Call {
     }
 }
 
-fn is_call_stage(s: Stage) -> bool {
+/// Stages whose spans are calls of the request (what can hold its time
+/// and fail on its behalf): the one list root causes and SLIs both use.
+pub(crate) fn is_call_stage(s: Stage) -> bool {
     matches!(
         s,
         Stage::Llm | Stage::Judge | Stage::Tool | Stage::Memory | Stage::Network | Stage::Queue
@@ -181,8 +183,8 @@ fn merge_phases(into: &mut LlmPhases, p: &LlmPhases) {
     into.malformed |= p.malformed;
 }
 
-/// Phases of a span: its own parsed `X-LLM-Reason`, else the raw one.
-fn span_phases(s: &SpanRecord) -> LlmPhases {
+/// A span's own phases: parsed already, else its raw `X-LLM-Reason`.
+pub(crate) fn span_phases(s: &SpanRecord) -> LlmPhases {
     if !s.phases.is_empty() {
         return s.phases.clone();
     }

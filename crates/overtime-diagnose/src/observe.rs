@@ -10,22 +10,14 @@
 //! not a call.
 
 use crate::assemble::Trace;
-use crate::calls::component_of;
+use crate::calls::{component_of, is_call_stage, span_phases};
 use crate::timeouts::LayerTimeout;
 use crate::verdict::TraceSummary;
 use overtime_model::{
     CallObservation, GatewayStatus, LlmPhases, RequestObservation, SpanRecord, SpanStatus, Stage,
 };
-use overtime_parse::llm_reason::parse_llm_reason;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-
-fn is_call_stage(s: Stage) -> bool {
-    matches!(
-        s,
-        Stage::Llm | Stage::Judge | Stage::Tool | Stage::Memory | Stage::Network | Stage::Queue
-    )
-}
 
 /// Stages that are one call when nested (an LLM call inside a judge).
 fn family(s: Stage) -> Stage {
@@ -126,17 +118,6 @@ fn call_spans(spans: &[SpanRecord]) -> Vec<usize> {
         .collect()
 }
 
-/// A span's own phases: parsed already, else its raw `X-LLM-Reason`.
-fn own_phases(s: &SpanRecord) -> LlmPhases {
-    if !s.phases.is_empty() {
-        return s.phases.clone();
-    }
-    s.llm_reason
-        .as_deref()
-        .map(parse_llm_reason)
-        .unwrap_or_default()
-}
-
 /// The phases of the LLM call at span `i`: its own, else those of the
 /// first span under it that has some (the model server's span under the
 /// LLM gateway's, or a plain HTTP client's captured header).
@@ -148,7 +129,7 @@ fn call_phases(
     let mut todo = vec![i];
     let mut left = spans.len();
     while let Some(j) = todo.pop() {
-        let p = own_phases(&spans[j]);
+        let p = span_phases(&spans[j]);
         if p.queue_ms.is_some() || p.prefill_ms.is_some() {
             return p;
         }
