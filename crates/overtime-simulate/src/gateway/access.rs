@@ -13,13 +13,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// The directive, as `overtime nginx-format` prints it.
-pub const OVERTIME_LOG_FORMAT: &str = r#"log_format overtime '$remote_addr [$time_iso8601] "$request" $status '
-    '$body_bytes_sent rt=$request_time uct="$upstream_connect_time" '
-    'uht="$upstream_header_time" urt="$upstream_response_time" '
-    'us="$upstream_status" ua="$upstream_addr" rid=$request_id '
-    'tp="$http_traceparent" mw="$http_x_max_wait" '
-    'llm="$upstream_http_x_llm_reason" llmd="$upstream_http_x_llm_duration"';"#;
+/// The directive, as `overtime nginx-format` prints it: the parser's own.
+pub use overtime_parse::nginx::OVERTIME_LOG_FORMAT;
 
 /// What one request leaves in the access log.
 #[derive(Debug, Clone, PartialEq)]
