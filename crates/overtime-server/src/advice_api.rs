@@ -97,6 +97,18 @@ pub struct AdviceQuery {
     pub format: Option<String>,
 }
 
+/// `format=`: `json` (the default) or `markdown`; whether it is markdown.
+fn wants_markdown(format: Option<&str>) -> Result<bool, ApiError> {
+    match format {
+        None | Some("json") => Ok(false),
+        Some("markdown") => Ok(true),
+        Some(f) => Err(ApiError::bad_request(
+            "bad_format",
+            format!("format={f:?}: json or markdown"),
+        )),
+    }
+}
+
 /// `GET /api/advice?from=&to=&target=&format=`: the advice over the
 /// window (default: the last 24 hours).
 pub async fn get_advice(
@@ -110,16 +122,7 @@ pub async fn get_advice(
             format!("target={target}: a share between 0.5 and 0.9999"),
         ));
     }
-    let md = match q.format.as_deref() {
-        None | Some("json") => false,
-        Some("markdown") => true,
-        Some(f) => {
-            return Err(ApiError::bad_request(
-                "bad_format",
-                format!("format={f:?}: json or markdown"),
-            ));
-        }
-    };
+    let md = wants_markdown(q.format.as_deref())?;
     let (from, to) = window(q.from.as_deref(), q.to.as_deref())?;
     let advice = tokio::task::spawn_blocking(move || {
         let ds = load(&s, from, to)?;
@@ -209,16 +212,7 @@ pub async fn post_whatif(
             format!("draws={draws}: between 1 and 200"),
         ));
     }
-    let md = match req.format.as_deref() {
-        None | Some("json") => false,
-        Some("markdown") => true,
-        Some(f) => {
-            return Err(ApiError::bad_request(
-                "bad_format",
-                format!("format={f:?}: json or markdown"),
-            ));
-        }
-    };
+    let md = wants_markdown(req.format.as_deref())?;
     let (from, to) = window(req.from.as_deref(), req.to.as_deref())?;
     let opts = WhatIfOptions {
         seed: req.seed.unwrap_or(1),
