@@ -7,7 +7,7 @@ mod diagnose_cmd;
 mod format_check;
 mod inputs;
 mod query_cmd;
-mod serve;
+mod serve_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
         cli::Command::Advise(a) => advise_cmd::run_advise(*a),
         cli::Command::Whatif(a) => advise_cmd::run_whatif(*a),
-        cli::Command::Serve { config } => serve::run(config),
+        cli::Command::Serve { config } => serve_cmd::run(config),
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Simulate(a) => overtime_simulate::run(*a).map_err(|e| {
             if e.is_usage() {

@@ -97,7 +97,7 @@ async fn local(a: &QueryArgs, text: &str, mut cfg: Config) -> Result<(Vec<Record
     let store = Store::open(store_cfg)
         .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
     let (verdicts, incidents) = if mentions(text, "verdicts") || mentions(text, "incidents") {
-        let dcfg = crate::serve::diagnose_config(&cfg)?;
+        let dcfg = overtime_serve::diagnose_config(&cfg)?;
         let gateway = store.scan(Table::GatewayRequests, None, None)?;
         let spans = store.scan(Table::Spans, None, None)?;
         let d = overtime_diagnose::diagnose_batches(&gateway, &spans, &dcfg)

@@ -1,6 +1,7 @@
 //! The sources of `overtime serve`, built from their own settings types:
 //! tailed files (`[[file]]`) and Kafka consumers (`[[kafka]]`), and the
-//! diagnosis over their gateway layers.
+//! diagnosis over their gateway layers — which `overtime query` uses too,
+//! to diagnose what a collector stored the way the collector did.
 //!
 //! Design rules:
 //! - Wiring only: each section's `build()` (in the crate that owns it)
@@ -10,14 +11,28 @@
 //!   `overtime diagnose`): outermost first, in config order, files before
 //!   topics, a layer added on first sight.
 
-use anyhow::{Context, Result};
 use overtime_config::Config;
 use overtime_diagnose::{DiagnoseConfig, layer_index};
-use overtime_ingest::file_tail::FileSourceConfig;
+use overtime_ingest::file_tail::{FileSettingsError, FileSourceConfig};
 use overtime_kafka::{KafkaSourceConfig, KafkaSourceSettings};
 
+/// A source of the config that cannot be built (an nginx.conf that cannot
+/// be read, an unknown format, an `env:NAME` not set).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    File(#[from] FileSettingsError),
+    #[error("kafka source {brokers} (group {group_id})")]
+    Kafka {
+        brokers: String,
+        group_id: String,
+        #[source]
+        source: overtime_kafka::ConfigError,
+    },
+}
+
 /// The sources as resolved from the config, before anything starts.
-pub struct Plan {
+pub(crate) struct Plan {
     pub files: Vec<FileSourceConfig>,
     pub kafka: Vec<KafkaSourceConfig>,
     pub diagnose: DiagnoseConfig,
@@ -25,7 +40,7 @@ pub struct Plan {
 
 /// Builds every source of `cfg` (reading nginx.conf files and the
 /// environment's `env:NAME` values) and the diagnosis over their layers.
-pub fn plan(cfg: &Config) -> Result<Plan> {
+pub(crate) fn plan(cfg: &Config) -> Result<Plan, SourceError> {
     let mut layers = Vec::new();
     let mut files = Vec::with_capacity(cfg.files.len());
     for f in &cfg.files {
@@ -42,7 +57,11 @@ pub fn plan(cfg: &Config) -> Result<Plan> {
             .build(&env, &KafkaSourceSettings::builtin_or_body, &mut |name| {
                 layer_index(&mut layers, name, None)
             })
-            .with_context(|| format!("kafka source {} (group {})", k.brokers, k.group_id))?;
+            .map_err(|source| SourceError::Kafka {
+                brokers: k.brokers.clone(),
+                group_id: k.group_id.clone(),
+                source,
+            })?;
         kafka.push(built);
     }
     Ok(Plan {
@@ -50,6 +69,12 @@ pub fn plan(cfg: &Config) -> Result<Plan> {
         kafka,
         diagnose: cfg.diagnose.build(layers),
     })
+}
+
+/// The diagnosis configuration the collector runs with (gateway layers
+/// from the file and Kafka sources, in config order).
+pub fn diagnose_config(cfg: &Config) -> Result<DiagnoseConfig, SourceError> {
+    Ok(plan(cfg)?.diagnose)
 }
 
 #[cfg(test)]

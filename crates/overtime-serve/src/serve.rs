@@ -1,22 +1,13 @@
-//! `overtime serve`: the config read once and passed down; the store
-//! opened (the WAL replayed into the live diagnosis); the sources started
-//! (file tails, Kafka consumers, OTLP/HTTP, OTLP/gRPC) into the diagnosing
-//! sink; the periodic jobs run (verdicts, retention); the API served until
-//! SIGINT or SIGTERM, then everything stopped in order.
-//!
-//! Every listener is bound before the service says it is ready, so a port
-//! in use is a startup error, not a log line an SRE never sees.
-//!
-//! Wiring only: each config section is its component's own type, and its
-//! `build()` makes what the component runs with (the store's config is
-//! used as it is); nothing here copies a field from one struct to another.
+//! The wiring of `overtime serve`: the store opened (the WAL replayed
+//! into the live diagnosis); the sources started (file tails, Kafka
+//! consumers, OTLP/HTTP, OTLP/gRPC) into the diagnosing sink; the periodic
+//! jobs spawned ([`crate::schedule`]); the API served until SIGINT or
+//! SIGTERM, then everything stopped in order.
 
-mod notify;
-mod sources;
-
+use crate::notify::Notifications;
+use crate::{schedule, sources};
 use anyhow::{Context, Result};
 use overtime_config::{Config, Secrets};
-use overtime_diagnose::DiagnoseConfig;
 use overtime_ingest::file_tail::{FileTail, spawn_file_tail};
 use overtime_ingest::otlp::{OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on};
 use overtime_kafka::{KafkaSource, spawn_kafka_source};
@@ -25,33 +16,19 @@ use overtime_server::metrics::Metrics;
 use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{AppState, router};
 use overtime_store::Store;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// Runs the collector with the config at `config` (the embedded default
-/// without one) until a signal stops it.
-pub fn run(config: Option<PathBuf>) -> Result<()> {
-    // A config that cannot be read, parsed or accepted is a usage error:
-    // one line, exit 2.
-    let cfg = match &config {
-        Some(p) => Config::load(p).map_err(|e| crate::UsageError(e.to_string()))?,
-        None => Config::default(),
-    };
+/// Runs the collector with `cfg` until a signal stops it, on a runtime of
+/// its own (for a caller without one: the binary).
+pub fn run(cfg: Config) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     rt.block_on(serve(cfg))
-}
-
-/// The diagnosis configuration the collector runs with (gateway layers
-/// from the file and Kafka sources, in config order).
-pub fn diagnose_config(cfg: &Config) -> Result<DiagnoseConfig> {
-    Ok(sources::plan(cfg)?.diagnose)
 }
 
 /// What runs, kept to stop it in order.
@@ -71,7 +48,9 @@ async fn bind(what: &str, addr: &str) -> Result<Option<TcpListener>> {
     Ok(Some(l))
 }
 
-async fn serve(cfg: Config) -> Result<()> {
+/// Runs the collector with `cfg` on the current runtime until SIGINT or
+/// SIGTERM, then stops everything in order.
+pub async fn serve(cfg: Config) -> Result<()> {
     let secrets = Secrets::from_env(&cfg);
     let plan = sources::plan(&cfg)?;
     let store = Store::open(cfg.store.clone())
@@ -177,10 +156,10 @@ async fn serve(cfg: Config) -> Result<()> {
             .tasks
             .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
     }
-    let notes = notify::Notifications::start(&cfg)?;
+    let notes = Notifications::start(&cfg)?;
     // Delivery counters, read at each scrape.
     notes.register_metrics(&state.metrics);
-    running.tasks.push(tokio::spawn(periodic(
+    running.tasks.push(tokio::spawn(schedule::periodic(
         state.clone(),
         notes,
         d.grace_ms,
@@ -237,64 +216,6 @@ async fn stop_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
     }
-}
-
-/// Verdicts every half second; incidents announced every 2 s (sooner
-/// after new verdicts);
-/// retention every hour.
-async fn periodic(
-    state: Arc<AppState>,
-    mut notes: notify::Notifications,
-    grace_ms: u64,
-    shutdown: CancellationToken,
-) {
-    let mut every = tokio::time::interval(Duration::from_millis(500));
-    let mut last_retention = Instant::now();
-    let mut last_notes = Instant::now();
-    // The SLOs run on data time; with no traffic for this long it moves to
-    // the wall clock (so an idle collector's windows drain).
-    let idle_us = grace_ms as i64 * 1000 + 5_000_000;
-    while !shutdown.is_cancelled() {
-        tokio::select! {
-            _ = every.tick() => {}
-            _ = shutdown.cancelled() => break,
-        }
-        let s = state.clone();
-        let fresh = tokio::task::spawn_blocking(move || pipeline::tick(&s))
-            .await
-            .unwrap_or(0);
-        // Every 2 s, and sooner when verdicts just came: a new incident is
-        // paged within about a second of its first verdict.
-        let since = last_notes.elapsed();
-        if since >= Duration::from_secs(2) || (fresh > 0 && since >= Duration::from_millis(900)) {
-            let s = state.clone();
-            let incidents = tokio::task::spawn_blocking(move || {
-                s.live.lock().expect("live state lock").incidents()
-            })
-            .await
-            .unwrap_or_default();
-            state.metrics.update_incidents(&incidents);
-            notes.incidents(&incidents);
-            state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
-            notes.slo_alerts(
-                state
-                    .metrics
-                    .alerts()
-                    .iter()
-                    .map(notify::to_alert)
-                    .collect(),
-            );
-            last_notes = Instant::now();
-        }
-        if last_retention.elapsed() >= Duration::from_secs(3600) {
-            let s = state.clone();
-            let _ =
-                tokio::task::spawn_blocking(move || s.store.enforce_retention(pipeline::now_us()))
-                    .await;
-            last_retention = Instant::now();
-        }
-    }
-    notes.shutdown().await;
 }
 
 async fn stop_all(running: Running) {

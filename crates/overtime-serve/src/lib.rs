@@ -1,0 +1,52 @@
+//! # overtime-serve
+//!
+//! `overtime serve` as a library: the config read once and passed down;
+//! the store opened and the WAL replayed into the live diagnosis; the
+//! sources started (file tails, Kafka consumers, OTLP/HTTP, OTLP/gRPC)
+//! into the diagnosing sink; the API and UI served; the periodic jobs run
+//! — verdicts, paging and tickets, the SLO clock and alerts, retention —
+//! until SIGINT or SIGTERM, then everything stopped in order. The binary
+//! parses its arguments, loads the [`Config`](overtime_config::Config) and
+//! calls [`run`].
+//!
+//! Design rules:
+//! - **Wiring only.** Each config section is its component's own type,
+//!   and its `build()` (in the crate that owns it) makes what the
+//!   component runs with; nothing here copies a field from one struct to
+//!   another.
+//! - **Bound before ready.** Every listener is bound before the service
+//!   says it is ready, so a port in use is a startup error, not a log line
+//!   an SRE never sees.
+//! - **One diagnosis.** The gateway layers are numbered across the file
+//!   and Kafka sources in config order ([`diagnose_config`]); `overtime
+//!   query` diagnoses stored records with the same configuration.
+//! - **The notification policy is pure.** Whether a page, its resolution
+//!   or a Jira ticket goes out is decided by [`NotifyPolicy`], a state
+//!   machine shown the incidents and the time, with no runtime, I/O or
+//!   clock; the alert sender and the Jira notifier only carry its
+//!   [`Action`]s out. A new notification rule goes there; a new alert
+//!   channel goes in `overtime-alert`.
+//!
+//! ```
+//! use overtime_serve::{Action, NotifyPolicy, Sighting};
+//! use std::time::{Duration, Instant};
+//!
+//! let mut policy = NotifyPolicy::new(Duration::from_secs(30));
+//! let incident = Sighting { id: "i1", fingerprint: "fp", open: true, gateway_504: 1 };
+//! let t0 = Instant::now();
+//! assert_eq!(policy.step(t0, &[incident]), [Action::Page { incident_id: "i1".into() }]);
+//! assert_eq!(
+//!     policy.step(t0 + Duration::from_secs(30), &[incident]),
+//!     [Action::Ticket { incident_id: "i1".into() }]
+//! );
+//! ```
+
+mod notify;
+mod policy;
+mod schedule;
+mod serve;
+mod sources;
+
+pub use policy::{Action, NotifyPolicy, Sighting};
+pub use serve::{run, serve};
+pub use sources::{SourceError, diagnose_config};

@@ -1,0 +1,328 @@
+//! Who is told what about an incident, and when: a pure state machine.
+//! Shown the incidents as they are now (a [`Sighting`] each) and the
+//! time, [`NotifyPolicy::step`] returns the [`Action`]s to take; it reads
+//! no clock, does no I/O and needs no runtime, so every rule below is a
+//! plain unit test. The async side (`notify.rs`: the alert sender, the
+//! Jira notifier) only carries the actions out.
+//!
+//! The rules:
+//! - A page goes out the first time an incident with 504s is seen open:
+//!   that can be on an early verdict, seconds after the 504 (see
+//!   `diagnose.failure_grace_ms`). It is resolved when the incident closes
+//!   or disappears (late spans moved its traces to another cause).
+//! - A ticket waits until the incident has been open for the full grace
+//!   period (`diagnose.grace_ms`): by then its verdicts are final, so a
+//!   cause that early verdicts got wrong never reaches Jira. An incident
+//!   that stops being open before then starts its wait again if it comes
+//!   back.
+//! - Each incident id is paged once and ticketed once for the life of the
+//!   process (Jira's outbox remembers across restarts, so a restart never
+//!   files twice).
+//!
+//! This is the one place that decides whether a notification goes out.
+//! Several collectors sharing the work (issue 17: one page and one ticket
+//! per fingerprint, however many collectors see it) is a change here
+//! alone: a predicate "this collector owns the fingerprint" checked before
+//! a [`Action::Page`] or an [`Action::Ticket`] is returned — a
+//! [`Sighting`] carries the fingerprint for it.
+
+use overtime_diagnose::report::IncidentReport;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// What the policy reads of an incident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sighting<'a> {
+    /// The incident id (stable while its traces keep their cause).
+    pub id: &'a str,
+    /// The cause's fingerprint (kind, component), shared by the incidents
+    /// of the same cause.
+    pub fingerprint: &'a str,
+    /// Still failing within the quiet period (`status == "open"`).
+    pub open: bool,
+    /// Gateway 504s among its failures.
+    pub gateway_504: usize,
+}
+
+impl<'a> From<&'a IncidentReport> for Sighting<'a> {
+    fn from(r: &'a IncidentReport) -> Self {
+        Sighting {
+            id: &r.id,
+            fingerprint: &r.fingerprint,
+            open: r.status == "open",
+            gateway_504: r.totals.gateway_504,
+        }
+    }
+}
+
+/// One notification to carry out, naming its incident by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Page about this open incident (it has 504s).
+    Page { incident_id: String },
+    /// Resolve the page of this incident: it closed or disappeared.
+    ResolvePage { incident_id: String },
+    /// Open a Jira ticket for this incident (or comment on the open ticket
+    /// of its fingerprint: the Jira notifier deduplicates).
+    Ticket { incident_id: String },
+}
+
+/// The page-once, ticket-after-grace policy. See the module doc.
+#[derive(Debug, Clone)]
+pub struct NotifyPolicy {
+    /// How long an incident stays open before it is ticketed.
+    ticket_after: Duration,
+    /// Open incidents not ticketed yet, with when they were first seen.
+    first_seen: HashMap<String, Instant>,
+    ticketed: HashSet<String>,
+    /// Every incident ever paged.
+    paged: HashSet<String>,
+    /// The paged incidents whose page is not resolved yet (ordered, so
+    /// resolutions come out in a stable order).
+    firing: BTreeSet<String>,
+}
+
+impl NotifyPolicy {
+    /// A policy that tickets an incident once it has been open for
+    /// `ticket_after`.
+    pub fn new(ticket_after: Duration) -> NotifyPolicy {
+        NotifyPolicy {
+            ticket_after,
+            first_seen: HashMap::new(),
+            ticketed: HashSet::new(),
+            paged: HashSet::new(),
+            firing: BTreeSet::new(),
+        }
+    }
+
+    /// The actions the incidents as they are at `now` call for: first the
+    /// pages to resolve, then, incident by incident in the given order, its
+    /// page and its ticket.
+    pub fn step(&mut self, now: Instant, incidents: &[Sighting<'_>]) -> Vec<Action> {
+        let open: HashSet<&str> = incidents.iter().filter(|s| s.open).map(|s| s.id).collect();
+        let mut actions = Vec::new();
+        let gone: Vec<String> = self
+            .firing
+            .iter()
+            .filter(|id| !open.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.firing.remove(&id);
+            actions.push(Action::ResolvePage { incident_id: id });
+        }
+        self.first_seen.retain(|id, _| open.contains(id.as_str()));
+        for s in incidents.iter().filter(|s| s.open) {
+            if s.gateway_504 > 0 && self.paged.insert(s.id.to_string()) {
+                self.firing.insert(s.id.to_string());
+                actions.push(Action::Page {
+                    incident_id: s.id.to_string(),
+                });
+            }
+            if self.ticketed.contains(s.id) {
+                continue;
+            }
+            let seen = *self.first_seen.entry(s.id.to_string()).or_insert(now);
+            if now.saturating_duration_since(seen) >= self.ticket_after {
+                self.first_seen.remove(s.id);
+                self.ticketed.insert(s.id.to_string());
+                actions.push(Action::Ticket {
+                    incident_id: s.id.to_string(),
+                });
+            }
+        }
+        actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Duration = Duration::from_secs(30);
+
+    fn open(id: &str, gateway_504: usize) -> Sighting<'_> {
+        Sighting {
+            id,
+            fingerprint: "llm_prefill_slow|llm",
+            open: true,
+            gateway_504,
+        }
+    }
+
+    fn closed(id: &str) -> Sighting<'_> {
+        Sighting {
+            open: false,
+            ..open(id, 3)
+        }
+    }
+
+    fn page(id: &str) -> Action {
+        Action::Page {
+            incident_id: id.into(),
+        }
+    }
+
+    fn resolve(id: &str) -> Action {
+        Action::ResolvePage {
+            incident_id: id.into(),
+        }
+    }
+
+    fn ticket(id: &str) -> Action {
+        Action::Ticket {
+            incident_id: id.into(),
+        }
+    }
+
+    fn secs(t0: Instant, s: u64) -> Instant {
+        t0 + Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_page_goes_out_the_first_time_an_incident_with_504s_is_seen_open() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("i1", 1)]), [page("i1")]);
+    }
+
+    #[test]
+    fn an_incident_without_504s_is_not_paged() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("i1", 0)]), []);
+        assert_eq!(p.step(secs(t0, 2), &[closed("i1")]), []);
+    }
+
+    #[test]
+    fn a_closed_incident_is_neither_paged_nor_ticketed() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[closed("i1")]), []);
+        assert_eq!(p.step(secs(t0, 60), &[closed("i1")]), []);
+    }
+
+    #[test]
+    fn a_page_is_resolved_when_its_incident_closes() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        p.step(t0, &[open("i1", 1)]);
+        assert_eq!(p.step(secs(t0, 2), &[closed("i1")]), [resolve("i1")]);
+        assert_eq!(p.step(secs(t0, 4), &[closed("i1")]), []);
+    }
+
+    #[test]
+    fn a_page_is_resolved_when_its_incident_disappears() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        p.step(t0, &[open("i1", 1)]);
+        assert_eq!(p.step(secs(t0, 2), &[]), [resolve("i1")]);
+    }
+
+    #[test]
+    fn a_ticket_waits_until_the_incident_has_been_open_for_the_full_grace_period() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("i1", 0)]), []);
+        assert_eq!(p.step(secs(t0, 29), &[open("i1", 0)]), []);
+        assert_eq!(p.step(secs(t0, 30), &[open("i1", 0)]), [ticket("i1")]);
+    }
+
+    #[test]
+    fn an_incident_with_504s_is_paged_at_once_and_ticketed_after_the_grace() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("i1", 2)]), [page("i1")]);
+        assert_eq!(p.step(secs(t0, 31), &[open("i1", 2)]), [ticket("i1")]);
+    }
+
+    #[test]
+    fn a_zero_grace_tickets_on_first_sight_after_the_page() {
+        let mut p = NotifyPolicy::new(Duration::ZERO);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("i1", 1)]), [page("i1"), ticket("i1")]);
+    }
+
+    #[test]
+    fn each_incident_id_is_paged_once_and_ticketed_once() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        let mut all = Vec::new();
+        for s in [0, 10, 40, 80] {
+            all.extend(p.step(secs(t0, s), &[open("i1", 1)]));
+        }
+        // Closed, then open again: still no second page or ticket.
+        all.extend(p.step(secs(t0, 90), &[closed("i1")]));
+        all.extend(p.step(secs(t0, 100), &[open("i1", 1)]));
+        all.extend(p.step(secs(t0, 200), &[open("i1", 1)]));
+        assert_eq!(all, [page("i1"), ticket("i1"), resolve("i1")]);
+    }
+
+    #[test]
+    fn an_incident_whose_cause_changed_before_the_grace_never_reaches_jira() {
+        // Early verdicts blamed one cause; late spans moved the traces to
+        // another, whose incident has a new id.
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("early", 3)]), [page("early")]);
+        assert_eq!(
+            p.step(secs(t0, 10), &[open("final", 3)]),
+            [resolve("early"), page("final")]
+        );
+        assert_eq!(p.step(secs(t0, 40), &[open("final", 3)]), [ticket("final")]);
+        assert_eq!(p.step(secs(t0, 100), &[open("final", 3)]), []);
+    }
+
+    #[test]
+    fn an_incident_that_stops_being_open_waits_the_full_grace_again() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        p.step(t0, &[open("i1", 0)]);
+        p.step(secs(t0, 20), &[closed("i1")]);
+        assert_eq!(p.step(secs(t0, 25), &[open("i1", 0)]), []);
+        assert_eq!(p.step(secs(t0, 50), &[open("i1", 0)]), []);
+        assert_eq!(p.step(secs(t0, 55), &[open("i1", 0)]), [ticket("i1")]);
+    }
+
+    #[test]
+    fn resolutions_come_before_new_pages_and_incidents_keep_their_order() {
+        let mut p = NotifyPolicy::new(Duration::ZERO);
+        let t0 = Instant::now();
+        p.step(t0, &[open("b", 1), open("a", 1)]);
+        assert_eq!(
+            p.step(secs(t0, 1), &[open("d", 1), open("c", 0)]),
+            [
+                resolve("a"),
+                resolve("b"),
+                page("d"),
+                ticket("d"),
+                ticket("c")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sighting_reads_status_and_504s_of_an_incident_report() {
+        let r: IncidentReport = serde_json::from_value(serde_json::json!({
+            "id": "inc-1", "fingerprint": "fp", "kind": "llm_prefill_slow",
+            "component": "llm", "status": "open",
+            "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:05:00Z"},
+            "headline": "h",
+            "headline_share": {"of": "failures", "count": 2, "total": 2,
+                "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:05:00Z"}},
+            "totals": {"requests": 4, "failures": 2, "gateway_504": 2, "gateway_503": 0, "timeouts": 2},
+            "causes": [], "cause_stats": {}, "llm_latency_by_input_tokens": [],
+            "findings": [], "example_trace_ids": [], "trace_count": 2
+        }))
+        .expect("an incident report");
+        assert_eq!(
+            Sighting::from(&r),
+            Sighting {
+                id: "inc-1",
+                fingerprint: "fp",
+                open: true,
+                gateway_504: 2
+            }
+        );
+    }
+}

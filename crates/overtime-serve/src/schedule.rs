@@ -1,0 +1,60 @@
+//! The collector's periodic jobs, on one loop: verdicts every half second;
+//! incidents shown to the notification policy, the SLO clock advanced and
+//! the SLO alerts sent every 2 s (sooner after new verdicts); retention
+//! every hour. On stop, the senders get to flush.
+
+use crate::notify::Notifications;
+use overtime_server::AppState;
+use overtime_server::pipeline;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Runs the periodic jobs until `shutdown`, then shuts the senders down.
+pub(crate) async fn periodic(
+    state: Arc<AppState>,
+    mut notes: Notifications,
+    grace_ms: u64,
+    shutdown: CancellationToken,
+) {
+    let mut every = tokio::time::interval(Duration::from_millis(500));
+    let mut last_retention = Instant::now();
+    let mut last_notes = Instant::now();
+    // The SLOs run on data time; with no traffic for this long it moves to
+    // the wall clock (so an idle collector's windows drain).
+    let idle_us = grace_ms as i64 * 1000 + 5_000_000;
+    while !shutdown.is_cancelled() {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = shutdown.cancelled() => break,
+        }
+        let s = state.clone();
+        let fresh = tokio::task::spawn_blocking(move || pipeline::tick(&s))
+            .await
+            .unwrap_or(0);
+        // Every 2 s, and sooner when verdicts just came: a new incident is
+        // paged within about a second of its first verdict.
+        let since = last_notes.elapsed();
+        if since >= Duration::from_secs(2) || (fresh > 0 && since >= Duration::from_millis(900)) {
+            let s = state.clone();
+            let incidents = tokio::task::spawn_blocking(move || {
+                s.live.lock().expect("live state lock").incidents()
+            })
+            .await
+            .unwrap_or_default();
+            state.metrics.update_incidents(&incidents);
+            notes.incidents(&incidents);
+            state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
+            notes.slo_alerts(&state.metrics.alerts());
+            last_notes = Instant::now();
+        }
+        if last_retention.elapsed() >= Duration::from_secs(3600) {
+            let s = state.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || s.store.enforce_retention(pipeline::now_us()))
+                    .await;
+            last_retention = Instant::now();
+        }
+    }
+    notes.shutdown().await;
+}
