@@ -16,7 +16,8 @@ use anyhow::Result;
 use overtime_diagnose::batch::{BatchOptions, BatchOutput, Engine, TraceHook};
 use overtime_diagnose::{DiagnoseConfig, LayerConfig, layer_index};
 use overtime_parse::duration::parse_duration_ms;
-use overtime_parse::nginx::{LogFormat, layer_name_of, read_timeout_ms};
+use overtime_parse::nginx::{FormatError, LogFormat, layer_name_of, read_timeout_ms};
+use overtime_parse::record::RecordFormat;
 use overtime_parse::spans::SpanFormat;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 
 pub use files::expand;
 pub use read::FileStats;
-use read::{Job, Kind};
+use read::Job;
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
@@ -67,33 +68,21 @@ fn resolve_logs(a: &DiagnoseArgs) -> Result<Vec<LogInput>> {
             ),
             None => None,
         };
-        let format_label;
-        let format = if let Some(f) = pick(&a.log_format, i) {
-            format_label = f.clone();
-            match LogFormat::builtin(&f) {
-                Some(b) => b,
-                None => {
-                    let compiled = LogFormat::compile(&f)
-                        .map_err(|e| usage(format!("--log-format {f:?}: {e}")))?;
-                    if compiled.variables().next().is_none() {
-                        return Err(usage(format!(
-                            "--log-format {f:?} is neither a built-in format (overtime, combined) \
-                             nor a format body with $variables"
-                        )));
-                    }
-                    compiled
-                }
-            }
-        } else if let (Some(text), Some(name)) = (&conf_text, pick(&a.format_name, i)) {
-            format_label = name.clone();
-            LogFormat::from_nginx_conf(text, &name)
-                .map_err(|e| usage(format!("--nginx-conf with --format-name {name}: {e}")))?
-        } else {
-            return Err(usage(format!(
-                "--nginx-log {} needs its format: --log-format <name|body>, or --nginx-conf <file> with --format-name <name>",
-                path.display()
-            )));
-        };
+        let given = pick(&a.log_format, i);
+        let name = pick(&a.format_name, i);
+        let format_label = given.clone().or(name.clone()).unwrap_or_default();
+        let format = LogFormat::resolve(given.as_deref(), conf_text.as_deref(), name.as_deref())
+            .map_err(|e| match (&given, &e) {
+                (Some(_), FormatError::NoVariables { .. }) => usage(format!("--log-format {e}")),
+                (Some(f), _) => usage(format!("--log-format {f:?}: {e}")),
+                (None, _) => usage(format!("--nginx-conf with --format-name {format_label}: {e}")),
+            })?
+            .ok_or_else(|| {
+                usage(format!(
+                    "--nginx-log {} needs its format: --log-format <name|body>, or --nginx-conf <file> with --format-name <name>",
+                    path.display()
+                ))
+            })?;
         out.push(LogInput {
             layer: pick(&a.layer_name, i).unwrap_or_else(|| layer_name_of(&files[0])),
             files,
@@ -288,11 +277,7 @@ fn plan(a: &DiagnoseArgs) -> Result<Plan> {
             jobs.push(Job {
                 path: f.clone(),
                 file: jobs.len() as u32,
-                kind: Kind::Gateway {
-                    format: l.format.clone(),
-                    layer: l.layer.clone(),
-                    layer_idx,
-                },
+                format: RecordFormat::nginx(l.format.clone(), &l.layer, layer_idx),
             });
         }
     }
@@ -300,7 +285,7 @@ fn plan(a: &DiagnoseArgs) -> Result<Plan> {
         jobs.push(Job {
             path: p,
             file: jobs.len() as u32,
-            kind: Kind::Spans(format),
+            format: RecordFormat::Spans(format),
         });
     }
     let mut on_disk = 0u64;
@@ -447,9 +432,9 @@ fn report_lines(plan: &Plan, stats: &[FileStats]) -> Vec<String> {
         .iter()
         .zip(stats)
         .map(|(job, s)| {
-            let what = match job.kind {
-                Kind::Gateway { .. } => "gateway lines",
-                Kind::Spans(_) => "spans",
+            let what = match job.format {
+                RecordFormat::Nginx(_) => "gateway lines",
+                RecordFormat::Spans(_) => "spans",
             };
             rejected_line(&job.path, what, s)
         })
