@@ -4,10 +4,10 @@
 //! file, so a record's place in the input — and with it the result — does
 //! not depend on which thread parsed it.
 
+use super::OfflineError;
 use super::files;
 use super::progress::Progress;
-use anyhow::{Context, Result, anyhow};
-use overtime_diagnose::batch::{Engine, Ingest, seq};
+use overtime_diagnose::batch::{BatchError, Engine, Ingest, seq};
 use overtime_model::{GatewayRows, RejectedRecord, SpanRecord};
 use overtime_parse::record::{Decoder, RecordFormat, Records};
 use std::collections::BTreeMap;
@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
+
+type Result<T> = std::result::Result<T, OfflineError>;
 
 /// Bytes of text per chunk (a chunk ends at a line end).
 const CHUNK: usize = 4 << 20;
@@ -114,7 +116,7 @@ pub fn read_all(
             let tx = tx;
             for (i, job) in jobs.iter().enumerate() {
                 read_file(i, job, &stats[i], progress, &stop, &mut |c| {
-                    tx.send(c).map_err(|_| anyhow!("the parsers stopped"))
+                    tx.send(c).map_err(|_| OfflineError::Stopped)
                 })?;
             }
             Ok(())
@@ -137,7 +139,7 @@ pub fn read_all(
                     let mut ing = engine.map(Engine::ingest);
                     let r = parse_chunks(&rx, jobs, &stats, ing.as_mut(), held, progress);
                     let r = match &mut ing {
-                        Some(ing) => r.and_then(|()| ing.flush().map_err(anyhow::Error::from)),
+                        Some(ing) => r.and_then(|()| ing.flush().map_err(OfflineError::from)),
                         None => r,
                     };
                     if r.is_err() {
@@ -159,7 +161,7 @@ pub fn read_all(
         result
     })?;
     if cancel.load(Ordering::Relaxed) {
-        return Err(overtime_diagnose::batch::BatchError::Interrupted.into());
+        return Err(BatchError::Interrupted.into());
     }
     Ok(stats
         .into_iter()
@@ -203,8 +205,11 @@ fn read_file(
     stop: &dyn Fn() -> bool,
     send: &mut dyn FnMut(Chunk) -> Result<()>,
 ) -> Result<()> {
-    let mut r = files::open(&job.path, progress.read.clone())
-        .with_context(|| format!("cannot read {}", job.path.display()))?;
+    let mut r =
+        files::open(&job.path, progress.read.clone()).map_err(|source| OfflineError::Read {
+            path: job.path.clone(),
+            source,
+        })?;
     if !job.format.is_line_based() {
         // Not line-based: one message stream, parsed whole.
         let mut data = Vec::new();
