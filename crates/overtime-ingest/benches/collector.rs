@@ -22,10 +22,11 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status, status};
-use overtime_ingest::file_tail::{FileKind, FileSourceConfig, spawn_file_tail};
+use overtime_ingest::file_tail::{FileSourceConfig, spawn_file_tail};
 use overtime_ingest::otlp::{OtlpConfig, OtlpStats, serve_otlp_http_on};
 use overtime_model::RecordSink;
 use overtime_parse::nginx::LogFormat;
+use overtime_parse::record::RecordFormat;
 use overtime_store::{Store, StoreConfig};
 use prost::Message;
 use std::io::Write;
@@ -276,11 +277,7 @@ fn file_run(dir: &Path, log: &Path, lines: u64) -> (f64, u64) {
     let stop = CancellationToken::new();
     let peak = AtomicU64::new(rss());
     let t = Instant::now();
-    let kind = FileKind::Nginx {
-        format: LogFormat::builtin("overtime").unwrap(),
-        layer: "edge".into(),
-        layer_index: 0,
-    };
+    let kind = RecordFormat::nginx(LogFormat::builtin("overtime").unwrap(), "edge", 0);
     let cfg = FileSourceConfig {
         poll_interval_ms: 5,
         ..FileSourceConfig::new(log, kind)

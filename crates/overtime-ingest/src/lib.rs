@@ -6,14 +6,18 @@
 //!   checkpoint the sink stores with the data;
 //! - [`otlp`]: OTLP/HTTP (`POST /v1/traces`) and OTLP/gRPC
 //!   (`TraceService/Export`) receivers with partial success and 429 /
-//!   `RESOURCE_EXHAUSTED` backpressure.
+//!   `RESOURCE_EXHAUSTED` backpressure;
+//! - [`offline`]: what `overtime diagnose`, `advise` and `whatif` read
+//!   (files, globs of rotated logs, `.gz` / `.zst`, the progress bar, the
+//!   format check) into the batch engine of `overtime-diagnose`.
 //!
 //! Design rules:
-//! - Sources convert to Arrow once, with the pure parsers of
-//!   `overtime-parse`; nothing here interprets a record.
+//! - Sources convert to Arrow once, with `overtime-parse`'s one
+//!   `record::Decoder`; nothing here interprets a record.
 //! - A source acknowledges only what the sink made durable (`write` is
 //!   `Ok`), and treats `SinkError::Full` as backpressure: wait and retry
 //!   the same data, never drop it. See `docs/ingest.md`.
 
 pub mod file_tail;
+pub mod offline;
 pub mod otlp;

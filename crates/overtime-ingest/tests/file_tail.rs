@@ -3,10 +3,12 @@
 //! checkpoint (also across a rotation while down), and backpressure.
 
 use overtime_ingest::file_tail::{
-    FileKind, FilePosition, FileSourceConfig, FileTail, source_name, spawn_file_tail,
+    FilePosition, FileSourceConfig, FileTail, source_name, spawn_file_tail,
 };
 use overtime_model::Table;
 use overtime_parse::nginx::LogFormat;
+use overtime_parse::record::RecordFormat;
+use overtime_parse::spans::SpanFormat;
 use overtime_test_support::net::wait_for;
 use overtime_test_support::sink::RecordingSink;
 use std::collections::BTreeMap;
@@ -18,12 +20,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio_util::sync::CancellationToken;
 
-fn nginx_kind() -> FileKind {
-    FileKind::Nginx {
-        format: LogFormat::compile("'$status $request_id'").unwrap(),
-        layer: "edge".into(),
-        layer_index: 0,
-    }
+fn nginx_kind() -> RecordFormat {
+    RecordFormat::nginx(
+        LogFormat::compile("'$status $request_id'").unwrap(),
+        "edge",
+        0,
+    )
 }
 
 fn config(path: &Path) -> FileSourceConfig {
@@ -301,7 +303,7 @@ fn span_files_and_bad_checkpoint() {
     let sink = Arc::new(RecordingSink::new());
     let cfg = FileSourceConfig {
         poll_interval_ms: 10,
-        ..FileSourceConfig::new(&path, FileKind::Jsonl)
+        ..FileSourceConfig::new(&path, RecordFormat::Spans(SpanFormat::Jsonl))
     };
     let (tail, token) = start(cfg.clone(), &sink);
     wait_for(10, "spans and the rejection", || {

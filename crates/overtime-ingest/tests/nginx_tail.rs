@@ -3,8 +3,9 @@
 //! rename + `nginx -s reopen`, and every request's line must arrive exactly
 //! once.
 
-use overtime_ingest::file_tail::{FileKind, FileSourceConfig, spawn_file_tail};
+use overtime_ingest::file_tail::{FileSourceConfig, spawn_file_tail};
 use overtime_parse::nginx::{LogFormat, OVERTIME_LOG_FORMAT};
+use overtime_parse::record::RecordFormat;
 use overtime_test_support::net::{free_port, request, wait_for};
 use overtime_test_support::nginx::Nginx;
 use overtime_test_support::sink::RecordingSink;
@@ -67,11 +68,7 @@ fn real_nginx_rotated_by_rename_and_reopen() {
         rotate_wait_ms: 300,
         ..FileSourceConfig::new(
             &log,
-            FileKind::Nginx {
-                format: LogFormat::builtin("overtime").unwrap(),
-                layer: "edge".into(),
-                layer_index: 0,
-            },
+            RecordFormat::nginx(LogFormat::builtin("overtime").unwrap(), "edge", 0),
         )
     };
     let tail = spawn_file_tail(cfg, sink.clone(), stop.clone());

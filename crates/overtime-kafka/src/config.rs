@@ -4,7 +4,7 @@
 //!
 //! Design rules:
 //! - [`KafkaSourceConfig`] is what the source runs with; it holds compiled
-//!   [`LogFormat`]s and environment values, so it is built, never read:
+//!   `LogFormat`s and environment values, so it is built, never read:
 //!   its TOML form is [`KafkaSourceSettings`](crate::KafkaSourceSettings)
 //!   (`crate::settings`), whose `build()` makes one.
 //! - The settings that make delivery safe are not negotiable:
@@ -16,7 +16,7 @@
 //! - Each default is a constant here, used by the TOML form's serde
 //!   defaults and by [`KafkaSourceConfig::new`] alike.
 
-use overtime_parse::nginx::LogFormat;
+use overtime_parse::record::RecordFormat;
 use rdkafka::config::ClientConfig;
 use std::collections::BTreeMap;
 
@@ -45,39 +45,15 @@ const OWNED_KEYS: [&str; 6] = [
     "queued.max.messages.kbytes",
 ];
 
-/// What the messages of a topic hold: one record per message.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TopicFormat {
-    /// One nginx access-log line per message, written by the gateway layer
-    /// `layer` (its name, the `source` of every row) at depth `layer_index`
-    /// (0 for the outermost gateway).
-    NginxLine {
-        format: LogFormat,
-        layer: String,
-        layer_index: u32,
-    },
-    /// One JSONL span per message (an OTLP JSON request is read too).
-    JsonlSpan,
-    /// One protobuf `ExportTraceServiceRequest` per message.
-    OtlpProto,
-}
-
-impl TopicFormat {
-    /// The short name used in logs and the TOML config.
-    pub fn name(&self) -> &'static str {
-        match self {
-            TopicFormat::NginxLine { .. } => "nginx",
-            TopicFormat::JsonlSpan => "jsonl",
-            TopicFormat::OtlpProto => "otlp-proto",
-        }
-    }
-}
-
 /// One topic and the format of its messages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicConfig {
     pub topic: String,
-    pub format: TopicFormat,
+    /// What each message holds, one record per message: an nginx line
+    /// (of a gateway layer, the `source` of its rows), a JSONL span (an
+    /// OTLP JSON request is read too) or one protobuf
+    /// `ExportTraceServiceRequest`.
+    pub format: RecordFormat,
 }
 
 /// Everything the Kafka source runs with.
@@ -178,8 +154,9 @@ impl KafkaSourceConfig {
     /// settings the source owns.
     ///
     /// ```
-    /// use overtime_kafka::{KafkaSourceConfig, TopicConfig, TopicFormat};
-    /// let topics = vec![TopicConfig { topic: "spans".into(), format: TopicFormat::JsonlSpan }];
+    /// use overtime_kafka::{KafkaSourceConfig, TopicConfig};
+    /// use overtime_parse::{record::RecordFormat, spans::SpanFormat};
+    /// let topics = vec![TopicConfig { topic: "spans".into(), format: RecordFormat::Spans(SpanFormat::Jsonl) }];
     /// let cfg = KafkaSourceConfig::new("127.0.0.1:9092", "overtime", topics);
     /// let c = cfg.client_config();
     /// assert_eq!(c.get("enable.auto.commit"), Some("false"));
@@ -219,7 +196,7 @@ mod tests {
     fn owned_settings_win_over_extra() {
         let topics = vec![TopicConfig {
             topic: "t".into(),
-            format: TopicFormat::JsonlSpan,
+            format: RecordFormat::Spans(overtime_parse::spans::SpanFormat::Jsonl),
         }];
         let mut cfg = KafkaSourceConfig::new("b:1", "g", topics);
         cfg.extra.insert("group.id".into(), "other".into());

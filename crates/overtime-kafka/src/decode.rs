@@ -11,11 +11,9 @@
 //!   position becomes `topic/partition@offset` (with `, span N` kept for a
 //!   bad span inside an OTLP request), `line` the offset.
 
-use crate::config::TopicFormat;
 use arrow::record_batch::RecordBatch;
-use overtime_model::{RejectedColumns, RejectedRecord, Table, rejected_records};
-use overtime_parse::nginx::GatewayParser;
-use overtime_parse::spans::{ParsedSpans, SpanFormat, parse_otlp_proto, parse_span_line};
+use overtime_model::{RejectedColumns, RejectedRecord, Table};
+use overtime_parse::record::{self, RecordFormat};
 use std::collections::BTreeMap;
 
 /// One message as taken from the consumer.
@@ -36,20 +34,17 @@ pub struct Decoded {
     pub rejected_by_reason: BTreeMap<String, u64>,
 }
 
-enum Kind {
-    Nginx(Box<GatewayParser>),
-    Jsonl,
-    OtlpProto,
-}
-
-/// Decodes the messages of one topic.
+/// Decodes the messages of one topic: `overtime_parse`'s one
+/// [`record::Decoder`], plus what only Kafka knows (empty messages, the
+/// `topic/partition@offset` position).
 pub struct Decoder {
     topic: String,
-    /// `source` of span rows: `kafka:<topic>`.
-    span_source: String,
-    /// `source` of rejections: the layer for nginx, else `span_source`.
+    /// `source` of rejected empty messages: the layer for nginx, else
+    /// `kafka:<topic>` (the `source` of span rows).
     reject_source: String,
-    kind: Kind,
+    /// A message is a line (nginx, JSONL), not one protobuf message.
+    line_based: bool,
+    inner: record::Decoder,
 }
 
 /// `topic/partition@offset`, where a rejected message was.
@@ -57,37 +52,29 @@ pub fn message_position(topic: &str, partition: i32, offset: i64) -> String {
     format!("{topic}/{partition}@{offset}")
 }
 
-fn strip_newline(b: &[u8]) -> &[u8] {
-    let b = b.strip_suffix(b"\n").unwrap_or(b);
-    b.strip_suffix(b"\r").unwrap_or(b)
-}
-
 impl Decoder {
     /// A decoder for `topic`'s messages of `format`.
-    pub fn new(topic: &str, format: &TopicFormat) -> Self {
-        let kind = match format {
-            TopicFormat::NginxLine {
-                format,
-                layer,
-                layer_index,
-            } => Kind::Nginx(Box::new(GatewayParser::new(
-                format.clone(),
-                layer,
-                *layer_index,
-            ))),
-            TopicFormat::JsonlSpan => Kind::Jsonl,
-            TopicFormat::OtlpProto => Kind::OtlpProto,
-        };
+    pub fn new(topic: &str, format: &RecordFormat) -> Self {
         let span_source = format!("kafka:{topic}");
-        let reject_source = match format {
-            TopicFormat::NginxLine { layer, .. } => layer.clone(),
-            _ => span_source.clone(),
+        let reject_source = match format.nginx_log() {
+            Some(n) => n.layer.clone(),
+            None => span_source.clone(),
         };
         Decoder {
             topic: topic.to_string(),
-            span_source,
             reject_source,
-            kind,
+            line_based: format.is_line_based(),
+            inner: record::Decoder::new(format, &span_source),
+        }
+    }
+
+    /// A payload with no record in it: none, empty, or (for a line)
+    /// only blanks.
+    fn is_empty(&self, payload: &[u8]) -> bool {
+        if self.line_based {
+            payload.iter().all(u8::is_ascii_whitespace)
+        } else {
+            payload.is_empty()
         }
     }
 
@@ -95,8 +82,8 @@ impl Decoder {
     ///
     /// ```
     /// use overtime_kafka::decode::{Decoder, Msg};
-    /// use overtime_kafka::TopicFormat;
-    /// let mut d = Decoder::new("spans", &TopicFormat::JsonlSpan);
+    /// use overtime_parse::{record::RecordFormat, spans::SpanFormat};
+    /// let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
     /// let out = d.decode(3, &[Msg { offset: 17, payload: Some(b"{not json".to_vec()) }]);
     /// let bad = overtime_model::rejected_records(&out.rejected).unwrap();
     /// assert_eq!(bad[0].position, "spans/3@17");
@@ -104,43 +91,16 @@ impl Decoder {
     /// ```
     pub fn decode(&mut self, partition: i32, msgs: &[Msg]) -> Decoded {
         let mut empty = Vec::new();
-        let otlp = matches!(self.kind, Kind::OtlpProto);
-        let (table, records, mut rejected) = match &mut self.kind {
-            Kind::Nginx(parser) => {
-                for m in msgs {
-                    match m.payload.as_deref().map(strip_newline) {
-                        Some(line) if !line.iter().all(u8::is_ascii_whitespace) => {
-                            parser.push_line(line, m.offset as u64)
-                        }
-                        raw => empty.push((m.offset, raw.unwrap_or_default().to_vec())),
-                    }
-                }
-                let (good, bad) = parser.finish();
-                // Rejections are few: reading them back to fix their
-                // position costs nothing that matters.
-                let bad = rejected_records(&bad).unwrap_or_default();
-                (Table::GatewayRequests, good, bad)
+        for m in msgs {
+            match m.payload.as_deref() {
+                Some(p) if !self.is_empty(p) => self.inner.push_record(p, m.offset as u64),
+                raw => empty.push((m.offset, raw.unwrap_or_default().to_vec())),
             }
-            Kind::Jsonl | Kind::OtlpProto => {
-                let mut out = ParsedSpans::default();
-                for m in msgs {
-                    match m.payload.as_deref() {
-                        Some(p) if otlp && !p.is_empty() => {
-                            parse_otlp_proto(p, &self.span_source, m.offset as u64, &mut out)
-                        }
-                        Some(p) if !otlp && !p.iter().all(u8::is_ascii_whitespace) => {
-                            let line = strip_newline(p);
-                            let (src, off) = (&self.span_source, m.offset as u64);
-                            parse_span_line(SpanFormat::Jsonl, line, src, off, &mut out)
-                        }
-                        raw => empty.push((m.offset, raw.unwrap_or_default().to_vec())),
-                    }
-                }
-                let bad = std::mem::take(&mut out.rejected);
-                let (good, _) = out.to_batches();
-                (Table::Spans, good, bad)
-            }
-        };
+        }
+        let decoded = self.inner.finish();
+        let table = decoded.records.table();
+        let records = decoded.records.into_batch();
+        let mut rejected = decoded.rejected;
         for (offset, raw) in empty {
             rejected.push(RejectedRecord::new(
                 &self.reject_source,
@@ -175,8 +135,9 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use overtime_model::{gateway_records, span_records};
+    use overtime_model::{gateway_records, rejected_records, span_records};
     use overtime_parse::nginx::LogFormat;
+    use overtime_parse::spans::SpanFormat;
 
     fn msg(offset: i64, p: &[u8]) -> Msg {
         Msg {
@@ -187,11 +148,11 @@ mod tests {
 
     #[test]
     fn nginx_lines_one_per_message() {
-        let format = TopicFormat::NginxLine {
-            format: LogFormat::compile("'$status rt=$request_time rid=$request_id'").unwrap(),
-            layer: "edge".into(),
-            layer_index: 0,
-        };
+        let format = RecordFormat::nginx(
+            LogFormat::compile("'$status rt=$request_time rid=$request_id'").unwrap(),
+            "edge",
+            0,
+        );
         let mut d = Decoder::new("edge-access", &format);
         let out = d.decode(
             2,
@@ -236,7 +197,7 @@ mod tests {
     #[test]
     fn jsonl_and_otlp_spans() {
         let span = br#"{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","service":"agent","name":"root","start_time":1714561200000,"duration_ms":5}"#;
-        let mut d = Decoder::new("spans", &TopicFormat::JsonlSpan);
+        let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
         let out = d.decode(
             0,
             &[msg(0, span), msg(1, b"  "), msg(2, b"{\"trace_id\":1}")],
@@ -252,7 +213,7 @@ mod tests {
         );
         assert_eq!(bad[1].position, "spans/0@2");
 
-        let mut d = Decoder::new("otlp", &TopicFormat::OtlpProto);
+        let mut d = Decoder::new("otlp", &RecordFormat::Spans(SpanFormat::OtlpProto));
         let out = d.decode(1, &[msg(5, b"\xff\xff\xff"), msg(6, b"")]);
         let bad = rejected_records(&out.rejected).unwrap();
         assert_eq!(

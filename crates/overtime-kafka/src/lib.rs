@@ -42,7 +42,6 @@ pub use collector::{KafkaCollector, LabeledStats};
 pub use config::{
     ConfigError, DEFAULT_AUTO_OFFSET_RESET, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS,
     DEFAULT_GROUP_ID, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, TopicConfig,
-    TopicFormat,
 };
 pub use settings::{KafkaSourceSettings, TopicSettings};
 pub use stats::KafkaStats;

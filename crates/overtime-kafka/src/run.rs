@@ -391,7 +391,8 @@ pub(crate) fn subscribe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TopicFormat;
+    use overtime_parse::record::RecordFormat;
+    use overtime_parse::spans::SpanFormat;
 
     fn msg(offset: i64, p: &[u8]) -> Msg {
         Msg {
@@ -412,7 +413,7 @@ mod tests {
     #[test]
     fn rejected_rows_first_checkpoint_last() {
         let key = ("spans".to_string(), 2);
-        let mut d = Decoder::new("spans", &TopicFormat::JsonlSpan);
+        let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
         let p = prepare("g", &key, &mut d, &[msg(7, SPAN), msg(8, b"{oops")]);
         assert_eq!(
             shape(&p),

@@ -23,9 +23,10 @@
 use crate::config::{
     ConfigError, DEFAULT_AUTO_OFFSET_RESET, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS,
     DEFAULT_GROUP_ID, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, TopicConfig,
-    TopicFormat,
 };
 use overtime_parse::nginx::LogFormat;
+use overtime_parse::record::RecordFormat;
+use overtime_parse::spans::SpanFormat;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -121,12 +122,11 @@ fn default_auto_offset_reset() -> String {
 
 impl KafkaSourceSettings {
     /// The default `log_format` resolver: a built-in name (`combined`,
-    /// `overtime`), else the text compiled as a format body.
+    /// `overtime`), else the text compiled as a format body
+    /// ([`LogFormat::named_or_body`], as for a tailed file and
+    /// `--log-format`).
     pub fn builtin_or_body(text: &str) -> Result<LogFormat, String> {
-        match LogFormat::builtin(text.trim()) {
-            Some(f) => Ok(f),
-            None => LogFormat::compile(text).map_err(|e| e.to_string()),
-        }
+        LogFormat::named_or_body(text).map_err(|e| e.to_string())
     }
 
     /// What is checked when the config is read: each topic's `format` is
@@ -153,7 +153,8 @@ impl KafkaSourceSettings {
     ///   (0 for the outermost), called once per nginx topic in order.
     ///
     /// ```
-    /// use overtime_kafka::{KafkaSourceSettings, TopicFormat};
+    /// use overtime_kafka::KafkaSourceSettings;
+    /// use overtime_parse::{record::RecordFormat, spans::SpanFormat};
     /// let s: KafkaSourceSettings = toml::from_str(r#"
     ///     brokers = "kafka:9092"
     ///     librdkafka_options = { "sasl.password" = "env:KAFKA_PW", "session.timeout.ms" = "10000" }
@@ -171,8 +172,8 @@ impl KafkaSourceSettings {
     /// assert_eq!(cfg.group_id, "overtime");
     /// assert_eq!(cfg.max_prefetch_kbytes, 16384);
     /// assert_eq!(cfg.extra["sasl.password"], "s3cret");
-    /// assert!(matches!(&cfg.topics[0].format, TopicFormat::NginxLine { layer, .. } if layer == "edge"));
-    /// assert_eq!(cfg.topics[1].format, TopicFormat::OtlpProto);
+    /// assert!(matches!(&cfg.topics[0].format, RecordFormat::Nginx(n) if n.layer == "edge"));
+    /// assert_eq!(cfg.topics[1].format, RecordFormat::Spans(SpanFormat::OtlpProto));
     /// ```
     pub fn build(
         self,
@@ -215,14 +216,15 @@ impl TopicSettings {
             "nginx" | "nginx-line" | "nginx_line" => {
                 let text = self.log_format.as_deref().unwrap_or(DEFAULT_LOG_FORMAT);
                 let layer = self.layer.clone().unwrap_or_else(|| self.topic.clone());
-                TopicFormat::NginxLine {
-                    format: resolve(text).map_err(bad)?,
-                    layer_index: layer_index(&layer),
-                    layer,
-                }
+                let format = resolve(text).map_err(bad)?;
+                RecordFormat::nginx(format, &layer, layer_index(&layer))
             }
-            "jsonl" | "jsonl-span" | "jsonl_span" if !nginx_only => TopicFormat::JsonlSpan,
-            "otlp-proto" | "otlp_proto" | "otlp" if !nginx_only => TopicFormat::OtlpProto,
+            "jsonl" | "jsonl-span" | "jsonl_span" if !nginx_only => {
+                RecordFormat::Spans(SpanFormat::Jsonl)
+            }
+            "otlp-proto" | "otlp_proto" | "otlp" if !nginx_only => {
+                RecordFormat::Spans(SpanFormat::OtlpProto)
+            }
             "jsonl" | "jsonl-span" | "jsonl_span" | "otlp-proto" | "otlp_proto" | "otlp" => {
                 return Err(bad(
                     "`log_format` and `layer` apply to nginx topics only".to_string()
@@ -304,12 +306,10 @@ mod tests {
         assert_eq!(cfg.batch_max_messages, DEFAULT_BATCH_MAX_MESSAGES);
         assert_eq!(cfg.batch_max_ms, DEFAULT_BATCH_MAX_MS);
         match &cfg.topics[0].format {
-            TopicFormat::NginxLine {
-                layer, layer_index, ..
-            } => assert_eq!((layer.as_str(), *layer_index), ("edge", 1)),
+            RecordFormat::Nginx(n) => assert_eq!((n.layer.as_str(), n.layer_index), ("edge", 1)),
             other => panic!("{other:?}"),
         }
-        assert_eq!(cfg.topics[1].format, TopicFormat::JsonlSpan);
+        assert_eq!(cfg.topics[1].format, RecordFormat::Spans(SpanFormat::Jsonl));
     }
 
     #[test]
@@ -377,9 +377,9 @@ mod tests {
         assert_eq!(cfg.extra["sasl.password"], "pw");
         assert_eq!(cfg.extra["security.protocol"], "SASL_SSL");
         match &cfg.topics[1].format {
-            TopicFormat::NginxLine {
-                layer, layer_index, ..
-            } => assert_eq!((layer.as_str(), *layer_index), ("ingress-access", 1)),
+            RecordFormat::Nginx(n) => {
+                assert_eq!((n.layer.as_str(), n.layer_index), ("ingress-access", 1))
+            }
             other => panic!("{other:?}"),
         }
         let c = cfg.client_config();

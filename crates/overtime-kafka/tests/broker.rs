@@ -7,10 +7,12 @@ use crate::common;
 
 use common::{Broker, jsonl_span, nginx_line, otlp_request};
 use overtime_kafka::{
-    KafkaSource, KafkaSourceConfig, TopicConfig, TopicFormat, source_name, spawn_kafka_source,
+    KafkaSource, KafkaSourceConfig, TopicConfig, source_name, spawn_kafka_source,
 };
 use overtime_model::RecordSink;
 use overtime_parse::nginx::LogFormat;
+use overtime_parse::record::RecordFormat;
+use overtime_parse::spans::SpanFormat;
 use overtime_test_support::net::wait_until;
 use overtime_test_support::sink::RecordingSink;
 use std::ops::Range;
@@ -28,19 +30,15 @@ fn config(broker: &Broker, group: &str, prefix: &str) -> KafkaSourceConfig {
     let topics = vec![
         TopicConfig {
             topic: format!("{prefix}-edge"),
-            format: TopicFormat::NginxLine {
-                format: LogFormat::builtin("overtime").unwrap(),
-                layer: "edge".into(),
-                layer_index: 0,
-            },
+            format: RecordFormat::nginx(LogFormat::builtin("overtime").unwrap(), "edge", 0),
         },
         TopicConfig {
             topic: format!("{prefix}-spans"),
-            format: TopicFormat::JsonlSpan,
+            format: RecordFormat::Spans(SpanFormat::Jsonl),
         },
         TopicConfig {
             topic: format!("{prefix}-otlp"),
-            format: TopicFormat::OtlpProto,
+            format: RecordFormat::Spans(SpanFormat::OtlpProto),
         },
     ];
     let mut cfg = KafkaSourceConfig::new(&broker.addr, group, topics);

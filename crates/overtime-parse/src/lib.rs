@@ -5,6 +5,8 @@
 //!   (docs/inputs.md#nginx-access-logs) into `gateway_requests`;
 //! - [`spans`]: JSONL span logs, OTLP JSON lines and OTLP protobuf (docs/inputs.md#spans)
 //!   into `spans`;
+//! - [`record`]: the one [`record::RecordFormat`] every source names and
+//!   the one [`record::Decoder`] that turns its bytes into those tables;
 //! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (docs/inputs.md#x-llm-reason);
 //! - [`duration`]: `47.2s`-style durations;
 //! - `fuzz` (feature `fuzz`): the fuzz targets' property checks
@@ -18,4 +20,5 @@ pub mod duration;
 pub mod fuzz;
 pub mod llm_reason;
 pub mod nginx;
+pub mod record;
 pub mod spans;

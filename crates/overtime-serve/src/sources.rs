@@ -113,7 +113,7 @@ mod tests {
         assert_eq!(names, ["edge", "ingress-access"]);
         assert_eq!(p.diagnose.layer_timeout_ms("edge"), Some(60_000.0));
         let depth = |t: usize| match &p.kafka[0].topics[t].format {
-            overtime_kafka::TopicFormat::NginxLine { layer_index, .. } => *layer_index,
+            overtime_parse::record::RecordFormat::Nginx(n) => n.layer_index,
             other => panic!("{other:?}"),
         };
         assert_eq!((depth(0), depth(1)), (1, 0));

@@ -1,5 +1,6 @@
 //! `overtime diagnose`: files in, verdicts and incident reports out. The
-//! reading and the engine are in [`crate::inputs`]; this prints.
+//! reading and the engine are `overtime_ingest::offline`'s (its arguments
+//! are turned into inputs by [`crate::inputs`]); this prints.
 
 use crate::cli::DiagnoseArgs;
 use anyhow::{Context, Result};

@@ -4,7 +4,6 @@
 mod advise_cmd;
 mod cli;
 mod diagnose_cmd;
-mod format_check;
 mod inputs;
 mod query_cmd;
 mod serve_cmd;

@@ -26,8 +26,9 @@
 
 use crate::support;
 
-use overtime_kafka::TopicFormat;
 use overtime_kafka::decode::{Decoder, Msg};
+use overtime_parse::record::RecordFormat;
+use overtime_parse::spans::SpanFormat;
 use overtime_test_support::net::{free_port, get, wait_for};
 use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
@@ -220,7 +221,7 @@ fn produce_in(n: u64, addr: &str, traces: std::ops::Range<u64>) -> u64 {
 /// batches the Kafka source builds from them (`BATCH` messages, its
 /// largest), in all and the largest batch.
 fn arrow_bytes(traces: std::ops::Range<u64>) -> (u64, u64) {
-    let mut d = Decoder::new(TOPIC, &TopicFormat::JsonlSpan);
+    let mut d = Decoder::new(TOPIC, &RecordFormat::Spans(SpanFormat::Jsonl));
     let msgs: Vec<Msg> = traces
         .flat_map(|i| (0..SPANS_PER_TRACE).map(move |j| (i, j)))
         .enumerate()

@@ -2,8 +2,8 @@
 //! backpressure.
 //!
 //! Design rules:
-//! - Parsing is the pure parsers' job (`GatewayParser`, `parse_span_line`);
-//!   this file only numbers lines and hands batches over.
+//! - Decoding is `overtime_parse::record::Decoder`'s job, the same for
+//!   every source; this file only numbers lines and hands batches over.
 //! - One flush is one delivery: `rejected` first (no checkpoint), then the
 //!   good rows carrying the checkpoint, so the position is durable only
 //!   with the good rows. A crash between the two can repeat rejections on
@@ -13,12 +13,10 @@
 //!   stops a retry, and then the checkpoint was not written, so the lines
 //!   are read again after the restart.
 
-use super::{FileKind, FileTailStats};
-use arrow::array::{Array, StringArray};
+use super::FileTailStats;
 use arrow::record_batch::RecordBatch;
 use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
-use overtime_parse::nginx::GatewayParser;
-use overtime_parse::spans::{ParsedSpans, SpanFormat, parse_span_line};
+use overtime_parse::record::{Decoder, RecordFormat};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -27,23 +25,14 @@ use tokio_util::sync::CancellationToken;
 /// Longest wait between retries of a failed (not full) write.
 const MAX_FAILED_BACKOFF_MS: u64 = 5_000;
 
-/// Parses lines of one file kind and delivers them.
+/// Decodes the lines of one file and delivers them.
 pub(crate) struct Batcher {
-    parser: LineParser,
+    decoder: Decoder,
     sink: Arc<dyn RecordSink>,
     stats: Arc<FileTailStats>,
     shutdown: CancellationToken,
     source: String,
     pending_lines: usize,
-}
-
-enum LineParser {
-    Nginx(Box<GatewayParser>),
-    Spans {
-        format: SpanFormat,
-        path: String,
-        out: ParsedSpans,
-    },
 }
 
 /// Delivery stopped because the tail is shutting down.
@@ -52,34 +41,14 @@ pub(crate) struct Cancelled;
 
 impl Batcher {
     pub(crate) fn new(
-        kind: &FileKind,
+        format: &RecordFormat,
         path: &str,
         sink: Arc<dyn RecordSink>,
         stats: Arc<FileTailStats>,
         shutdown: CancellationToken,
     ) -> Self {
-        let parser = match kind {
-            FileKind::Nginx {
-                format,
-                layer,
-                layer_index,
-            } => LineParser::Nginx(Box::new(GatewayParser::new(
-                format.clone(),
-                layer,
-                *layer_index,
-            ))),
-            FileKind::Jsonl | FileKind::OtlpJson => LineParser::Spans {
-                format: if matches!(kind, FileKind::Jsonl) {
-                    SpanFormat::Jsonl
-                } else {
-                    SpanFormat::OtlpJson
-                },
-                path: path.to_string(),
-                out: ParsedSpans::default(),
-            },
-        };
         Batcher {
-            parser,
+            decoder: Decoder::new(format, path),
             sink,
             stats,
             shutdown,
@@ -88,14 +57,9 @@ impl Batcher {
         }
     }
 
-    /// Parses one whole line (without its `\n`) numbered `line_no`.
+    /// Decodes one whole line (without its `\n`) numbered `line_no`.
     pub(crate) fn push(&mut self, line: &[u8], line_no: u64) {
-        match &mut self.parser {
-            LineParser::Nginx(p) => p.push_line(line, line_no),
-            LineParser::Spans { format, path, out } => {
-                parse_span_line(*format, line, path, line_no, out)
-            }
-        }
+        self.decoder.push_record(line, line_no);
         self.pending_lines += 1;
         self.stats.lines.fetch_add(1, Relaxed);
         self.stats.bytes.fetch_add(line.len() as u64 + 1, Relaxed);
@@ -109,24 +73,17 @@ impl Batcher {
     /// Delivers everything pushed so far with `position` as the
     /// checkpoint; returns once it is durable (or on shutdown).
     pub(crate) fn flush(&mut self, position: String) -> Result<(), Cancelled> {
-        let (good_table, good, rejected) = match &mut self.parser {
-            LineParser::Nginx(p) => {
-                let (g, r) = p.finish();
-                (Table::GatewayRequests, g, r)
-            }
-            LineParser::Spans { out, .. } => {
-                let (s, r) = out.to_batches();
-                *out = ParsedSpans::default();
-                (Table::Spans, s, r)
-            }
-        };
+        let decoded = self.decoder.finish();
+        if !decoded.rejected.is_empty() {
+            self.count_rejected(&decoded.rejected);
+        }
+        let (good_table, good, rejected) = decoded.into_batches();
         self.pending_lines = 0;
         let checkpoint = Checkpoint {
             source: self.source.clone(),
             position,
         };
         if rejected.num_rows() > 0 {
-            self.count_rejected(&rejected);
             let cp = (good.num_rows() == 0).then(|| checkpoint.clone());
             self.deliver(Table::Rejected, rejected, cp.clone())?;
             if cp.is_some() {
@@ -137,24 +94,17 @@ impl Batcher {
         self.deliver(good_table, good, Some(checkpoint))
     }
 
-    fn count_rejected(&self, rejected: &RecordBatch) {
+    fn count_rejected(&self, rejected: &[overtime_model::RejectedRecord]) {
         self.stats
             .rejected
-            .fetch_add(rejected.num_rows() as u64, Relaxed);
-        let reasons = rejected
-            .column_by_name("reason")
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>());
+            .fetch_add(rejected.len() as u64, Relaxed);
         let mut by_reason = self
             .stats
             .rejected_by_reason
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        for i in 0..rejected.num_rows() {
-            let reason = match reasons {
-                Some(r) if r.is_valid(i) => r.value(i),
-                _ => "unknown",
-            };
-            *by_reason.entry(reason.to_string()).or_default() += 1;
+        for r in rejected {
+            *by_reason.entry(r.reason.clone()).or_default() += 1;
         }
     }
 

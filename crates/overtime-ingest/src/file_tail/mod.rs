@@ -18,7 +18,8 @@
 //!   makes the [`FileSourceConfig`] the tail runs with.
 //!
 //! ```
-//! use overtime_ingest::file_tail::{spawn_file_tail, FileKind, FileSourceConfig};
+//! use overtime_ingest::file_tail::{spawn_file_tail, FileSourceConfig};
+//! use overtime_parse::{record::RecordFormat, spans::SpanFormat};
 //! use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
 //! use arrow::record_batch::RecordBatch;
 //! use std::sync::{Arc, Mutex};
@@ -42,7 +43,11 @@
 //!     \"service\":\"agent\",\"name\":\"root\",\"start_time\":1714561200000,\"duration_ms\":5}\n{\"trace_id\":").unwrap();
 //! let sink = Arc::new(Rows::default());
 //! let stop = CancellationToken::new();
-//! let tail = spawn_file_tail(FileSourceConfig::new(&path, FileKind::Jsonl), sink.clone(), stop.clone());
+//! let tail = spawn_file_tail(
+//!     FileSourceConfig::new(&path, RecordFormat::Spans(SpanFormat::Jsonl)),
+//!     sink.clone(),
+//!     stop.clone(),
+//! );
 //! while tail.stats().lines() < 1 { std::thread::sleep(std::time::Duration::from_millis(5)); }
 //! stop.cancel();
 //! tail.join().unwrap();
@@ -61,7 +66,7 @@ pub use position::{BadPosition, FilePosition};
 pub use settings::{FileSettingsError, FileSourceSettings};
 
 use overtime_model::RecordSink;
-use overtime_parse::nginx::LogFormat;
+use overtime_parse::record::RecordFormat;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -69,28 +74,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// What the file holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FileKind {
-    /// An nginx access log written with `format`, by the gateway layer
-    /// named `layer` (`layer_index` 0 for the outermost).
-    Nginx {
-        format: LogFormat,
-        layer: String,
-        layer_index: u32,
-    },
-    /// JSONL span records, one per line (docs/inputs.md#spans).
-    Jsonl,
-    /// OTLP JSON, one `ExportTraceServiceRequest` per line (the
-    /// OpenTelemetry Collector's file exporter).
-    OtlpJson,
-}
-
 /// One tailed file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileSourceConfig {
     pub path: PathBuf,
-    pub kind: FileKind,
+    /// What the file's lines are (an nginx log of a gateway layer, JSONL
+    /// spans or OTLP JSON lines).
+    pub format: RecordFormat,
     /// Lines per delivered batch (and per checkpoint); a shorter batch is
     /// delivered whenever the end of the file is reached. Default 8192.
     pub batch_lines: usize,
@@ -107,14 +97,15 @@ impl FileSourceConfig {
     /// `path` with the default batch size and intervals.
     ///
     /// ```
-    /// use overtime_ingest::file_tail::{FileKind, FileSourceConfig};
-    /// let c = FileSourceConfig::new("/var/log/nginx/access.log", FileKind::Jsonl);
+    /// use overtime_ingest::file_tail::FileSourceConfig;
+    /// use overtime_parse::{record::RecordFormat, spans::SpanFormat};
+    /// let c = FileSourceConfig::new("/var/log/nginx/access.log", RecordFormat::Spans(SpanFormat::Jsonl));
     /// assert_eq!((c.batch_lines, c.poll_interval_ms, c.rotate_wait_ms), (8192, 200, 1000));
     /// ```
-    pub fn new(path: impl Into<PathBuf>, kind: FileKind) -> Self {
+    pub fn new(path: impl Into<PathBuf>, format: RecordFormat) -> Self {
         FileSourceConfig {
             path: path.into(),
-            kind,
+            format,
             batch_lines: 8192,
             poll_interval_ms: 200,
             rotate_wait_ms: 1000,
@@ -244,7 +235,7 @@ pub fn spawn_file_tail(
     let stats = Arc::new(FileTailStats::default());
     let path = cfg.path.display().to_string();
     let checkpoint = sink.checkpoint(&source_name(&cfg.path));
-    let batcher = batcher::Batcher::new(&cfg.kind, &path, sink, stats.clone(), shutdown);
+    let batcher = batcher::Batcher::new(&cfg.format, &path, sink, stats.clone(), shutdown);
     let follower = follow::Follower::new(cfg, stats.clone(), batcher);
     let thread = std::thread::Builder::new()
         .name(format!("tail {path}"))

@@ -17,8 +17,10 @@
 //!   `--nginx-log`; its depth comes from the caller's `layer_index`,
 //!   which numbers layers across all sources in config order.
 
-use super::{FileKind, FileSourceConfig};
+use super::FileSourceConfig;
 use overtime_parse::nginx::{FormatError, LogFormat, layer_name_of, read_timeout_ms};
+use overtime_parse::record::RecordFormat;
+use overtime_parse::spans::SpanFormat;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -102,7 +104,8 @@ impl FileSourceSettings {
     /// (`read_timeout_ms`, else nginx.conf's).
     ///
     /// ```
-    /// use overtime_ingest::file_tail::{FileKind, FileSourceSettings};
+    /// use overtime_ingest::file_tail::FileSourceSettings;
+    /// use overtime_parse::record::RecordFormat;
     /// let s: FileSourceSettings = toml::from_str(r#"
     ///     path = "/var/log/nginx/edge.log"
     ///     kind = "nginx"
@@ -116,7 +119,7 @@ impl FileSourceSettings {
     ///         0
     ///     })
     ///     .unwrap();
-    /// assert!(matches!(cfg.kind, FileKind::Nginx { ref layer, layer_index: 0, .. } if layer == "edge"));
+    /// assert!(matches!(cfg.format, RecordFormat::Nginx(ref n) if n.layer == "edge" && n.layer_index == 0));
     /// assert_eq!(layers, [("edge".to_string(), Some(30_000.0))]);
     /// assert_eq!(cfg.batch_lines, 8192);
     /// ```
@@ -125,9 +128,9 @@ impl FileSourceSettings {
         layer_index: &mut dyn FnMut(&str, Option<f64>) -> u32,
     ) -> Result<FileSourceConfig, FileSettingsError> {
         self.validate()?;
-        let kind = match self.kind.as_str() {
-            "jsonl" => FileKind::Jsonl,
-            "otlp-json" => FileKind::OtlpJson,
+        let format = match self.kind.as_str() {
+            "jsonl" => RecordFormat::Spans(SpanFormat::Jsonl),
+            "otlp-json" => RecordFormat::Spans(SpanFormat::OtlpJson),
             _ => {
                 let conf = match &self.nginx_conf {
                     Some(p) => Some(std::fs::read_to_string(p).map_err(|source| {
@@ -138,17 +141,15 @@ impl FileSourceSettings {
                     })?),
                     None => None,
                 };
-                let format = match (&self.format, &conf, &self.format_name) {
-                    (Some(body), _, _) => match LogFormat::builtin(body) {
-                        Some(f) => f,
-                        None => LogFormat::compile(body)?,
-                    },
-                    (None, Some(text), Some(name)) => LogFormat::from_nginx_conf(text, name)?,
-                    _ => {
-                        return Err(FileSettingsError::NoFormat {
-                            path: self.path.clone(),
-                        });
-                    }
+                let Some(format) = LogFormat::resolve(
+                    self.format.as_deref(),
+                    conf.as_deref(),
+                    self.format_name.as_deref(),
+                )?
+                else {
+                    return Err(FileSettingsError::NoFormat {
+                        path: self.path.clone(),
+                    });
                 };
                 let layer = self
                     .layer
@@ -157,14 +158,11 @@ impl FileSourceSettings {
                 let timeout = self
                     .read_timeout_ms
                     .or_else(|| conf.as_deref().and_then(read_timeout_ms));
-                FileKind::Nginx {
-                    format,
-                    layer_index: layer_index(&layer, timeout),
-                    layer,
-                }
+                let index = layer_index(&layer, timeout);
+                RecordFormat::nginx(format, &layer, index)
             }
         };
-        Ok(FileSourceConfig::new(self.path, kind))
+        Ok(FileSourceConfig::new(self.path, format))
     }
 }
 
@@ -205,7 +203,7 @@ mod tests {
             .unwrap();
         // The layer is named after the file and its timeout left to inference.
         assert_eq!(seen, [("edge".to_string(), None)]);
-        assert!(matches!(cfg.kind, FileKind::Nginx { layer_index: 3, .. }));
+        assert!(matches!(cfg.format, RecordFormat::Nginx(ref n) if n.layer_index == 3));
         assert_eq!(cfg.path, PathBuf::from("/var/log/nginx/edge.log.1"));
         assert_eq!(
             (cfg.batch_lines, cfg.poll_interval_ms, cfg.rotate_wait_ms),
@@ -214,7 +212,7 @@ mod tests {
         let cfg = settings("path = \"x.otlp\"\nkind = \"otlp-json\"\n")
             .build(&mut never)
             .unwrap();
-        assert_eq!(cfg.kind, FileKind::OtlpJson);
+        assert_eq!(cfg.format, RecordFormat::Spans(SpanFormat::OtlpJson));
     }
 
     #[test]
@@ -246,14 +244,10 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seen, [("ingress".to_string(), Some(45_000.0))]);
-        match &cfg.kind {
-            FileKind::Nginx {
-                format,
-                layer,
-                layer_index,
-            } => {
-                assert_eq!((layer.as_str(), *layer_index), ("ingress", 1));
-                assert_eq!(format.variables().count(), 3);
+        match &cfg.format {
+            RecordFormat::Nginx(n) => {
+                assert_eq!((n.layer.as_str(), n.layer_index), ("ingress", 1));
+                assert_eq!(n.format.variables().count(), 3);
             }
             other => panic!("{other:?}"),
         }

@@ -56,6 +56,14 @@ pub enum FormatError {
     Empty { name: String },
     #[error("log_format `{name}` not found in nginx.conf (defined there: {}; built in: {})", if defined.is_empty() { "none".to_string() } else { defined.join(", ") }, builtin_names())]
     NotFound { name: String, defined: Vec<String> },
+    /// A format given by name or body that is neither: no built-in has
+    /// the name and, read as a body, it holds no `$variable` (a misspelt
+    /// built-in name, most likely).
+    #[error(
+        "{text:?} is neither a built-in format ({}) nor a format body with $variables",
+        builtin_names()
+    )]
+    NoVariables { text: String },
 }
 
 /// One piece of a compiled format.
@@ -170,6 +178,55 @@ impl LogFormat {
             .iter()
             .find(|b| b.name == name || b.aliases.contains(&name))?;
         Some(LogFormat::compile(b.directive).expect("built-in formats compile"))
+    }
+
+    /// A format as a user names it (`--log-format`, a `[[file]]`'s
+    /// `format`, a Kafka topic's `log_format`): a built-in name (surrounding
+    /// blanks ignored), else a `log_format` body ([`LogFormat::compile`]),
+    /// which must hold at least one `$variable`.
+    ///
+    /// ```
+    /// use overtime_parse::nginx::LogFormat;
+    /// assert_eq!(LogFormat::named_or_body(" overtime"), Ok(LogFormat::builtin("overtime").unwrap()));
+    /// assert_eq!(LogFormat::named_or_body("$status").unwrap().variables().count(), 1);
+    /// assert!(LogFormat::named_or_body("overtme").unwrap_err().to_string().contains("neither a built-in"));
+    /// ```
+    pub fn named_or_body(text: &str) -> Result<LogFormat, FormatError> {
+        if let Some(f) = LogFormat::builtin(text.trim()) {
+            return Ok(f);
+        }
+        let f = LogFormat::compile(text)?;
+        if f.variables().next().is_none() {
+            return Err(FormatError::NoVariables {
+                text: text.to_string(),
+            });
+        }
+        Ok(f)
+    }
+
+    /// Where an nginx log's format is resolved, for every source: `format`
+    /// ([`LogFormat::named_or_body`]) wins; else `log_format NAME` of the
+    /// nginx.conf text `conf` ([`LogFormat::from_nginx_conf`]). `Ok(None)`
+    /// when neither is given.
+    ///
+    /// ```
+    /// use overtime_parse::nginx::LogFormat;
+    /// let conf = "http { log_format llm '$status $request_time'; }";
+    /// let f = LogFormat::resolve(None, Some(conf), Some("llm")).unwrap().unwrap();
+    /// assert_eq!(f.variables().count(), 2);
+    /// assert_eq!(LogFormat::resolve(Some("combined"), Some(conf), Some("llm")).unwrap(), LogFormat::builtin("combined"));
+    /// assert_eq!(LogFormat::resolve(None, Some(conf), None).unwrap(), None);
+    /// ```
+    pub fn resolve(
+        format: Option<&str>,
+        conf: Option<&str>,
+        format_name: Option<&str>,
+    ) -> Result<Option<LogFormat>, FormatError> {
+        match (format, conf, format_name) {
+            (Some(f), _, _) => LogFormat::named_or_body(f).map(Some),
+            (None, Some(text), Some(name)) => LogFormat::from_nginx_conf(text, name).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// Finds `log_format NAME …;` in nginx.conf text (comments, quotes and

@@ -54,7 +54,9 @@ pub struct GatewayParser {
     source: String,
     layer: u32,
     cols: GatewayColumns,
-    rejected: RejectedColumns,
+    /// Rejections since the last finish, as records: few, and a caller
+    /// that rewrites their position (Kafka) needs no Arrow round trip.
+    rejected: Vec<RejectedRecord>,
     by_reason: BTreeMap<String, u64>,
     total_rows: u64,
     total_rejected: u64,
@@ -248,7 +250,7 @@ impl GatewayParser {
             source: source.to_string(),
             layer,
             cols: GatewayColumns::new(),
-            rejected: RejectedColumns::new(),
+            rejected: Vec::new(),
             by_reason: BTreeMap::new(),
             total_rows: 0,
             total_rejected: 0,
@@ -370,13 +372,30 @@ impl GatewayParser {
     /// assert_eq!((p.rejected_rows(), p.total_rejected()), (0, 1));
     /// ```
     pub fn finish(&mut self) -> (RecordBatch, RecordBatch) {
+        let (good, rejected) = self.finish_records();
+        let mut cols = RejectedColumns::new();
+        rejected.iter().for_each(|r| cols.append(r));
+        (good, cols.finish())
+    }
+
+    /// As [`finish`](Self::finish), with the rejections as records (in
+    /// the order their lines were pushed).
+    ///
+    /// ```
+    /// use overtime_parse::nginx::{GatewayParser, LogFormat};
+    /// let mut p = GatewayParser::new(LogFormat::compile("$status").unwrap(), "edge", 0);
+    /// p.push_bytes(b"200\nnot a status\n", 1);
+    /// let (good, bad) = p.finish_records();
+    /// assert_eq!((good.num_rows(), bad[0].line, bad[0].source.as_str()), (1, 2, "edge"));
+    /// ```
+    pub fn finish_records(&mut self) -> (RecordBatch, Vec<RejectedRecord>) {
         let good = self.cols.finish();
         self.cols = presized(&good);
-        (good, self.rejected.finish())
+        (good, std::mem::take(&mut self.rejected))
     }
 
     fn reject(&mut self, line_no: u64, reason: &'static str, detail: String, raw: &[u8]) {
-        self.rejected.append(&RejectedRecord::new(
+        self.rejected.push(RejectedRecord::new(
             &self.source,
             line_no,
             reason,

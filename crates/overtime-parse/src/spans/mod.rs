@@ -140,6 +140,21 @@ impl SpanFormat {
     }
 }
 
+/// As its name ([`SpanFormat::as_str`]); read with every spelling
+/// [`FromStr`] accepts.
+impl serde::Serialize for SpanFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SpanFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for SpanFormat {
     type Err = UnknownSpanFormat;
 
@@ -274,6 +289,9 @@ mod tests {
             SpanFormat::OtlpProto,
         ] {
             assert_eq!(f.as_str().parse::<SpanFormat>(), Ok(f));
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("{:?}", f.as_str()));
+            assert_eq!(serde_json::from_str::<SpanFormat>(&json).unwrap(), f);
         }
         assert_eq!("OTLP_JSON".parse(), Ok(SpanFormat::OtlpJson));
         assert_eq!("protobuf".parse(), Ok(SpanFormat::OtlpProto));

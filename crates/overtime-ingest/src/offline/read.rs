@@ -4,13 +4,12 @@
 //! file, so a record's place in the input — and with it the result — does
 //! not depend on which thread parsed it.
 
+use super::OfflineError;
 use super::files;
 use super::progress::Progress;
-use anyhow::{Context, Result, anyhow};
-use overtime_diagnose::batch::{Engine, Ingest, seq};
-use overtime_model::{GatewayRows, SpanRecord, rejected_records};
-use overtime_parse::nginx::{GatewayParser, LogFormat};
-use overtime_parse::spans::{self, ParsedSpans, SpanFormat};
+use overtime_diagnose::batch::{BatchError, Engine, Ingest, seq};
+use overtime_model::{GatewayRows, RejectedRecord, SpanRecord};
+use overtime_parse::record::{Decoder, RecordFormat, Records};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
@@ -18,27 +17,18 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 
+type Result<T> = std::result::Result<T, OfflineError>;
+
 /// Bytes of text per chunk (a chunk ends at a line end).
 const CHUNK: usize = 4 << 20;
 /// Bytes kept from the start of a gateway log for the format check.
 const HEAD: usize = 64 << 10;
 
-/// How a file is parsed.
-#[derive(Clone)]
-pub enum Kind {
-    Gateway {
-        format: LogFormat,
-        layer: String,
-        layer_idx: u32,
-    },
-    Spans(SpanFormat),
-}
-
 /// One input file: its place in the input order and how to parse it.
 pub struct Job {
     pub path: PathBuf,
     pub file: u32,
-    pub kind: Kind,
+    pub format: RecordFormat,
 }
 
 /// What a file gave.
@@ -126,7 +116,7 @@ pub fn read_all(
             let tx = tx;
             for (i, job) in jobs.iter().enumerate() {
                 read_file(i, job, &stats[i], progress, &stop, &mut |c| {
-                    tx.send(c).map_err(|_| anyhow!("the parsers stopped"))
+                    tx.send(c).map_err(|_| OfflineError::Stopped)
                 })?;
             }
             Ok(())
@@ -149,7 +139,7 @@ pub fn read_all(
                     let mut ing = engine.map(Engine::ingest);
                     let r = parse_chunks(&rx, jobs, &stats, ing.as_mut(), held, progress);
                     let r = match &mut ing {
-                        Some(ing) => r.and_then(|()| ing.flush().map_err(anyhow::Error::from)),
+                        Some(ing) => r.and_then(|()| ing.flush().map_err(OfflineError::from)),
                         None => r,
                     };
                     if r.is_err() {
@@ -171,7 +161,7 @@ pub fn read_all(
         result
     })?;
     if cancel.load(Ordering::Relaxed) {
-        return Err(overtime_diagnose::batch::BatchError::Interrupted.into());
+        return Err(BatchError::Interrupted.into());
     }
     Ok(stats
         .into_iter()
@@ -215,9 +205,12 @@ fn read_file(
     stop: &dyn Fn() -> bool,
     send: &mut dyn FnMut(Chunk) -> Result<()>,
 ) -> Result<()> {
-    let mut r = files::open(&job.path, progress.read.clone())
-        .with_context(|| format!("cannot read {}", job.path.display()))?;
-    if let Kind::Spans(SpanFormat::OtlpProto) = job.kind {
+    let mut r =
+        files::open(&job.path, progress.read.clone()).map_err(|source| OfflineError::Read {
+            path: job.path.clone(),
+            source,
+        })?;
+    if !job.format.is_line_based() {
         // Not line-based: one message stream, parsed whole.
         let mut data = Vec::new();
         if let Err(e) = r.read_to_end(&mut data) {
@@ -265,10 +258,11 @@ fn read_file(
         buf.truncate(end);
         if first {
             first = false;
-            if matches!(job.kind, Kind::Spans(_)) && buf.starts_with(b"\xef\xbb\xbf") {
+            let gateway = job.format.nginx_log().is_some();
+            if !gateway && buf.starts_with(b"\xef\xbb\xbf") {
                 buf.drain(..3);
             }
-            if matches!(job.kind, Kind::Gateway { .. }) {
+            if gateway {
                 let mut head = &buf[..buf.len().min(HEAD)];
                 if let Some(k) = memchr::memrchr(b'\n', head) {
                     head = &head[..k + 1];
@@ -318,65 +312,54 @@ fn parse_chunks(
         };
         let job = &jobs[chunk.job];
         let source = job.path.display().to_string();
-        match &job.kind {
-            Kind::Gateway {
-                format,
-                layer,
-                layer_idx,
-            } => parse_gateway(
-                &chunk,
-                job,
-                format,
-                layer,
-                *layer_idx,
-                &stats[chunk.job],
-                ing.as_deref_mut(),
-                held,
-                progress,
-            )?,
-            Kind::Spans(format) => {
-                let mut local = FileStats::default();
-                let mut out = ParsedSpans::default();
-                let mut n = 0u64;
+        let mut decoder = Decoder::new(&job.format, &source);
+        decoder.push_bytes(&chunk.data, chunk.first_line);
+        let decoded = decoder.finish();
+        let mut local = FileStats::default();
+        count_rejected(&mut local, decoded.rejected);
+        let stats = &stats[chunk.job];
+        match decoded.records {
+            Records::Gateway(good) => {
+                local.records = good.num_rows();
+                progress
+                    .lines
+                    .fetch_add((local.records + local.rejected) as u64, Ordering::Relaxed);
+                if let Some(ing) = ing.as_deref_mut() {
+                    ing.gateway(&good, job.file)?;
+                }
+                let known = stats.lock().expect("stats lock").status_or_time;
+                if !known {
+                    local.status_or_time = GatewayRows::new(&good).is_ok_and(|r| {
+                        (0..r.len())
+                            .any(|i| r.status(i).is_some() || r.request_time_ms(i).is_some())
+                    });
+                }
+                merge(stats, local);
+                if let Some(c) = held {
+                    c.gateway
+                        .lock()
+                        .expect("collector lock")
+                        .push(((job.file, chunk.first_line), good));
+                }
+            }
+            Records::Spans(spans) => {
+                let n = spans.len() as u64;
+                // A span's place: its line and its index among that line's
+                // spans; a protobuf file is one message stream (line 0).
+                let proto = !job.format.is_line_based();
+                let mut sub = 0u32;
+                let mut last_line = None;
                 let mut keep = Vec::new();
-                if *format == SpanFormat::OtlpProto {
-                    out = spans::parse_span_bytes(*format, &chunk.data, &source);
+                for s in spans {
+                    let line = if proto { 0 } else { s.line };
+                    sub = if last_line == Some(line) { sub + 1 } else { 0 };
+                    last_line = Some(line);
+                    let at = seq(job.file, line, sub);
                     if let Some(ing) = ing.as_deref_mut() {
-                        for (i, s) in out.spans.iter().enumerate() {
-                            ing.span(s, seq(job.file, 0, i as u32))?;
-                        }
+                        ing.span(&s, at)?;
                     }
-                    n += out.spans.len() as u64;
                     if held.is_some() {
-                        keep.extend(
-                            out.spans
-                                .drain(..)
-                                .enumerate()
-                                .map(|(i, s)| (seq(job.file, 0, i as u32), s)),
-                        );
-                    }
-                    count_rejected(&mut local, &mut out);
-                } else {
-                    let lines = chunk.data.split(|&b| b == b'\n');
-                    for (i, text) in lines.enumerate() {
-                        let line = chunk.first_line + i as u64;
-                        spans::parse_span_line(*format, text, &source, line, &mut out);
-                        if let Some(ing) = ing.as_deref_mut() {
-                            for (sub, s) in out.spans.iter().enumerate() {
-                                ing.span(s, seq(job.file, line, sub as u32))?;
-                            }
-                        }
-                        n += out.spans.len() as u64;
-                        if held.is_some() {
-                            keep.extend(
-                                out.spans
-                                    .drain(..)
-                                    .enumerate()
-                                    .map(|(sub, s)| (seq(job.file, line, sub as u32), s)),
-                            );
-                        }
-                        out.spans.clear();
-                        count_rejected(&mut local, &mut out);
+                        keep.push((at, s));
                     }
                 }
                 if let Some(c) = held {
@@ -384,64 +367,18 @@ fn parse_chunks(
                 }
                 local.records = n as usize;
                 progress.spans.fetch_add(n, Ordering::Relaxed);
-                merge(&stats[chunk.job], local);
+                merge(stats, local);
             }
         }
         progress.tick();
     }
 }
 
-fn count_rejected(local: &mut FileStats, out: &mut ParsedSpans) {
-    for r in out.rejected.drain(..) {
+fn count_rejected(local: &mut FileStats, rejected: Vec<RejectedRecord>) {
+    for r in rejected {
         local.reject(&r.reason, 1);
         local.first(r.line, r.raw);
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn parse_gateway(
-    chunk: &Chunk,
-    job: &Job,
-    format: &LogFormat,
-    layer: &str,
-    layer_idx: u32,
-    stats: &Mutex<FileStats>,
-    ing: Option<&mut Ingest>,
-    held: Option<&Collector>,
-    progress: &Progress,
-) -> Result<()> {
-    let mut p = GatewayParser::new(format.clone(), layer, layer_idx);
-    p.push_bytes(&chunk.data, chunk.first_line);
-    let mut local = FileStats {
-        records: p.rows(),
-        rejected: p.rejected_rows(),
-        reasons: p.rejected_by_reason().clone(),
-        ..Default::default()
-    };
-    let (good, bad) = p.finish();
-    progress
-        .lines
-        .fetch_add((local.records + local.rejected) as u64, Ordering::Relaxed);
-    if let Some(ing) = ing {
-        ing.gateway(&good, job.file)?;
-    }
-    let known = stats.lock().expect("stats lock").status_or_time;
-    if !known {
-        local.status_or_time = GatewayRows::new(&good).is_ok_and(|r| {
-            (0..r.len()).any(|i| r.status(i).is_some() || r.request_time_ms(i).is_some())
-        });
-    }
-    if let Some(r) = rejected_records(&bad)?.into_iter().min_by_key(|r| r.line) {
-        local.first(r.line, r.raw);
-    }
-    merge(stats, local);
-    if let Some(c) = held {
-        c.gateway
-            .lock()
-            .expect("collector lock")
-            .push(((job.file, chunk.first_line), good));
-    }
-    Ok(())
 }
 
 fn merge(into: &Mutex<FileStats>, s: FileStats) {

@@ -73,7 +73,9 @@ pub fn expand(arg: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     if arg.is_dir() {
         let entries = std::fs::read_dir(arg).map_err(|e| format!("{}: {e}", arg.display()))?;
-        for e in entries.flatten() {
+        for e in entries {
+            // An entry that cannot be read is said, not skipped unseen.
+            let e = e.map_err(|e| format!("{}: {e}", arg.display()))?;
             let p = e.path();
             let hidden = e.file_name().to_string_lossy().starts_with('.');
             if p.is_file() && !hidden {
@@ -89,7 +91,12 @@ pub fn expand(arg: &Path) -> Result<Vec<PathBuf>, String> {
             return Err(format!("{}: no such file", arg.display()));
         }
         let paths = glob::glob(&text).map_err(|e| format!("{text}: not a usable glob ({e})"))?;
-        files.extend(paths.flatten().filter(|p| p.is_file()));
+        for p in paths {
+            let p = p.map_err(|e| format!("{text}: {e}"))?;
+            if p.is_file() {
+                files.push(p);
+            }
+        }
         if files.is_empty() {
             return Err(format!("{text}: matches no file"));
         }
