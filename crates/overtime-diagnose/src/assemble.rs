@@ -47,12 +47,19 @@ pub struct LightRequest {
 /// What assembly saw, for the run summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AssemblyStats {
+    /// Span rows read.
     pub spans_in: usize,
+    /// Of those, repeats of a span id already seen in its trace (kept once).
     pub duplicate_spans: usize,
+    /// Gateway records read.
     pub gateway_records: usize,
+    /// Gateway records joined to spans by their `traceparent`.
     pub joined_by_traceparent: usize,
+    /// Joined by their request id (`X-Request-ID`) to a span or another layer's record carrying it.
     pub joined_by_request_id: usize,
+    /// Joined by a 32-hex request id used as the trace id.
     pub joined_by_request_id_as_trace: usize,
+    /// Gateway records nothing joined: each is a trace of its own, with the gateway's view only.
     pub unjoined_gateway_records: usize,
 }
 

@@ -23,10 +23,14 @@ pub enum CallKind {
     Upstream,
 }
 
+/// One call that held time in a trace: a span of a calling stage with its retries, or a wait no span covers. The rules judge these.
 #[derive(Debug, Clone)]
 pub struct Call {
+    /// A span, a pool wait or the gateway's wait on its upstream.
     pub kind: CallKind,
+    /// What kind of call (`llm`, `tool`, …).
     pub stage: Stage,
+    /// What a person would call it: the model, the tool's name, else an address.
     pub component: String,
     /// The service the call was made from (or that waited).
     pub service: String,
@@ -42,6 +46,7 @@ pub struct Call {
     /// Each attempt's own span duration, ms (unclamped: a cut attempt
     /// shows how long it really ran).
     pub attempt_raw_ms: Vec<f64>,
+    /// The call's timeout, ms: the first its spans give (or one found inside it); `None`: none known.
     pub timeout_ms: Option<f64>,
     /// Some attempt ended by its own timeout.
     pub timed_out: bool,
@@ -52,23 +57,34 @@ pub struct Call {
     pub error_type: Option<String>,
     /// Some attempt was still running when the request ended (cut).
     pub cut: bool,
+    /// The model server's phases over its attempts, ms (LLM calls).
     pub phases: LlmPhases,
     /// DNS + connect time over all attempts (ms), when known.
     pub dns_connect_ms: Option<f64>,
+    /// DNS time over all attempts, ms, when known.
     pub dns_ms: Option<f64>,
+    /// The model, from the first of its spans that names it.
     pub model: Option<String>,
+    /// Prompt tokens, from the first of its spans (attempts and what ran inside them) that gives them.
     pub input_tokens: Option<i64>,
+    /// Generated tokens, from the first of its spans (attempts and what ran inside them) that gives them.
     pub output_tokens: Option<i64>,
+    /// The generation limit asked for, from the first of its spans that gives it.
     pub max_tokens: Option<i64>,
+    /// Time to first token, ms, from the first of its spans that gives it.
     pub ttft_ms: Option<f64>,
+    /// The model server's reported GPU load, 0–1, when given.
     pub gpu_load: Option<f64>,
+    /// Budget left when the call started, ms, from the first of its spans that gives it.
     pub remaining_budget_ms: Option<f64>,
 }
 
 impl Call {
+    /// Number of attempts (at least 1).
     pub fn attempts(&self) -> usize {
         self.attempt_duration_us.len().max(1)
     }
+    /// Effective time of all attempts, µs (clamped to the request).
     pub fn duration_us(&self) -> i64 {
         self.attempt_duration_us.iter().sum()
     }
@@ -83,6 +99,7 @@ impl Call {
             self.attempt_raw_ms.clone()
         }
     }
+    /// An LLM call: stage `llm` or `judge`.
     pub fn is_llm(&self) -> bool {
         matches!(self.stage, Stage::Llm | Stage::Judge)
     }

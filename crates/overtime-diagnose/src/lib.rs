@@ -48,9 +48,11 @@ use overtime_model::{GatewayRecord, SpanRecord, Verdict};
 pub struct Diagnosis {
     /// One per failed trace (every trace with `all_verdicts`), by start time.
     pub verdicts: Vec<Verdict>,
+    /// Failing traces grouped by (kind, component), with their reports.
     pub incidents: Vec<IncidentReport>,
     /// LLM latency by input-token bucket over all traces.
     pub latency: Vec<BucketRow>,
+    /// How the records were joined into traces: spans read and duplicated, gateway records joined by each key or left unjoined.
     pub assembly: AssemblyStats,
     /// Number of traces seen.
     pub summaries_len: usize,

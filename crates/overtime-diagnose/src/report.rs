@@ -10,25 +10,38 @@ use overtime_model::{FindingKind, Outcome, RootCauseKind as K, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
+/// A span of data time, both ends RFC 3339.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Window {
+    /// When the first trace in it started (RFC 3339).
     pub start: String,
+    /// When the last trace in it ended (RFC 3339).
     pub end: String,
 }
 
+/// What happened in an incident's window, over every trace that started in it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
+    /// Traces that started in the window.
     pub requests: usize,
+    /// Of those, the ones that did not end `ok`.
     pub failures: usize,
+    /// Of those, the ones the outermost gateway answered 504.
     pub gateway_504: usize,
+    /// Of those, the ones the outermost gateway answered 503.
     pub gateway_503: usize,
+    /// Of those, a gateway or service timeout.
     pub timeouts: usize,
 }
 
+/// One root cause's part of the failures in a window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CauseShare {
+    /// The root-cause kind.
     pub kind: K,
+    /// The model, tool, service or `gateway` it names.
     pub component: String,
+    /// Failures with this cause.
     pub count: usize,
     /// Of all failures in the window.
     pub share: f64,
@@ -52,49 +65,72 @@ pub struct HeadlineShare {
 /// One row of the LLM latency by input-token bucket table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BucketRow {
+    /// The input-token bucket: `<50`, `50-200`, `200-500`, `>500`.
     pub bucket: String,
+    /// LLM calls in the bucket.
     pub calls: usize,
+    /// Median duration, ms; `None` without calls.
     pub p50_ms: Option<f64>,
+    /// P90 duration, ms; `None` without calls.
     pub p90_ms: Option<f64>,
+    /// P99 duration, ms; `None` without calls.
     pub p99_ms: Option<f64>,
+    /// Longest duration, ms; `None` without calls.
     pub max_ms: Option<f64>,
     /// Share of these calls whose request ended in a gateway timeout.
     pub share_504: f64,
 }
 
+/// A configuration finding seen across an incident's traces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportFinding {
+    /// Which finding.
     pub kind: FindingKind,
     /// The most common wording among the incident's traces.
     pub summary: String,
+    /// The incident's traces that showed it.
     pub traces: usize,
 }
 
 /// An incident and its report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncidentReport {
+    /// `kind:component@start` (start in RFC 3339): what `/api/incidents/{id}` takes.
     pub id: String,
+    /// `kind:component`: failures sharing it form one incident.
     pub fingerprint: String,
+    /// The root-cause kind every failure of the incident shares.
     pub kind: K,
+    /// The component every failure of the incident names.
     pub component: String,
     /// `open` while its fingerprint still failed within the quiet period
     /// before the end of the data; `closed` after.
     pub status: String,
+    /// From the first failure's start to the last one's end.
     pub window: Window,
+    /// One line to paste into a ticket: the share of failures this cause explains, and why.
     pub headline: String,
     /// What the headline's share is a share of: the failures (or 504s) in
     /// the window of every incident overlapping this one, so the shares of
     /// incidents that overlap in time add up.
     pub headline_share: HeadlineShare,
+    /// What happened in `window`, failing or not.
     pub totals: Totals,
+    /// Every cause's count and share of the window's failures, largest first.
     pub causes: Vec<CauseShare>,
+    /// The statistics that explain the cause (LLM latency, input tokens against the threshold, phases, tool time against its timeout, connect times, attempts, stream gaps), by name.
     pub cause_stats: BTreeMap<String, serde_json::Value>,
+    /// LLM latency per input-token bucket over the window.
     pub llm_latency_by_input_tokens: Vec<BucketRow>,
+    /// Configuration findings among the incident's traces.
     pub findings: Vec<ReportFinding>,
+    /// Its first traces (up to `max_examples`), to open first.
     pub example_trace_ids: Vec<String>,
+    /// Failures in the incident.
     pub trace_count: usize,
 }
 
+/// The input-token bucket names, smallest first (docs/diagnosis.md#incidents-and-their-reports).
 pub const BUCKETS: [&str; 4] = ["<50", "50-200", "200-500", ">500"];
 
 /// The input-token bucket of docs/diagnosis.md#incidents-and-their-reports

@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 macro_rules! named_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
-        pub enum $name { $($variant),+ }
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
 
         impl $name {
             /// Every value, in declaration order.
@@ -36,14 +36,23 @@ macro_rules! named_enum {
 named_enum!(
     /// The class of a span (docs/inputs.md#words).
     Stage {
+        /// A reverse proxy or API gateway hop (nginx, Envoy).
         Gateway => "gateway",
+        /// The agent service's own work (a request handler, an agent step).
         Service => "service",
+        /// A call to a model server (chat, completion, embedding).
         Llm => "llm",
+        /// A tool call (an HTTP API, a function the agent invokes).
         Tool => "tool",
+        /// A memory or retrieval store (vector DB, cache, session store).
         Memory => "memory",
+        /// An LLM-as-judge call grading another answer.
         Judge => "judge",
+        /// Waiting for a worker or connection before work began.
         Queue => "queue",
+        /// DNS, connect or TLS: the network before the request is sent.
         Network => "network",
+        /// None of the above, or not said.
         Other => "other",
     }
 );
@@ -51,10 +60,15 @@ named_enum!(
 named_enum!(
     /// How a span ended (docs/inputs.md#spans `status`).
     SpanStatus {
+        /// The span did not say (OpenTelemetry `UNSET`).
         Unset => "unset",
+        /// It completed successfully.
         Ok => "ok",
+        /// It failed with an error.
         Error => "error",
+        /// It gave up on a timeout (its own or a deadline).
         Timeout => "timeout",
+        /// It was cancelled, typically because the caller went away.
         Cancelled => "cancelled",
     }
 );
@@ -79,9 +93,13 @@ impl SpanStatus {
 named_enum!(
     /// The outcome of a trace as the user saw it (docs/diagnosis.md).
     Outcome {
+        /// A gateway answered 504: it gave up waiting.
         GatewayTimeout => "gateway_timeout",
+        /// The service gave up on its own budget (a 503 or a timed-out root span) before any gateway did.
         ServiceTimeout => "service_timeout",
+        /// The request failed with an error other than a timeout.
         Error => "error",
+        /// The request succeeded.
         Ok => "ok",
     }
 );
@@ -89,19 +107,33 @@ named_enum!(
 named_enum!(
     /// Root-cause kinds, in rule order (docs/diagnosis.md#root-cause-kinds): the first that matches wins.
     RootCauseKind {
+        /// A streamed response went silent longer than the gateway's read timeout.
         StreamIdleGap => "stream_idle_gap",
+        /// The gateway gave up although no call's timeout fired: its timeout is shorter than the service's budget.
         GatewayTimeoutMismatch => "gateway_timeout_mismatch",
+        /// No single call dominated: the chain as a whole ran out of budget.
         SerialBudgetExhaustion => "serial_budget_exhaustion",
+        /// The time went to waiting for a worker or connection before work began.
         PoolSaturation => "pool_saturation",
+        /// The dominant call is an LLM-as-judge call.
         JudgeSlow => "judge_slow",
+        /// The dominant LLM call spent most of its time queued at the model server.
         LlmQueueing => "llm_queueing",
+        /// The dominant LLM call spent most of its time in prefill (reading the prompt).
         LlmPrefillSlow => "llm_prefill_slow",
+        /// The dominant LLM call spent most of its time decoding (generating tokens).
         LlmDecodeSlow => "llm_decode_slow",
+        /// The dominant call is an LLM call whose phases are unknown.
         LlmSlow => "llm_slow",
+        /// The dominant call spent at least half its time in DNS and connect.
         UpstreamConnectSlow => "upstream_connect_slow",
+        /// The dominant call was retried and no single attempt held the time.
         RetryAmplification => "retry_amplification",
+        /// The dominant call is a tool, memory or network call with no timeout.
         ToolNoTimeout => "tool_no_timeout",
+        /// The dominant call is a tool, memory or network call that had a timeout.
         ToolSlow => "tool_slow",
+        /// Too little data to say; the summary says what is missing. Never an incident's cause.
         Unknown => "unknown",
     }
 );
@@ -109,9 +141,13 @@ named_enum!(
 named_enum!(
     /// Configuration findings, not tied to one call (docs/diagnosis.md#findings-configuration-not-one-call).
     FindingKind {
+        /// Downstream timeouts, the service budget and the gateway timeout are not nested as they should be.
         TimeoutMisaligned => "timeout_misaligned",
+        /// The gateway's 504 hid the service's real status (or the reverse).
         SemanticMask => "semantic_mask",
+        /// A downstream call ran with no timeout.
         NoTimeout => "no_timeout",
+        /// The gateway's read timeout was inferred from where its 504s cluster, not configured.
         GatewayTimeoutInferred => "gateway_timeout_inferred",
     }
 );

@@ -42,30 +42,55 @@ use std::sync::{Arc, OnceLock};
 /// One gateway record as a row.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GatewayRecord {
+    /// The layer's source name (`edge`, `internal`…), as configured.
     pub source: String,
+    /// 0 for the outermost gateway, 1 for the next one in, and so on.
     pub layer: u32,
+    /// 1-based line number in its source file (or message number).
     pub line: u64,
+    /// When nginx wrote the line (the request's end), µs since the Unix epoch.
     pub time_us: i64,
+    /// Precision of `time_us`, µs: 1 000 000 for `$time_iso8601`/`$time_local`, 1 000 for `$msec`.
     pub time_precision_us: i64,
+    /// The client's address (`$remote_addr`).
     pub remote_addr: Option<String>,
+    /// HTTP method, from `$request`.
     pub method: Option<String>,
+    /// Request URI, from `$request`.
     pub uri: Option<String>,
+    /// HTTP protocol (`HTTP/1.1`), from `$request`.
     pub protocol: Option<String>,
+    /// HTTP status this layer answered (`$status`).
     pub status: Option<u16>,
+    /// Bytes of body sent to the client (`$body_bytes_sent`).
     pub body_bytes_sent: Option<i64>,
+    /// Time this layer spent on the request, ms (`$request_time`).
     pub request_time_ms: Option<f64>,
+    /// Time to connect to each upstream tried, ms (`$upstream_connect_time`); `None` for `-`.
     pub upstream_connect_ms: Vec<Option<f64>>,
+    /// Time until each upstream's response header, ms (`$upstream_header_time`); `None` for `-`.
     pub upstream_header_ms: Vec<Option<f64>>,
+    /// Time until each upstream's response ended, ms (`$upstream_response_time`); `None` for `-`.
     pub upstream_response_ms: Vec<Option<f64>>,
+    /// Status each upstream answered (`$upstream_status`); `None` for `-`.
     pub upstream_status: Vec<Option<u16>>,
+    /// `$upstream_status` exactly as written (`502, 504`).
     pub upstream_status_raw: Option<String>,
+    /// Address of each upstream tried (`$upstream_addr`).
     pub upstream_addr: Vec<Option<String>>,
+    /// The request id (`$request_id` or an `X-Request-ID` header), when logged.
     pub request_id: Option<String>,
+    /// The W3C `traceparent` header as received, when logged.
     pub traceparent: Option<String>,
+    /// Trace id read from `traceparent` (32 lowercase hex); `None` when absent or malformed.
     pub trace_id: Option<String>,
+    /// The client's budget from `X-Max-Wait`, ms.
     pub max_wait_ms: Option<f64>,
+    /// The model server's `X-LLM-Reason` header (its phase times).
     pub llm_reason: Option<String>,
+    /// The model server's `X-LLM-Duration` header, ms.
     pub llm_duration_ms: Option<f64>,
+    /// Every other logged variable, by name, in log order.
     pub extra: Vec<(String, String)>,
 }
 
@@ -88,12 +113,15 @@ impl GatewayRecord {
         self.time_us
             .saturating_sub((self.request_time_ms.unwrap_or(0.0) * 1000.0).round() as i64)
     }
+    /// Total upstream connect time over the tries, ms; `None` when none is known.
     pub fn upstream_connect_sum_ms(&self) -> Option<f64> {
         sum_known(&self.upstream_connect_ms)
     }
+    /// Total time to upstream response headers over the tries, ms; `None` when none is known.
     pub fn upstream_header_sum_ms(&self) -> Option<f64> {
         sum_known(&self.upstream_header_ms)
     }
+    /// Total upstream response time over the tries, ms; `None` when none is known.
     pub fn upstream_response_sum_ms(&self) -> Option<f64> {
         sum_known(&self.upstream_response_ms)
     }
@@ -121,35 +149,65 @@ impl GatewayRecord {
 
 /// Arrow builders of `gateway_requests`, one per column, in schema order.
 pub struct GatewayColumns {
+    /// `source`: the layer's source name (`edge`, `internal`…), as configured.
     pub source: StringBuilder,
+    /// `layer`: 0 for the outermost gateway, 1 for the next one in, and so on.
     pub layer: UInt32Builder,
+    /// `line`: 1-based line number in its source file (or message number).
     pub line: UInt64Builder,
+    /// `time`: when nginx wrote the line, µs since the epoch, UTC.
     pub time: TimestampMicrosecondBuilder,
+    /// `time_precision_us`: precision of `time_us`, µs: 1 000 000 for `$time_iso8601`/`$time_local`, 1 000 for `$msec`.
     pub time_precision_us: Int64Builder,
+    /// `start_time`: `time` − `request_time`, µs since the epoch, UTC.
     pub start_time: TimestampMicrosecondBuilder,
+    /// `remote_addr`: the client's address (`$remote_addr`).
     pub remote_addr: StringBuilder,
+    /// `method`: hTTP method, from `$request`.
     pub method: StringBuilder,
+    /// `uri`: request URI, from `$request`.
     pub uri: StringBuilder,
+    /// `protocol`: hTTP protocol (`HTTP/1.1`), from `$request`.
     pub protocol: StringBuilder,
+    /// `status`: hTTP status this layer answered (`$status`).
     pub status: UInt16Builder,
+    /// `body_bytes_sent`: bytes of body sent to the client (`$body_bytes_sent`).
     pub body_bytes_sent: Int64Builder,
+    /// `request_time_ms`: time this layer spent on the request, ms (`$request_time`).
     pub request_time_ms: Float64Builder,
+    /// `upstream_connect_ms`: time to connect to each upstream tried, ms (`$upstream_connect_time`); `None` for `-`.
     pub upstream_connect_ms: ListBuilder<Float64Builder>,
+    /// `upstream_header_ms`: time until each upstream's response header, ms (`$upstream_header_time`); `None` for `-`.
     pub upstream_header_ms: ListBuilder<Float64Builder>,
+    /// `upstream_response_ms`: time until each upstream's response ended, ms (`$upstream_response_time`); `None` for `-`.
     pub upstream_response_ms: ListBuilder<Float64Builder>,
+    /// `upstream_connect_ms_sum`: sum of the tries' `upstream_connect_ms`, ms; null when none is known.
     pub upstream_connect_ms_sum: Float64Builder,
+    /// `upstream_header_ms_sum`: sum of the tries' `upstream_header_ms`, ms; null when none is known.
     pub upstream_header_ms_sum: Float64Builder,
+    /// `upstream_response_ms_sum`: sum of the tries' `upstream_response_ms`, ms; null when none is known.
     pub upstream_response_ms_sum: Float64Builder,
+    /// `upstream_status`: status each upstream answered (`$upstream_status`); `None` for `-`.
     pub upstream_status: ListBuilder<UInt16Builder>,
+    /// `upstream_status_raw`: `$upstream_status` exactly as written (`502, 504`).
     pub upstream_status_raw: StringBuilder,
+    /// `upstream_addr`: address of each upstream tried (`$upstream_addr`).
     pub upstream_addr: ListBuilder<StringBuilder>,
+    /// `upstream_tries`: number of upstream servers tried.
     pub upstream_tries: UInt32Builder,
+    /// `request_id`: the request id (`$request_id` or an `X-Request-ID` header), when logged.
     pub request_id: StringBuilder,
+    /// `traceparent`: the W3C `traceparent` header as received, when logged.
     pub traceparent: StringBuilder,
+    /// `trace_id`: trace id read from `traceparent` (32 lowercase hex); `None` when absent or malformed.
     pub trace_id: StringBuilder,
+    /// `max_wait_ms`: the client's budget from `X-Max-Wait`, ms.
     pub max_wait_ms: Float64Builder,
+    /// `llm_reason`: the model server's `X-LLM-Reason` header (its phase times).
     pub llm_reason: StringBuilder,
+    /// `llm_duration_ms`: the model server's `X-LLM-Duration` header, ms.
     pub llm_duration_ms: Float64Builder,
+    /// `extra`: every other logged variable, by name, in log order.
     pub extra: MapBuilder<StringBuilder, StringBuilder>,
 }
 
@@ -164,6 +222,7 @@ fn ts() -> TimestampMicrosecondBuilder {
 }
 
 impl GatewayColumns {
+    /// Empty builders, ready for rows.
     pub fn new() -> Self {
         GatewayColumns {
             source: StringBuilder::new(),
@@ -204,6 +263,7 @@ impl GatewayColumns {
         self.line.len()
     }
 
+    /// No row appended yet?
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -41,7 +41,7 @@ const NAMES: [&str; 25] = [
 ];
 
 /// A string cell without allocating (Utf8 / LargeUtf8 / Utf8View).
-pub fn str_at(a: &ArrayRef, i: usize) -> Option<&str> {
+pub(crate) fn str_at(a: &ArrayRef, i: usize) -> Option<&str> {
     if a.is_null(i) {
         return None;
     }
@@ -54,6 +54,7 @@ pub fn str_at(a: &ArrayRef, i: usize) -> Option<&str> {
 }
 
 impl<'a> GatewayRows<'a> {
+    /// Column views of a `gateway_requests` batch; fails when a column is missing.
     pub fn new(batch: &'a RecordBatch) -> Result<Self, ModelError> {
         let mut cols = Vec::with_capacity(NAMES.len());
         for n in NAMES {
@@ -63,30 +64,39 @@ impl<'a> GatewayRows<'a> {
             cols: cols.try_into().expect("NAMES has 25 entries"),
         })
     }
+    /// Rows in the batch.
     pub fn len(&self) -> usize {
         self.cols[0].len()
     }
+    /// No rows?
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Row `i`'s layer name (`""` when null).
     pub fn source(&self, i: usize) -> &'a str {
         str_at(self.cols[0], i).unwrap_or("")
     }
+    /// Row `i`'s layer number, 0 for the outermost (0 when null).
     pub fn layer(&self, i: usize) -> u32 {
         opt_u32(self.cols[1], i).unwrap_or(0)
     }
+    /// Row `i`'s end time, µs since the epoch (0 when null).
     pub fn time_us(&self, i: usize) -> i64 {
         opt_i64(self.cols[3], i).unwrap_or(0)
     }
+    /// Row `i`'s `$status`.
     pub fn status(&self, i: usize) -> Option<u16> {
         opt_u16(self.cols[9], i)
     }
+    /// Row `i`'s `$request_time`, ms.
     pub fn request_time_ms(&self, i: usize) -> Option<f64> {
         opt_f64(self.cols[11], i)
     }
+    /// Row `i`'s request id.
     pub fn request_id(&self, i: usize) -> Option<&'a str> {
         str_at(self.cols[18], i)
     }
+    /// Row `i`'s trace id (from `traceparent`).
     pub fn trace_id(&self, i: usize) -> Option<&'a str> {
         str_at(self.cols[20], i)
     }

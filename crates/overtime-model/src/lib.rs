@@ -13,7 +13,9 @@
 //! assert_eq!(gateway_records(&batch).unwrap()[0].status, Some(504));
 //! ```
 
-pub mod arrow_util;
+#![warn(missing_docs)]
+
+mod arrow_util;
 mod enums;
 mod gateway;
 mod gateway_rows;
@@ -27,7 +29,7 @@ mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
 pub use gateway::{GatewayColumns, GatewayRecord, gateway_records, gateway_schema, sum_known};
-pub use gateway_rows::{GatewayRows, str_at};
+pub use gateway_rows::GatewayRows;
 pub use observation::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use rejected::{RAW_KEEP, RejectedColumns, RejectedRecord, rejected_records, rejected_schema};
 pub use sink::{Checkpoint, RecordSink, SinkError, Table};
@@ -40,6 +42,7 @@ pub use verdict::{
 /// Errors reading rows back from a batch.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// The batch lacks this column (named): it is not one of our tables.
     #[error("batch has no column `{0}`")]
     MissingColumn(String),
 }

@@ -10,21 +10,26 @@ use serde::{Deserialize, Serialize};
 pub struct GatewayStatus {
     /// The layer's name (`edge`, `internal`…).
     pub layer: String,
+    /// The HTTP status it answered; `None` when not logged.
     pub status: Option<u16>,
 }
 
 /// One call (one attempt: a retry is a call of its own) of a calling stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallObservation {
+    /// What kind of call.
     pub stage: Stage,
     /// The model (LLM and judge calls).
     pub model: Option<String>,
     /// The tool (tool and memory calls) or the peer (network calls).
     pub tool: Option<String>,
+    /// How the call ended.
     pub status: SpanStatus,
+    /// How long the call ran, ms.
     pub duration_ms: f64,
     /// Time to first token (LLM calls), ms.
     pub ttft_ms: Option<f64>,
+    /// Prompt tokens (LLM calls), when known.
     pub input_tokens: Option<i64>,
     /// Budget left when the call started, ms.
     pub budget_left_ms: Option<f64>,
@@ -72,11 +77,14 @@ impl CallObservation {
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestObservation {
+    /// The request's trace id.
     pub trace_id: String,
     /// The gateway's request path without its query string, else the root
     /// span's name.
     pub route: String,
+    /// What the user saw.
     pub outcome: Outcome,
+    /// When the request started (data time, µs since the epoch).
     pub start_us: i64,
     /// When the request ended (data time): every window is keyed by it.
     pub end_us: i64,
@@ -124,6 +132,7 @@ impl RequestObservation {
         )
     }
 
+    /// Outcome `ok`.
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }

@@ -21,13 +21,20 @@ use std::sync::{Arc, OnceLock};
 /// Longest `raw` kept, in bytes.
 pub const RAW_KEEP: usize = 1024;
 
+/// A record that could not be read, as a row of `rejected`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RejectedRecord {
+    /// The input's name (file path, layer, topic).
     pub source: String,
+    /// 1-based line (or message) number in `source`.
     pub line: u64,
+    /// Where, for a person: `line 12`, `line 12, span 3`.
     pub position: String,
+    /// A short, stable reason code (`format_mismatch`, `bad_json`…): what to group and alert on.
     pub reason: String,
+    /// The error message.
     pub detail: String,
+    /// The record as read, cut to [`RAW_KEEP`] bytes (lossy UTF-8).
     pub raw: String,
 }
 
@@ -51,12 +58,14 @@ impl RejectedRecord {
         }
     }
 
+    /// The same rejection at a finer `position` (`line 12, span 3`).
     pub fn with_position(mut self, position: impl Into<String>) -> Self {
         self.position = position.into();
         self
     }
 }
 
+/// Arrow builders of `rejected`: append rows, then [`finish`](Self::finish) a batch.
 #[derive(Default)]
 pub struct RejectedColumns {
     source: StringBuilder,
@@ -68,15 +77,19 @@ pub struct RejectedColumns {
 }
 
 impl RejectedColumns {
+    /// Empty builders.
     pub fn new() -> Self {
         Self::default()
     }
+    /// Rows appended so far.
     pub fn len(&self) -> usize {
         self.line.len()
     }
+    /// No row appended yet?
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Appends one row.
     pub fn append(&mut self, r: &RejectedRecord) {
         self.source.append_value(&r.source);
         self.line.append_value(r.line);
@@ -85,6 +98,7 @@ impl RejectedColumns {
         self.detail.append_value(&r.detail);
         self.raw.append_value(&r.raw);
     }
+    /// The rows appended so far as a batch; the builders start empty again.
     pub fn finish(&mut self) -> RecordBatch {
         let cols: Vec<(&str, ArrayRef)> = vec![
             ("source", Arc::new(self.source.finish())),
@@ -98,12 +112,14 @@ impl RejectedColumns {
     }
 }
 
+/// The Arrow schema of `rejected` (the columns above).
 pub fn rejected_schema() -> SchemaRef {
     static S: OnceLock<SchemaRef> = OnceLock::new();
     S.get_or_init(|| RejectedColumns::new().finish().schema())
         .clone()
 }
 
+/// Reads a `rejected` batch back into records; fails when a column is missing.
 pub fn rejected_records(b: &RecordBatch) -> Result<Vec<RejectedRecord>, ModelError> {
     let (s, l, p, r, d, raw) = (
         col(b, "source")?,

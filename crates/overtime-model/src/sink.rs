@@ -20,13 +20,18 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Table {
+    /// One row per request a gateway (nginx) logged.
     GatewayRequests,
+    /// One row per span of a trace.
     Spans,
+    /// One row per record that could not be read, with its reason.
     Rejected,
 }
 
 impl Table {
+    /// Every table, in the order the store lays them out.
     pub const ALL: [Table; 3] = [Table::GatewayRequests, Table::Spans, Table::Rejected];
+    /// The table's name (`gateway_requests`, `spans`, `rejected`), as in SQL and on disk.
     pub fn as_str(self) -> &'static str {
         match self {
             Table::GatewayRequests => "gateway_requests",
@@ -34,6 +39,7 @@ impl Table {
             Table::Rejected => "rejected",
         }
     }
+    /// The table named `s` (exact name), if any.
     pub fn parse(s: &str) -> Option<Table> {
         Table::ALL.into_iter().find(|t| t.as_str() == s)
     }
@@ -52,14 +58,19 @@ pub struct Checkpoint {
     /// Stable name of the source (`file:/var/log/nginx/edge.log`,
     /// `kafka:spans/3`).
     pub source: String,
+    /// Where to resume, in the source's own words.
     pub position: String,
 }
 
+/// Why a [`RecordSink`] refused a batch.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SinkError {
     /// Over the memory budget: retry the same batch after this long.
     #[error("store is full, retry in {retry_after_ms} ms")]
-    Full { retry_after_ms: u64 },
+    Full {
+        /// How long to wait before retrying, ms.
+        retry_after_ms: u64,
+    },
     /// The write failed (disk full, I/O error); nothing was stored.
     #[error("store write failed: {0}")]
     Failed(String),

@@ -85,6 +85,7 @@ impl Default for SpanColumns {
 }
 
 impl SpanColumns {
+    /// Empty builders, ready for rows.
     pub fn new() -> Self {
         let ts = || TimestampMicrosecondBuilder::new().with_timezone("UTC");
         let s = StringBuilder::new;
@@ -154,14 +155,17 @@ impl SpanColumns {
         }
     }
 
+    /// Rows appended so far.
     pub fn len(&self) -> usize {
         self.line.len()
     }
 
+    /// No row appended yet?
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Appends one span as a row.
     pub fn append(&mut self, r: &SpanRecord) {
         self.trace_id.append_value(&r.trace_id);
         self.span_id.append_value(&r.span_id);
@@ -238,6 +242,7 @@ impl SpanColumns {
         append_links(&mut self.links, &r.links);
     }
 
+    /// The rows appended so far as a `spans` batch; the builders start empty again.
     pub fn finish(&mut self) -> RecordBatch {
         let cols: Vec<(&str, ArrayRef)> = vec![
             ("trace_id", Arc::new(self.trace_id.finish())),

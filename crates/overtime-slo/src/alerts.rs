@@ -38,7 +38,9 @@ pub const ALERT_NAMES: [&str; 13] = [
 /// numbers) and `description` (the condition).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alert {
+    /// `alertname`, `severity`, and `model` for the per-model breakers.
     pub labels: BTreeMap<String, String>,
+    /// `summary` (one sentence with the numbers) and `description` (the condition).
     pub annotations: BTreeMap<String, String>,
     /// The value compared with the threshold.
     pub value: f64,
@@ -47,15 +49,19 @@ pub struct Alert {
 }
 
 impl Alert {
+    /// The `alertname` label (`OvertimeModelBreakerL3`…).
     pub fn name(&self) -> &str {
         self.labels.get("alertname").map_or("", String::as_str)
     }
+    /// The `severity` label: `page`, `ticket` or `warning`.
     pub fn severity(&self) -> &str {
         self.labels.get("severity").map_or("", String::as_str)
     }
+    /// The `summary` annotation: what holds, with its numbers.
     pub fn summary(&self) -> &str {
         self.annotations.get("summary").map_or("", String::as_str)
     }
+    /// Label `name`, if the alert has it.
     pub fn label(&self, name: &str) -> Option<&str> {
         self.labels.get(name).map(String::as_str)
     }

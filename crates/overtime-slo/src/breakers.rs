@@ -38,6 +38,7 @@ struct ModelState {
 /// The breaker view of one model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelStats {
+    /// The model's name (or `other` past the label cap).
     pub model: String,
     /// Current run of timed-out calls.
     pub consecutive_timeouts: u32,
@@ -47,6 +48,7 @@ pub struct ModelStats {
     pub recent_calls: u64,
     /// Baseline P99, seconds (`None` below the minimum number of calls).
     pub baseline_p99_seconds: Option<f64>,
+    /// Calls in the baseline window.
     pub baseline_calls: u64,
     /// L1 condition holds now.
     pub l1: bool,

@@ -22,9 +22,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChainWeights {
+    /// Weight of LLM calls (default 0.4).
     pub llm: f64,
+    /// Weight of tool calls (default 0.3).
     pub tool: f64,
+    /// Weight of memory calls (default 0.2).
     pub memory: f64,
+    /// Weight of network calls (default 0.1).
     pub network: f64,
 }
 
@@ -56,20 +60,24 @@ pub struct EarlyWarningConfig {
     /// Chain health: alert when the healthy share fell at least this much
     /// below its baseline and is below `chain_healthy_below`.
     pub chain_healthy_drop: f64,
+    /// …and is below this share.
     pub chain_healthy_below: f64,
     /// Near timeout: alert when the share of calls using most of their
     /// timeout is at least `near_timeout_above` and rose at least
     /// `near_timeout_rise` above its baseline.
     pub near_timeout_above: f64,
+    /// …rose at least this much above its baseline.
     pub near_timeout_rise: f64,
     /// LLM wait: alert when the queue + prefill share of LLM time rose at
     /// least this much above its baseline and is at least `llm_wait_above`.
     pub llm_wait_rise: f64,
+    /// …and is at least this share.
     pub llm_wait_above: f64,
     /// Semantic success (real answers / answers): alert when it fell at
     /// least this much below its baseline and is below
     /// `semantic_success_below`.
     pub semantic_success_drop: f64,
+    /// …and is below this share.
     pub semantic_success_below: f64,
     /// Every early-warning condition must hold this long.
     pub for_s: f64,
@@ -154,6 +162,7 @@ impl Default for ChainWeights {
     }
 }
 
+/// The `[slo]` section: objectives, alert thresholds and holds, window scale and label caps (docs/metrics.md). Durations in seconds of data time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SloConfig {
@@ -177,14 +186,20 @@ pub struct SloConfig {
     /// Burn-rate thresholds: page over 1 h and 5 min, page over 6 h and
     /// 30 min, ticket over 3 d and 6 h.
     pub burn_rate_fast: f64,
+    /// Page when the timeout budget burns this many times too fast over 6 h and 30 min.
     pub burn_rate_slow: f64,
+    /// Ticket when it burns this many times too fast over 3 d and 6 h.
     pub burn_rate_ticket: f64,
     /// SLO-3: `ttft_target_ratio` of LLM calls have TTFT ≤ `ttft_target_ms`
     /// and the P99 TTFT is ≤ `ttft_p99_ms` (5 min window).
     pub ttft_target_ms: f64,
+    /// The share of LLM calls that must meet `ttft_target_ms`.
     pub ttft_target_ratio: f64,
+    /// The highest acceptable P99 TTFT, ms.
     pub ttft_p99_ms: f64,
+    /// Page when SLO-3 stays broken this long, s.
     pub ttft_for_s: f64,
+    /// Each stage's weight in chain health.
     pub chain_health_weights: ChainWeights,
     /// Page when the last complete minute's chain health is below this.
     pub chain_health_alert_below: f64,
@@ -194,15 +209,20 @@ pub struct SloConfig {
     /// baseline P99 (the P99 over `breaker_baseline_window_s` before that
     /// window), for `breaker_p99_for_s`.
     pub breaker_p99_factor: f64,
+    /// L2's recent window, s.
     pub breaker_p99_window_s: f64,
+    /// L2's baseline window (before the recent one), s.
     pub breaker_baseline_window_s: f64,
     /// Fewer calls than this in the baseline window: no baseline, no L2.
     pub breaker_baseline_min_calls: u64,
+    /// L2 must hold this long, s.
     pub breaker_p99_for_s: f64,
     /// L3: error ratio over `breaker_error_window_s` above this, for
     /// `breaker_error_for_s`.
     pub breaker_error_ratio: f64,
+    /// L3's window, s.
     pub breaker_error_window_s: f64,
+    /// L3 must hold this long, s.
     pub breaker_error_for_s: f64,
     /// The leading signals and their alerts (docs/advice.md).
     pub early_warning: EarlyWarningConfig,

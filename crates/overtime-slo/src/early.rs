@@ -33,7 +33,8 @@ use significance::{RatioSums, z_prop, z_ratio};
 mod classify;
 mod conditions;
 mod significance;
-pub use classify::{Answer, Chain, LlmWait, ObservedTimeouts, Signals, classify};
+pub use classify::{Answer, Chain};
+pub(crate) use classify::{ObservedTimeouts, Signals, classify};
 use overtime_model::RequestObservation;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -152,6 +153,7 @@ impl Tally {
 }
 
 /// The cumulative counters the Prometheus rules recompute the signals from.
+/// Cumulative counts behind the early-warning signals, for `/metrics` (the shipped Prometheus rules recompute the signals from them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EarlyTotals {
     /// By [`Chain`], in `Chain::ALL` order.
@@ -160,15 +162,19 @@ pub struct EarlyTotals {
     pub answers: [u64; 3],
     /// By [`TIMED_STAGES`].
     pub timed: [u64; 7],
+    /// By [`TIMED_STAGES`]: calls that used at least the near-timeout share of their timeout.
     pub near: [u64; 7],
     /// LLM time in seconds: queue, prefill, first token (phases unknown),
     /// the rest.
     pub llm_seconds: [f64; 4],
+    /// LLM calls counted in `llm_seconds`.
     pub llm_calls: u64,
     /// Σ wait², Σ wait × duration and Σ duration² over those calls (s²):
     /// what the shipped rules need for the wait share's z-test.
     pub llm_wait_squared: f64,
+    /// Σ wait × duration, s².
     pub llm_wait_by_time: f64,
+    /// Σ duration², s².
     pub llm_time_squared: f64,
 }
 
@@ -202,9 +208,11 @@ impl EarlyTotals {
 pub struct SignalView {
     /// The value over the short window (`None`: nothing to measure).
     pub value: Option<f64>,
+    /// The value over the baseline window (`None`: nothing to measure).
     pub baseline: Option<f64>,
-    /// Requests or calls behind each.
+    /// Requests or calls behind `value`.
     pub count: u64,
+    /// Requests or calls behind `baseline`.
     pub baseline_count: u64,
     /// Standard errors between the two, signed so that positive is worse.
     pub z: Option<f64>,
@@ -215,6 +223,7 @@ pub struct SignalView {
 pub struct EarlyWarningView {
     /// `5m`: the short window's name; the baseline is the window before it.
     pub window: String,
+    /// The baseline window's name: the window before `window`.
     pub baseline_window: String,
     /// Share of requests whose chain completed healthily.
     pub chain_healthy: SignalView,

@@ -27,15 +27,6 @@ impl BoundedLabel {
 
     /// `v` itself while fewer than `max` values were seen (or `v` already
     /// was), else `other`. Empty values read `unknown`.
-    ///
-    /// ```
-    /// use overtime_slo::BoundedLabel;
-    /// let mut l = BoundedLabel::new(2);
-    /// assert_eq!(l.get("/a"), "/a");
-    /// assert_eq!(l.get("/b"), "/b");
-    /// assert_eq!(l.get("/c"), "other");
-    /// assert_eq!(l.get("/a"), "/a");
-    /// ```
     pub fn get(&mut self, v: &str) -> String {
         let v = if v.is_empty() { "unknown" } else { v };
         if self.seen.contains(v) {
@@ -47,5 +38,19 @@ impl BoundedLabel {
         }
         self.overflowed += 1;
         OTHER.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_past_the_cap_read_other() {
+        let mut l = BoundedLabel::new(2);
+        assert_eq!(l.get("/a"), "/a");
+        assert_eq!(l.get("/b"), "/b");
+        assert_eq!(l.get("/c"), "other");
+        assert_eq!(l.get("/a"), "/a");
     }
 }

@@ -33,6 +33,8 @@
 //! assert!(slo.alerts().iter().any(|a| a.name() == "OvertimeModelBreakerL3"));
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod alert_names;
 mod alerts;
 mod breakers;
@@ -51,14 +53,11 @@ pub use alerts::{
 };
 pub use breakers::ModelStats;
 pub use early::{EarlyTotals, EarlyWarningView, SignalView};
-pub use labels::{BoundedLabel, OTHER};
 // The live diagnosis writes them (overtime-model holds the type both share).
 pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
 pub use overtime_model::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use sketch::{LogSketch, MAX_BINS};
-pub use totals::{
-    BUDGET_BUCKETS, CALL_BUCKETS, CounterVec, Histogram, HistogramVec, Labels, TTFT_BUCKETS, Totals,
-};
+pub use totals::{CounterVec, Histogram, HistogramVec, Totals};
 pub use windows::{
     CallStats, ChainHealth, RouteStats, StageHealth, WINDOWS, WindowStats, window_name,
 };
@@ -68,6 +67,7 @@ use breakers::Breakers;
 use early::Early;
 use overtime_model::Outcome;
 use serde::Serialize;
+use totals::Labels;
 use windows::Windows;
 
 /// Grid evaluations done at most when data time jumps.
@@ -78,6 +78,7 @@ const MAX_CATCH_UP: i64 = 200;
 pub struct BreakerState {
     /// The model, or `*` for L3 (global).
     pub model: String,
+    /// `L1`, `L2` or `L3` (docs/metrics.md#model-breakers).
     pub level: &'static str,
     /// The breaker's alert is firing (its condition held for its hold).
     pub open: bool,
@@ -88,17 +89,25 @@ pub struct BreakerState {
 pub struct SloSnapshot {
     /// Data time of the view (µs).
     pub watermark_us: i64,
+    /// The settings the numbers were computed with.
     pub config: SloConfig,
     /// Global windows, shortest first.
     pub windows: Vec<WindowStats>,
+    /// Chain health of the last complete minute; `None` before one is complete.
     pub chain_health: Option<ChainHealth>,
+    /// Breaker view of every model seen.
     pub models: Vec<ModelStats>,
+    /// Calls of every tool over the breakdown window.
     pub tools: Vec<CallStats>,
+    /// Requests of every route over the breakdown window.
     pub routes: Vec<RouteStats>,
+    /// Every breaker level of every model, open or not.
     pub breakers: Vec<BreakerState>,
+    /// The alerts firing now.
     pub alerts: Vec<Alert>,
     /// The leading signals (docs/advice.md), short window against baseline.
     pub early_warning: EarlyWarningView,
+    /// Requests observed since start.
     pub observed: u64,
     /// Observations older than a window's memory (counted in the totals only).
     pub late: u64,
@@ -123,6 +132,7 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// Empty state with these settings; call [`SloConfig::validate`] first.
     pub fn new(cfg: SloConfig) -> Self {
         Slo {
             labels: Labels::new(cfg.max_label_values),
@@ -141,6 +151,7 @@ impl Slo {
         }
     }
 
+    /// The settings in use.
     pub fn config(&self) -> &SloConfig {
         &self.cfg
     }

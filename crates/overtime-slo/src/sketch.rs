@@ -63,6 +63,7 @@ impl LogSketch {
         self.count
     }
 
+    /// No value added yet?
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

@@ -19,11 +19,14 @@ pub const BUDGET_BUCKETS: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0,
 /// A counter family: label values (in `labels` order) → count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterVec {
+    /// The label names, in the order of each series' key.
     pub labels: &'static [&'static str],
+    /// Count per series, keyed by its label values.
     pub series: BTreeMap<Vec<String>, u64>,
 }
 
 impl CounterVec {
+    /// A family with these labels and no series.
     pub fn new(labels: &'static [&'static str]) -> Self {
         CounterVec {
             labels,
@@ -56,6 +59,7 @@ impl CounterVec {
             .sum()
     }
 
+    /// Sum over every series.
     pub fn total(&self) -> u64 {
         self.series.values().sum()
     }
@@ -65,8 +69,11 @@ impl CounterVec {
 /// entry is above every bound), sum and count.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Histogram {
+    /// Observations per bucket, in bound order, then above the last bound.
     pub counts: Vec<u64>,
+    /// Sum of the observed values, seconds.
     pub sum: f64,
+    /// Number of observations.
     pub count: u64,
 }
 
@@ -87,13 +94,16 @@ impl Histogram {
 /// A histogram family.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistogramVec {
+    /// The label names, in the order of each series' key.
     pub labels: &'static [&'static str],
     /// Upper bounds (`le`), ascending, `+Inf` implied.
     pub bounds: &'static [f64],
+    /// One histogram per series, keyed by its label values.
     pub series: BTreeMap<Vec<String>, Histogram>,
 }
 
 impl HistogramVec {
+    /// A family with these labels and bucket bounds and no series.
     pub fn new(labels: &'static [&'static str], bounds: &'static [f64]) -> Self {
         HistogramVec {
             labels,
@@ -125,7 +135,7 @@ impl HistogramVec {
 
 /// The bounded label sets shared by the counters and the windows.
 #[derive(Debug, Clone)]
-pub struct Labels {
+pub(crate) struct Labels {
     pub route: BoundedLabel,
     pub model: BoundedLabel,
     pub tool: BoundedLabel,
@@ -150,22 +160,39 @@ impl Labels {
 /// Every cumulative family fed by observations and verdicts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Totals {
+    /// `overtime_requests_total` {route, outcome}: completed requests.
     pub requests: CounterVec,
+    /// `overtime_requests_timed_out_total` {route}: requests that ended in a gateway or service timeout.
     pub requests_timed_out: CounterVec,
+    /// `overtime_gateway_responses_total` {layer, status}: gateway records by HTTP status.
     pub gateway_responses: CounterVec,
+    /// `overtime_judged_requests_total` {route}: requests with a judge score.
     pub judged: CounterVec,
+    /// `overtime_semantic_success_total` {route}: judged requests scoring at least `semantic_success_score`.
     pub semantic_success: CounterVec,
+    /// `overtime_ttft_seconds` {model}: LLM time to first token, seconds.
     pub ttft: HistogramVec,
+    /// `overtime_stage_calls_total` {stage}: calls by stage, one per attempt.
     pub stage_calls: CounterVec,
+    /// `overtime_stage_timeouts_total` {stage}: calls that ended in their own timeout.
     pub stage_timeouts: CounterVec,
+    /// `overtime_fallbacks_total` {model}: requests that fell back.
     pub fallbacks: CounterVec,
+    /// `overtime_fallbacks_accepted_total` {model}: fallbacks the caller accepted.
     pub fallbacks_accepted: CounterVec,
+    /// `overtime_llm_calls_total` {model, status}: LLM and judge calls by span status.
     pub llm_calls: CounterVec,
+    /// `overtime_llm_call_duration_seconds` {model, input_bucket}: LLM call duration, seconds.
     pub llm_duration: HistogramVec,
+    /// `overtime_tool_calls_total` {tool, status}: tool, memory and network calls by status.
     pub tool_calls: CounterVec,
+    /// `overtime_tool_call_duration_seconds` {tool}: tool call duration, seconds.
     pub tool_duration: HistogramVec,
+    /// `overtime_budget_left_seconds` {stage}: budget left when a call started, seconds.
     pub budget_left: HistogramVec,
+    /// `overtime_root_causes_total` {kind, component, outcome}: failing verdicts, once per trace.
     pub root_causes: CounterVec,
+    /// `overtime_verdict_revisions_total`: verdicts revised by late spans.
     pub verdict_revisions: u64,
 }
 
@@ -196,7 +223,13 @@ impl Default for Totals {
 impl Totals {
     /// Counts one request under `route` (already bounded). `score` is the
     /// semantic-success threshold.
-    pub fn add(&mut self, o: &RequestObservation, route: &str, labels: &mut Labels, score: f64) {
+    pub(crate) fn add(
+        &mut self,
+        o: &RequestObservation,
+        route: &str,
+        labels: &mut Labels,
+        score: f64,
+    ) {
         let r = route;
         self.requests.add(&[r, o.outcome.as_str()], 1);
         self.requests_timed_out.add(&[r], o.timed_out() as u64);
@@ -241,7 +274,7 @@ impl Totals {
 
     /// Counts a verdict: a failing first verdict by root cause, a later
     /// one as a revision.
-    pub fn add_verdict(
+    pub(crate) fn add_verdict(
         &mut self,
         kind: &str,
         component: &str,

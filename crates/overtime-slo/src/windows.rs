@@ -116,24 +116,41 @@ fn ratio(n: u64, d: u64) -> Option<f64> {
 /// One window's SLIs (ratios are `None` when their denominator is 0).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowStats {
+    /// The window's name (`1m`, `5m`, `1h`…).
     pub window: String,
     /// Its length in data-time seconds (after `window_scale`).
     pub seconds: f64,
+    /// Requests that ended in the window.
     pub requests: u64,
+    /// Of those, outcome `error`.
     pub errors: u64,
+    /// Of those, outcome `gateway_timeout` or `service_timeout`.
     pub timed_out: u64,
+    /// Of those, requests with a judge score.
     pub judged: u64,
+    /// Judged requests scoring at least `semantic_success_score`.
     pub semantic_ok: u64,
+    /// LLM calls with a known TTFT.
     pub ttft_calls: u64,
+    /// Of those, calls within `ttft_target_ms`.
     pub ttft_within_target: u64,
+    /// Requests that fell back.
     pub fallbacks: u64,
+    /// Of those, fallbacks the caller accepted.
     pub fallbacks_accepted: u64,
+    /// `semantic_ok / judged` (SLO-1).
     pub semantic_success_ratio: Option<f64>,
+    /// `timed_out / requests`.
     pub timeout_ratio: Option<f64>,
+    /// The timeout ratio over the error budget `1 − timeout_objective` (1: burning exactly on budget).
     pub timeout_budget_burn_rate: Option<f64>,
+    /// `errors / requests`.
     pub error_ratio: Option<f64>,
+    /// `ttft_within_target / ttft_calls` (SLO-3).
     pub ttft_within_target_ratio: Option<f64>,
+    /// P99 time to first token, seconds (±1 %).
     pub ttft_p99_seconds: Option<f64>,
+    /// `fallbacks_accepted / fallbacks`.
     pub fallback_acceptance_ratio: Option<f64>,
 }
 
@@ -144,35 +161,52 @@ pub struct ChainHealth {
     pub value: f64,
     /// Start of the minute (data time, µs).
     pub minute_start_us: i64,
+    /// Each weighted stage's part in it.
     pub stages: Vec<StageHealth>,
 }
 
+/// One stage's part in chain health over the minute.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageHealth {
+    /// `llm`, `tool`, `memory` or `network`.
     pub stage: &'static str,
+    /// Calls of the stage in the minute.
     pub calls: u64,
+    /// Of those, calls that ended in their own timeout.
     pub timeouts: u64,
+    /// `timeouts / calls`; `None` without calls.
     pub timeout_ratio: Option<f64>,
+    /// The stage's weight from [`ChainWeights`](crate::ChainWeights).
     pub weight: f64,
 }
 
 /// Calls of one model or tool over a window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallStats {
+    /// The model or tool (`other` past the label cap).
     pub name: String,
+    /// Calls in the window.
     pub calls: u64,
+    /// Of those, calls that ended in their own timeout.
     pub timeouts: u64,
+    /// P99 duration, seconds (±1 %); `None` without calls.
     pub p99_seconds: Option<f64>,
 }
 
 /// Requests of one route over the breakdown window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RouteStats {
+    /// The request path (`other` past the label cap).
     pub route: String,
+    /// Requests that ended in the window.
     pub requests: u64,
+    /// Of those, outcome `error`.
     pub errors: u64,
+    /// Of those, a gateway or service timeout.
     pub timed_out: u64,
+    /// `errors / requests`.
     pub error_ratio: Option<f64>,
+    /// `timed_out / requests`.
     pub timeout_ratio: Option<f64>,
 }
 

@@ -16,13 +16,18 @@ fn stage_index(s: Stage) -> Option<usize> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Chain {
+    /// The request succeeded with no failed call, no retry and no fallback.
     Healthy,
+    /// The request succeeded, but a call failed, was retried, or it fell back.
     Degraded,
+    /// The request did not succeed (its outcome is not `ok`).
     Failed,
 }
 
 impl Chain {
+    /// Every value, in the order of [`EarlyTotals::chains`].
     pub const ALL: [Chain; 3] = [Chain::Healthy, Chain::Degraded, Chain::Failed];
+    /// The `chain` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Chain::Healthy => "healthy",
@@ -36,13 +41,18 @@ impl Chain {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
+    /// A real answer: ok, no fallback, no call lost, not judged low.
     Success,
+    /// An ok answer that hides a failure: a fallback, a call whose last attempt failed, or a judge score below `semantic_success_score`.
     Masked,
+    /// No answer: the request's outcome is not `ok`.
     Failed,
 }
 
 impl Answer {
+    /// Every value, in the order of [`EarlyTotals::answers`].
     pub const ALL: [Answer; 3] = [Answer::Success, Answer::Masked, Answer::Failed];
+    /// The `answer` label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Answer::Success => "success",
@@ -123,21 +133,6 @@ impl ObservedTimeouts {
 
 /// Classifies one request; `None` for a client error (4xx), which is not
 /// an answer of the platform.
-///
-/// ```
-/// use overtime_slo::early::{classify, Answer, Chain, ObservedTimeouts};
-/// use overtime_slo::{CallObservation, RequestObservation};
-/// use overtime_model::{Outcome, SpanStatus, Stage};
-/// let mut o = RequestObservation::new("/chat", Outcome::Ok, 10_000_000);
-/// let mut first = CallObservation::new(Stage::Tool, SpanStatus::Timeout, 5_000.0, 0);
-/// first.timeout_ms = Some(5_000.0);
-/// let mut retry = CallObservation::new(Stage::Tool, SpanStatus::Ok, 400.0, 0);
-/// retry.attempt = 1;
-/// o.calls = vec![first, retry];
-/// let s = classify(&o, &ObservedTimeouts::default(), &Default::default()).unwrap();
-/// assert_eq!((s.chain, s.answer), (Chain::Degraded, Answer::Success)); // the retry worked
-/// assert_eq!(s.timed, vec![(3, true)]); // the cut attempt used all of its timeout
-/// ```
 pub fn classify(
     o: &RequestObservation,
     learned: &ObservedTimeouts,
@@ -227,7 +222,20 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use overtime_model::SpanStatus;
+    use overtime_model::{Outcome, SpanStatus};
+
+    #[test]
+    fn a_retry_that_worked_is_degraded_but_a_real_answer() {
+        let mut o = RequestObservation::new("/chat", Outcome::Ok, 10_000_000);
+        let mut first = CallObservation::new(Stage::Tool, SpanStatus::Timeout, 5_000.0, 0);
+        first.timeout_ms = Some(5_000.0);
+        let mut retry = CallObservation::new(Stage::Tool, SpanStatus::Ok, 400.0, 0);
+        retry.attempt = 1;
+        o.calls = vec![first, retry];
+        let s = classify(&o, &ObservedTimeouts::default(), &Default::default()).unwrap();
+        assert_eq!((s.chain, s.answer), (Chain::Degraded, Answer::Success)); // the retry worked
+        assert_eq!(s.timed, vec![(3, true)]); // the cut attempt used all of its timeout
+    }
 
     #[test]
     fn observed_timeouts_are_the_median_cut() {

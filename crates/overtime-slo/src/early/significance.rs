@@ -63,7 +63,8 @@ pub(super) fn z_ratio(a: RatioSums, b: RatioSums) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Answer, Chain, LlmWait, Signals};
+    use super::super::classify::LlmWait;
+    use super::super::{Answer, Chain, Signals};
     use super::*;
 
     #[test]
