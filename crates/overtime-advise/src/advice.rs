@@ -15,9 +15,13 @@ use std::collections::BTreeMap;
 /// P50, P90, P99, P99.9 (ms); `None` where unknown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Quantiles {
+    /// Median (ms).
     pub p50: Option<f64>,
+    /// 90th percentile (ms).
     pub p90: Option<f64>,
+    /// 99th percentile (ms).
     pub p99: Option<f64>,
+    /// 99.9th percentile (ms).
     pub p999: Option<f64>,
 }
 
@@ -51,6 +55,7 @@ pub enum Source {
 pub struct InForce {
     /// The typical value (median over the calls that carried one).
     pub ms: f64,
+    /// Where the value comes from: configured, observed firing, or inferred.
     pub source: Source,
     /// Calls that carried it.
     pub calls: usize,
@@ -77,12 +82,15 @@ pub enum Method {
 pub struct GroupAdvice {
     /// `llm`, `tool`, `memory` or `gateway`.
     pub kind: String,
+    /// The model, tool or memory store, or the gateway layer's name.
     pub name: String,
     /// The input-token bucket of an LLM group.
     pub bucket: Option<String>,
     /// Attempts (calls × tries) or gateway requests.
     pub count: usize,
+    /// Attempts that answered (their durations are latencies).
     pub finished: usize,
+    /// Attempts that answered with an error other than a timeout.
     pub failed: usize,
     /// Ended by their own timeout (censored).
     pub timed_out: usize,
@@ -93,12 +101,19 @@ pub struct GroupAdvice {
     /// Kaplan–Meier over all of them, cut calls censored: `None` where the
     /// cuts leave a quantile unknown.
     pub survival_ms: Quantiles,
+    /// The censored log-normal fitted to the group's tail; `None` with too
+    /// few finished calls.
     pub tail: Option<TailFit>,
+    /// The timeout the calls ran under; `None` when none was recorded,
+    /// seen firing or inferred.
     pub timeout: Option<InForce>,
+    /// Share of the attempts ended by their own timeout (0–1).
     pub share_timed_out: f64,
     /// Share whose request ended in a gateway timeout.
     pub share_504: f64,
+    /// The timeout to set (ms); `None` when the data cannot support one.
     pub recommended_ms: Option<f64>,
+    /// How `recommended_ms` was computed; `None` with no recommendation.
     pub method: Option<Method>,
     /// `raise`, `lower`, `keep`, `set` (none in force) or `unknown`.
     pub change: String,
@@ -107,7 +122,10 @@ pub struct GroupAdvice {
 /// A model's fitted latency law and the per-request timeout from it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelAdvice {
+    /// The LLM model the law is fitted to.
     pub model: String,
+    /// The fitted law (its coefficients and fit quality, flattened into the
+    /// JSON).
     #[serde(flatten)]
     pub fit: LatencyModel,
     /// The rule, written out.
@@ -294,7 +312,7 @@ pub(crate) fn model_samples(calls: &[&CallFacts], gpu: bool) -> Vec<Sample> {
 }
 
 /// Every model's fitted law (models with too few finished calls have none).
-pub fn fit_models(ds: &Dataset) -> BTreeMap<String, (LatencyModel, bool)> {
+pub(crate) fn fit_models(ds: &Dataset) -> BTreeMap<String, (LatencyModel, bool)> {
     let mut by_model: BTreeMap<&str, Vec<&CallFacts>> = BTreeMap::new();
     for t in &ds.traces {
         for c in t.calls.iter().filter(|c| c.class == Class::Llm) {
@@ -312,7 +330,7 @@ pub fn fit_models(ds: &Dataset) -> BTreeMap<String, (LatencyModel, bool)> {
 }
 
 /// The LLM, tool and memory groups, and the models' laws.
-pub fn call_groups(
+pub(crate) fn call_groups(
     ds: &Dataset,
     models: &BTreeMap<String, (LatencyModel, bool)>,
     target: f64,
@@ -386,7 +404,7 @@ pub fn call_groups(
 }
 
 /// One row per gateway layer: request times, 504s at the timeout censored.
-pub fn gateway_groups(ds: &Dataset, target: f64) -> Vec<GroupAdvice> {
+pub(crate) fn gateway_groups(ds: &Dataset, target: f64) -> Vec<GroupAdvice> {
     ds.layers
         .iter()
         .map(|l| {

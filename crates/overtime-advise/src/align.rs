@@ -20,19 +20,25 @@ pub struct AlignStep {
     pub layer: String,
     /// `None`: no timeout at all (unbounded).
     pub current_ms: Option<f64>,
+    /// The value the alignment rule asks of this layer (ms); `None` when
+    /// the data cannot say.
     pub recommended_ms: Option<f64>,
     /// recommended − current (ms), when both are known.
     pub change_ms: Option<f64>,
+    /// Why, in words, for the report.
     pub why: String,
 }
 
 /// The rule for one service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Alignment {
+    /// The service that owns the requests (their top span's service).
     pub service: String,
+    /// Requests of this service the rule was checked on.
     pub traces: usize,
     /// The rule holds with today's values.
     pub holds_now: bool,
+    /// The layers from the outermost gateway down to the calls.
     pub steps: Vec<AlignStep>,
     /// The layer to change first, with by how much.
     pub first: Option<String>,
@@ -40,13 +46,7 @@ pub struct Alignment {
 
 /// Rounds up to a value an operator would write: 10 ms steps below 1 s,
 /// 100 ms below 10 s, whole seconds above.
-///
-/// ```
-/// use overtime_advise::align::nice_up;
-/// assert_eq!(nice_up(43_210.0), 44_000.0);
-/// assert_eq!(nice_up(2_345.0), 2_400.0);
-/// ```
-pub fn nice_up(ms: f64) -> f64 {
+pub(crate) fn nice_up(ms: f64) -> f64 {
     let step = if ms < 1_000.0 {
         10.0
     } else if ms < 10_000.0 {
@@ -87,7 +87,7 @@ fn chain_sum(calls: &[CallFacts], per_call: impl Fn(&CallFacts) -> Option<f64>) 
 }
 
 /// The rule per service, with the recommended values of `llm` and `other`.
-pub fn align(
+pub(crate) fn align(
     ds: &Dataset,
     llm: &[GroupAdvice],
     other: &[GroupAdvice],
@@ -276,5 +276,16 @@ fn rule_holds(layers: &[&str], ds: &Dataset, budget: Option<f64>, down: Option<f
         (Some(d), Some(b), Some(g)) => d < b && b < g && nested,
         (Some(d), None, Some(g)) => d < g && nested,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_up_rounds_to_a_readable_value() {
+        assert_eq!(nice_up(43_210.0), 44_000.0);
+        assert_eq!(nice_up(2_345.0), 2_400.0);
     }
 }

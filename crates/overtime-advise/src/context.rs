@@ -14,33 +14,33 @@ use std::collections::BTreeMap;
 
 /// The laws and habits the replay needs.
 #[derive(Debug, Clone, Default)]
-pub struct Context {
+pub(crate) struct Context {
     /// Model → (law, whether `load` is gpu_load).
-    pub models: BTreeMap<String, (LatencyModel, bool)>,
+    pub(crate) models: BTreeMap<String, (LatencyModel, bool)>,
     /// Component → its censored log-normal tail.
-    pub tails: BTreeMap<String, TailFit>,
+    pub(crate) tails: BTreeMap<String, TailFit>,
     /// (model, input-token bucket) → its own tail, when that follows the
     /// bucket's Kaplan–Meier curve better than the model's law does.
-    pub bucket_tails: BTreeMap<(String, usize), LogNormal>,
+    pub(crate) bucket_tails: BTreeMap<(String, usize), LogNormal>,
     /// Gateway layer → tail of its request times (504s censored).
-    pub layer_tails: BTreeMap<String, TailFit>,
+    pub(crate) layer_tails: BTreeMap<String, TailFit>,
     /// The share of the remaining budget a call of this class gets, when
     /// the traces show such a rule.
-    pub budget_share: BTreeMap<Class, f64>,
+    pub(crate) budget_share: BTreeMap<Class, f64>,
     /// Component → the timeout it gets when the budget does not bind.
-    pub cap: BTreeMap<String, f64>,
+    pub(crate) cap: BTreeMap<String, f64>,
     /// Components seen retrying after one of their attempts timed out.
-    pub retry_on_timeout: BTreeMap<String, bool>,
+    pub(crate) retry_on_timeout: BTreeMap<String, bool>,
     /// Component → median time its fallback took.
-    pub fallback_ms: BTreeMap<String, f64>,
+    pub(crate) fallback_ms: BTreeMap<String, f64>,
     /// Gateway layer → today's read timeout (configured or inferred).
-    pub layer_timeout: BTreeMap<String, f64>,
+    pub(crate) layer_timeout: BTreeMap<String, f64>,
     /// Services seen giving up at their budget (a deadline watchdog), with
     /// how long after the budget their answer came (ms, median).
-    pub deadline: BTreeMap<String, f64>,
+    pub(crate) deadline: BTreeMap<String, f64>,
     /// Services whose failure answers never reached the gateway: it timed
     /// out although they had answered (seed 000's "information black hole").
-    pub masks: BTreeMap<String, usize>,
+    pub(crate) masks: BTreeMap<String, usize>,
 }
 
 /// The densest cluster of timeout/remaining ratios (±2 %), if it holds
@@ -81,7 +81,7 @@ fn share_rule(pairs: &[(f64, f64)]) -> Option<f64> {
 }
 
 impl Context {
-    pub fn learn(ds: &Dataset) -> Context {
+    pub(crate) fn learn(ds: &Dataset) -> Context {
         let mut cx = Context {
             models: fit_models(ds),
             ..Default::default()
@@ -226,7 +226,7 @@ impl Context {
     /// The distribution a call's attempt is drawn from: its bucket's own
     /// tail or its model's law at its tokens and load (whichever fits the
     /// bucket better), else its component's tail.
-    pub fn law_of(&self, c: &CallFacts) -> Option<LogNormal> {
+    pub(crate) fn law_of(&self, c: &CallFacts) -> Option<LogNormal> {
         if let (Class::Llm, Some(t)) = (c.class, c.tokens_in)
             && let Some(d) = self.bucket_tails.get(&(c.component.clone(), bucket_of(t)))
         {
@@ -246,7 +246,7 @@ impl Context {
     /// What a call cut at `ran_ms` would have taken: a draw from its law
     /// beyond `ran_ms`; `None` when no law is known (then it is taken to
     /// outlast every timeout).
-    pub fn draw_beyond(&self, c: &CallFacts, ran_ms: f64, rng: &mut Rng) -> Option<f64> {
+    pub(crate) fn draw_beyond(&self, c: &CallFacts, ran_ms: f64, rng: &mut Rng) -> Option<f64> {
         self.law_of(c).map(|d| d.draw_above(ran_ms, rng))
     }
 }

@@ -27,6 +27,8 @@ pub enum End {
 }
 
 impl End {
+    /// Whether the attempt's duration is only a lower bound on its latency
+    /// (timed out or cut).
     pub fn censored(self) -> bool {
         matches!(self, End::TimedOut | End::Cut)
     }
@@ -37,7 +39,10 @@ impl End {
 pub struct Attempt {
     /// From the request's start (ms).
     pub start_ms: f64,
+    /// How long it ran (ms): its latency when it finished, a lower bound
+    /// when censored.
     pub ms: f64,
+    /// How it ended.
     pub end: End,
     /// A cut LLM call's full latency as its model server reported it
     /// (`X-LLM-Duration`): the server ran on after the caller gave up.
@@ -58,7 +63,7 @@ impl Attempt {
     /// What survival sees: the latency when known (finished, or reported
     /// by the server), else a cut at `ms`; `None` for an error (its time
     /// says how fast it failed, not how long the work takes).
-    pub fn obs(&self) -> Option<crate::stats::Obs> {
+    pub(crate) fn obs(&self) -> Option<crate::stats::Obs> {
         use crate::stats::Obs;
         match (self.end, self.known_ms) {
             (End::Failed, _) => None,
@@ -82,26 +87,39 @@ impl Attempt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
+    /// A call to an LLM (stages `llm` and `judge`).
     Llm,
+    /// A call to a tool or over the network.
     Tool,
+    /// A read or write of a memory store.
     Memory,
 }
 
 /// One call (its retries included).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallFacts {
+    /// What kind of downstream it went to.
     pub class: Class,
     /// The model of an LLM call, the tool or store of the others.
     pub component: String,
+    /// The span's stage, as recorded.
     pub stage: Stage,
+    /// Input tokens of an LLM call; `None` when not recorded.
     pub tokens_in: Option<i64>,
+    /// The model server's GPU load (0–1) when the call began; `None` when
+    /// not recorded.
     pub gpu_load: Option<f64>,
     /// Calls of the same model in flight when this one began.
     pub in_flight: f64,
+    /// Its attempts in order: the first try, then each retry.
     pub attempts: Vec<Attempt>,
     /// The timeout the call was given, when recorded or observed.
     pub timeout_ms: Option<f64>,
+    /// `timeout_ms` was not recorded but is the duration at which a timeout
+    /// error ended the call.
     pub timeout_observed: bool,
+    /// What was left of the request's budget when the call began (ms), when
+    /// recorded.
     pub remaining_budget_ms: Option<f64>,
     /// The call holds time on the request's critical path.
     pub critical: bool,
@@ -112,12 +130,16 @@ pub struct CallFacts {
 }
 
 impl CallFacts {
+    /// When the first attempt began (ms from the request's start).
     pub fn start_ms(&self) -> f64 {
         self.attempts.first().map_or(0.0, |a| a.start_ms)
     }
+    /// When the last attempt ended (ms from the request's start).
     pub fn end_ms(&self) -> f64 {
         self.attempts.last().map_or(0.0, |a| a.start_ms + a.ms)
     }
+    /// Whether the last attempt did not finish (an error, a timeout or a
+    /// cut).
     pub fn failed(&self) -> bool {
         self.attempts.last().is_some_and(|a| a.end != End::Finished)
     }
@@ -135,8 +157,11 @@ impl CallFacts {
 /// One request as the user and the service saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceFacts {
+    /// The trace id (32 hex digits).
     pub trace_id: String,
+    /// When the request began (µs since the Unix epoch).
     pub start_us: i64,
+    /// What the client got, as the diagnosis classified it.
     pub outcome: Outcome,
     /// The status the client got (the deciding gateway's), if logged.
     pub status: Option<u16>,
@@ -144,20 +169,28 @@ pub struct TraceFacts {
     pub layers: Vec<String>,
     /// What the client waited (ms).
     pub elapsed_ms: f64,
+    /// The service that owns it (the top span's service); `None` with
+    /// gateway records only.
     pub service: Option<String>,
     /// When the service answered, from the request's start (ms) — also
     /// after the gateway had already cut it.
     pub service_end_ms: Option<f64>,
+    /// The status the service answered with, when its span recorded one.
     pub service_status: Option<u16>,
+    /// The service's own budget for the request (a span's `budget_ms`), when
+    /// recorded.
     pub budget_ms: Option<f64>,
     /// A streamed answer's longest silence (ms).
     pub stream_gap_ms: Option<f64>,
+    /// The calls the request made downstream, in start order.
     pub calls: Vec<CallFacts>,
 }
 
 /// What one gateway layer logged.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LayerFacts {
+    /// The layer's name (`edge`, `gateway`…), outermost first in
+    /// [`Dataset::layers`].
     pub name: String,
     /// The read timeout: configured or inferred from the 504s.
     pub timeout: Option<LayerTimeout>,
@@ -168,9 +201,11 @@ pub struct LayerFacts {
 /// Everything the advice and the replay read.
 #[derive(Debug, Clone, Default)]
 pub struct Dataset {
+    /// The requests, in start order.
     pub traces: Vec<TraceFacts>,
     /// Outermost first (as configured, then as seen).
     pub layers: Vec<LayerFacts>,
+    /// Spans seen twice (same span id) and counted once.
     pub duplicate_spans: usize,
 }
 

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 /// One call for the fit.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub tokens_in: f64,
     pub load: f64,
     pub ms: f64,
@@ -50,6 +50,8 @@ pub enum Form {
 /// Fitted coefficients and the fit's quality.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyModel {
+    /// Which law was kept: the seed form unless another's AIC is lower by
+    /// a clear margin.
     pub form: Form,
     /// Seed and quadratic forms: latency of an empty prompt on an idle
     /// server (ms). Additive: the busiest bucket's fixed part.
@@ -69,14 +71,22 @@ pub struct LatencyModel {
     /// Spread per input-token bucket (`<50`, `50-200`, `200-500`, `>500`);
     /// a bucket with too few calls shares the busiest bucket's.
     pub sigma_by_bucket: Vec<(String, f64)>,
+    /// Calls the law was fitted on.
     pub n: usize,
+    /// Of them, cut or timed out (censored): the law is fitted with them as
+    /// lower bounds.
     pub censored: usize,
     /// R² of ln(latency) over the calls that finished.
     pub r2: f64,
     /// Observed / predicted median, P10, P50, P90 over finished calls.
     pub residual_p10: f64,
+    /// Observed / predicted median ratio, median over finished calls (1.0 is
+    /// unbiased).
     pub residual_p50: f64,
+    /// Observed / predicted median ratio, P90 over finished calls.
     pub residual_p90: f64,
+    /// ln-likelihood of the data under the kept law (censored calls
+    /// included).
     pub ln_likelihood: f64,
     /// AIC of every form fitted.
     pub aic: Vec<(Form, f64)>,
@@ -191,7 +201,7 @@ impl LatencyModel {
 }
 
 /// Fewest finished calls a model is fitted on.
-pub const MIN_FINISHED: usize = 30;
+pub(crate) const MIN_FINISHED: usize = 30;
 /// Calls used at most (evenly spaced); more add time, not accuracy.
 const MAX_FIT: usize = 12_000;
 /// AIC points a richer form must win by.
@@ -200,7 +210,7 @@ const AIC_MARGIN: f64 = 10.0;
 /// Fits the model over `samples`; `None` with fewer than [`MIN_FINISHED`]
 /// finished calls. `load_name` says what `load` is (`gpu_load`,
 /// `calls_in_flight`); a load that never varies is left out (b = 0).
-pub fn fit(samples: &[Sample], load_name: &str) -> Option<LatencyModel> {
+pub(crate) fn fit(samples: &[Sample], load_name: &str) -> Option<LatencyModel> {
     let ok: Vec<Sample> = samples
         .iter()
         .copied()

@@ -10,46 +10,59 @@
 //!   (Kaplan–Meier, and a censored log-normal tail), the timeout in force
 //!   (configured, observed firing, or inferred from the 504s), and a
 //!   recommended timeout covering a target share; a latency law fitted
-//!   per model ([`latency_model`]) with its per-request timeout rule; and
-//!   the alignment rule checked top-down ([`align`]).
-//! - [`whatif`]: every trace replayed under a [`proposal::Proposal`]:
+//!   per model ([`LatencyModel`]) with its per-request timeout rule; and
+//!   the alignment rule checked top-down ([`Alignment`]).
+//! - [`whatif`]: every trace replayed under a [`Proposal`]:
 //!   which 504s would finish, fail fast, fall back, and which successes
 //!   would now fail; calls that were cut draw their latency from the
 //!   fitted laws with a seeded generator, and the report says how many
 //!   outcomes depend on those draws.
 //!
 //! Pure: no I/O, no network, no async.
+//!
+//! The inputs are read by [`dataset`] into a [`Dataset`]; [`render`] writes
+//! the results as text or Markdown; [`synth`] and [`stats`] make the
+//! synthetic datasets of known laws the proofs and examples run on.
 
-pub mod advice;
-pub mod align;
-pub mod context;
-pub mod extract;
-pub mod latency_model;
-pub mod lognormal;
+#![warn(missing_docs)]
+
+mod advice;
+mod align;
+mod context;
+mod extract;
+mod latency_model;
+mod lognormal;
 mod model_fit;
-pub mod optim;
-pub mod proposal;
+mod optim;
+mod proposal;
 pub mod render;
-pub mod replay;
+mod replay;
 pub mod stats;
 pub mod synth;
-pub mod whatif;
+mod whatif;
 
-pub use advice::{GroupAdvice, ModelAdvice, Quantiles};
-pub use align::Alignment;
-pub use extract::{Dataset, dataset};
-pub use proposal::Proposal;
-pub use whatif::{WhatIf, WhatIfOptions, whatif};
+pub use advice::{GroupAdvice, InForce, Method, ModelAdvice, Quantiles, Source};
+pub use align::{AlignStep, Alignment};
+pub use extract::{Attempt, CallFacts, Class, Dataset, End, LayerFacts, TraceFacts, dataset};
+pub use latency_model::{Form, LatencyModel};
+pub use lognormal::{LogNormal, TailFit};
+pub use proposal::{Proposal, Timeout};
+pub use replay::Fate;
+pub use whatif::{Counts, Latency, TraceChange, Transition, WhatIf, WhatIfOptions, whatif};
 
 use serde::{Deserialize, Serialize};
 
 /// What went wrong reading the inputs or a proposal.
 #[derive(Debug, thiserror::Error)]
 pub enum AdviseError {
+    /// The stored tables could not be read as gateway records or spans.
     #[error(transparent)]
     Model(#[from] overtime_model::ModelError),
+    /// The records could not be assembled into traces.
     #[error(transparent)]
     Assembly(#[from] overtime_diagnose::batch::BatchError),
+    /// A `--set` proposal is malformed or names a model, tool, service or
+    /// gateway layer the data does not have.
     #[error("proposal: {0}")]
     Proposal(String),
 }
@@ -70,7 +83,10 @@ impl Default for AdviseOptions {
 /// The whole advice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Advice {
+    /// The share of calls the recommended timeouts cover (the option,
+    /// clamped to 0.5–0.9999).
     pub target: f64,
+    /// Requests (traces) the advice was computed over.
     pub traces: usize,
     /// First and last request start (RFC 3339).
     pub window: Option<(String, String)>,

@@ -20,7 +20,7 @@ impl LogNormal {
     /// The time by which a share `q` has finished.
     ///
     /// ```
-    /// use overtime_advise::lognormal::LogNormal;
+    /// use overtime_advise::LogNormal;
     /// let d = LogNormal { mu: 1000f64.ln(), sigma: 0.5 };
     /// assert!((d.quantile(0.5) - 1000.0).abs() < 1e-6);
     /// ```
@@ -40,7 +40,7 @@ impl LogNormal {
     /// would have taken. Exact inverse transform in the tail.
     ///
     /// ```
-    /// use overtime_advise::{lognormal::LogNormal, stats::Rng};
+    /// use overtime_advise::{LogNormal, stats::Rng};
     /// let d = LogNormal { mu: 1000f64.ln(), sigma: 0.5 };
     /// let mut rng = Rng::new(1);
     /// assert!((0..100).all(|_| d.draw_above(5000.0, &mut rng) > 5000.0));
@@ -65,15 +65,17 @@ impl LogNormal {
 /// A fitted tail and what it was fitted on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TailFit {
+    /// The fitted distribution (μ and σ of ln ms, flattened into the JSON).
     #[serde(flatten)]
     pub dist: LogNormal,
     /// Observations used, and how many of them were cut (censored).
     pub n: usize,
+    /// Of `n`, the observations that were cut (censored).
     pub censored: usize,
 }
 
 /// Fewest finished calls a tail is fitted on.
-pub const MIN_FINISHED: usize = 8;
+pub(crate) const MIN_FINISHED: usize = 8;
 /// Observations used at most.
 const MAX_FIT: usize = 20_000;
 
@@ -91,20 +93,7 @@ fn ln_likelihood(mu: f64, sigma: f64, logs: &[(f64, bool)]) -> f64 {
 /// Maximum-likelihood log-normal over finished and cut observations;
 /// `None` with fewer than [`MIN_FINISHED`] finished ones (no tail can be
 /// told from so little).
-///
-/// ```
-/// use overtime_advise::{lognormal::fit, stats::{Obs, Rng}};
-/// let mut rng = Rng::new(3);
-/// // 2 000 calls with median 2 s, σ 0.6, every one over 3 s cut there.
-/// let obs: Vec<Obs> = (0..2000).map(|_| {
-///     let t = (2000f64.ln() + 0.6 * rng.normal()).exp();
-///     Obs { ms: t.min(3000.0), finished: t < 3000.0 }
-/// }).collect();
-/// let f = fit(&obs).unwrap();
-/// assert!(f.censored > 400);
-/// assert!((f.dist.quantile(0.99) / 8_071.0 - 1.0).abs() < 0.1);
-/// ```
-pub fn fit(obs: &[Obs]) -> Option<TailFit> {
+pub(crate) fn fit(obs: &[Obs]) -> Option<TailFit> {
     let all: Vec<(f64, bool)> = obs
         .iter()
         .filter(|o| o.ms.is_finite() && o.ms > 0.0)
@@ -141,6 +130,24 @@ pub fn fit(obs: &[Obs]) -> Option<TailFit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_censored_fit_recovers_the_tail() {
+        let mut rng = Rng::new(3);
+        // 2 000 calls with median 2 s, σ 0.6, every one over 3 s cut there.
+        let obs: Vec<Obs> = (0..2000)
+            .map(|_| {
+                let t = (2000f64.ln() + 0.6 * rng.normal()).exp();
+                Obs {
+                    ms: t.min(3000.0),
+                    finished: t < 3000.0,
+                }
+            })
+            .collect();
+        let f = fit(&obs).unwrap();
+        assert!(f.censored > 400);
+        assert!((f.dist.quantile(0.99) / 8_071.0 - 1.0).abs() < 0.1);
+    }
 
     fn sample(n: usize, median: f64, sigma: f64, seed: u64) -> Vec<f64> {
         let mut rng = Rng::new(seed);

@@ -4,14 +4,7 @@
 /// Minimises `f` from `x0`, with initial steps `step` per coordinate.
 /// Stops when the simplex's values agree within `tol` (absolute) or after
 /// `max_evals` evaluations. Returns the best point and its value.
-///
-/// ```
-/// use overtime_advise::optim::minimize;
-/// let (x, v) = minimize(|p| (p[0] - 3.0).powi(2) + (p[1] + 1.0).powi(2) * 10.0,
-///                       &[0.0, 0.0], &[1.0, 1.0], 1e-12, 5000);
-/// assert!((x[0] - 3.0).abs() < 1e-4 && (x[1] + 1.0).abs() < 1e-4 && v < 1e-8);
-/// ```
-pub fn minimize(
+pub(crate) fn minimize(
     mut f: impl FnMut(&[f64]) -> f64,
     x0: &[f64],
     step: &[f64],
@@ -105,6 +98,18 @@ pub fn minimize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minimize_example() {
+        let (x, v) = minimize(
+            |p| (p[0] - 3.0).powi(2) + (p[1] + 1.0).powi(2) * 10.0,
+            &[0.0, 0.0],
+            &[1.0, 1.0],
+            1e-12,
+            5000,
+        );
+        assert!((x[0] - 3.0).abs() < 1e-4 && (x[1] + 1.0).abs() < 1e-4 && v < 1e-8);
+    }
 
     #[test]
     fn the_rosenbrock_valley_is_followed_to_its_minimum() {

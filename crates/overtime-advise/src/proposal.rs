@@ -46,16 +46,7 @@ fn err(msg: impl Into<String>) -> AdviseError {
 
 /// `45s`, `1500ms`, `2m`, `1h`, a bare number of seconds; `None` for
 /// `none`/`off`.
-///
-/// ```
-/// use overtime_advise::proposal::parse_timeout;
-/// assert_eq!(parse_timeout("45s").unwrap(), Some(45_000.0));
-/// assert_eq!(parse_timeout("1500ms").unwrap(), Some(1_500.0));
-/// assert_eq!(parse_timeout("90").unwrap(), Some(90_000.0));
-/// assert_eq!(parse_timeout("none").unwrap(), None);
-/// assert!(parse_timeout("soon").is_err());
-/// ```
-pub fn parse_timeout(v: &str) -> Result<Timeout, AdviseError> {
+pub(crate) fn parse_timeout(v: &str) -> Result<Timeout, AdviseError> {
     let v = v.trim().trim_matches('"');
     if matches!(
         v.to_ascii_lowercase().as_str(),
@@ -96,7 +87,7 @@ fn parse_bool(v: &str) -> Result<bool, AdviseError> {
 
 /// `lt50`, `<50`, `50-200`, `200-500`, `gt500`, `>500`, `*` → the
 /// report's bucket name.
-pub fn parse_bucket(b: &str) -> Result<String, AdviseError> {
+pub(crate) fn parse_bucket(b: &str) -> Result<String, AdviseError> {
     Ok(match b.to_ascii_lowercase().replace('_', "-").as_str() {
         "lt50" | "<50" => "<50",
         "50-200" => "50-200",
@@ -239,6 +230,7 @@ impl Proposal {
         Ok(p)
     }
 
+    /// Whether nothing is proposed (no `key=value` given).
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
@@ -255,6 +247,8 @@ impl Proposal {
         None
     }
 
+    /// The proposed timeout of a tool's or memory store's calls (its own
+    /// or `*`); `None`: not proposed, `Some(None)`: no timeout.
     pub fn tool_timeout_for(&self, tool: &str) -> Option<Timeout> {
         self.tool_timeout
             .get(tool)
@@ -262,6 +256,8 @@ impl Proposal {
             .copied()
     }
 
+    /// Whether retries of `component` (a model or tool, or `*`) are
+    /// proposed on or off; `None`: not proposed.
     pub fn retries_for(&self, component: &str) -> Option<bool> {
         self.retries
             .get(component)
@@ -269,6 +265,8 @@ impl Proposal {
             .copied()
     }
 
+    /// The proposed budget of `service` (or `*`); `None`: not proposed,
+    /// `Some(None)`: no budget.
     pub fn budget_for(&self, service: &str) -> Option<Timeout> {
         self.budget
             .get(service)
@@ -276,6 +274,8 @@ impl Proposal {
             .copied()
     }
 
+    /// The proposed read timeout of a gateway layer (or `*`), in ms;
+    /// `None`: not proposed.
     pub fn gateway_for(&self, layer: &str) -> Option<f64> {
         self.gateway
             .get(layer)
@@ -351,4 +351,18 @@ fn flatten(prefix: &str, v: &toml::Value, out: &mut Vec<String>) -> Result<(), A
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_parse_with_units() {
+        assert_eq!(parse_timeout("45s").unwrap(), Some(45_000.0));
+        assert_eq!(parse_timeout("1500ms").unwrap(), Some(1_500.0));
+        assert_eq!(parse_timeout("90").unwrap(), Some(90_000.0));
+        assert_eq!(parse_timeout("none").unwrap(), None);
+        assert!(parse_timeout("soon").is_err());
+    }
 }

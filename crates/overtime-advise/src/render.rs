@@ -9,12 +9,14 @@ use overtime_diagnose::fmt::{dur, pct};
 /// Text (aligned columns) or Markdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
+    /// Aligned columns for a terminal.
     Text,
+    /// Markdown with pipe tables (the API's `?format=md`).
     Markdown,
 }
 
 /// A table: aligned for a terminal, pipes for Markdown.
-pub fn table(style: Style, head: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(style: Style, head: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     match style {
         Style::Markdown => {
@@ -66,7 +68,7 @@ fn o(ms: Option<f64>) -> String {
 }
 
 /// "30.0 s (configured)", "none".
-pub fn in_force(g: &GroupAdvice) -> String {
+pub(crate) fn in_force(g: &GroupAdvice) -> String {
     match &g.timeout {
         None => "none".into(),
         Some(t) => {

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fate {
+    /// It answered (2xx).
     Ok,
     /// A call failed and a fallback answered.
     Fallback,
@@ -43,9 +44,12 @@ pub enum Fate {
 }
 
 impl Fate {
+    /// Whether the client got a failure (503, 504 or another error);
+    /// a fallback answer is not one.
     pub fn failed(self) -> bool {
         matches!(self, Fate::Fast503 | Fate::GatewayTimeout | Fate::Error)
     }
+    /// The name used in the JSON and the reports (`ok`, `fast_503`…).
     pub fn as_str(self) -> &'static str {
         match self {
             Fate::Ok => "ok",
@@ -58,7 +62,7 @@ impl Fate {
 }
 
 /// What the traces show happened.
-pub fn observed(t: &TraceFacts) -> Fate {
+pub(crate) fn observed(t: &TraceFacts) -> Fate {
     let status = t.status.or(t.service_status);
     if t.outcome == Outcome::GatewayTimeout || status == Some(504) {
         return Fate::GatewayTimeout;
@@ -81,7 +85,7 @@ pub fn observed(t: &TraceFacts) -> Fate {
 
 /// One replayed request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Replayed {
+pub(crate) struct Replayed {
     pub fate: Fate,
     /// What the client would wait (ms).
     pub elapsed_ms: f64,
@@ -122,7 +126,7 @@ fn cap_now(cx: &Context, c: &CallFacts, share: Option<f64>) -> Option<f64> {
 }
 
 /// Replays `t` under `p`.
-pub fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) -> Replayed {
+pub(crate) fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) -> Replayed {
     let before = observed(t);
     let layers_gw: Vec<f64> = t
         .layers

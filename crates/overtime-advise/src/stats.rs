@@ -1,29 +1,24 @@
 //! The statistics under the advice: the normal distribution (its tail in
 //! log space, so a call censored far out still counts), percentiles,
 //! Kaplan–Meier survival, and a seeded random generator (so a what-if
-//! run is reproducible).
+//! run is reproducible). Public are only [`Rng`] and [`percentile`], for
+//! the proofs and examples that draw synthetic calls.
 
 use std::f64::consts::{PI, SQRT_2};
 
 /// ln φ(z), the standard normal density.
-pub fn ln_pdf(z: f64) -> f64 {
+pub(crate) fn ln_pdf(z: f64) -> f64 {
     -0.5 * z * z - 0.5 * (2.0 * PI).ln()
 }
 
 /// Φ(z), the standard normal distribution function.
-///
-/// ```
-/// use overtime_advise::stats::cdf;
-/// assert!((cdf(0.0) - 0.5).abs() < 1e-12);
-/// assert!((cdf(2.326_347_874) - 0.99).abs() < 1e-9);
-/// ```
-pub fn cdf(z: f64) -> f64 {
+pub(crate) fn cdf(z: f64) -> f64 {
     0.5 * libm::erfc(-z / SQRT_2)
 }
 
 /// ln(1 − Φ(z)): the log-probability of lasting longer than `z`, accurate
 /// far into the tail (a call cut at 10 σ still weighs on the fit).
-pub fn ln_sf(z: f64) -> f64 {
+pub(crate) fn ln_sf(z: f64) -> f64 {
     if z < 30.0 {
         (0.5 * libm::erfc(z / SQRT_2)).ln()
     } else {
@@ -35,13 +30,7 @@ pub fn ln_sf(z: f64) -> f64 {
 
 /// Φ⁻¹(p): Acklam's rational approximation polished by two Newton steps
 /// (accurate to ~1e-12 over (1e-300, 1 − 1e-16)).
-///
-/// ```
-/// use overtime_advise::stats::quantile_z;
-/// assert!((quantile_z(0.99) - 2.326_347_874_040_841).abs() < 1e-9);
-/// assert!((quantile_z(0.5)).abs() < 1e-12);
-/// ```
-pub fn quantile_z(p: f64) -> f64 {
+pub(crate) fn quantile_z(p: f64) -> f64 {
     if p <= 0.0 {
         return f64::NEG_INFINITY;
     }
@@ -119,7 +108,7 @@ pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
 }
 
 /// [`percentile`] over values already sorted (not empty).
-pub fn percentile_sorted(v: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile_sorted(v: &[f64], q: f64) -> f64 {
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
 }
@@ -127,14 +116,14 @@ pub fn percentile_sorted(v: &[f64], q: f64) -> f64 {
 /// One observation for survival: how long, and whether it ended on its
 /// own (`true`) or was cut (censored: it would have lasted longer).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Obs {
+pub(crate) struct Obs {
     pub ms: f64,
     pub finished: bool,
 }
 
 /// The Kaplan–Meier survival curve: S(t) after each distinct finish time.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct KaplanMeier {
+pub(crate) struct KaplanMeier {
     /// (time, survival just after it), at each time a call finished.
     pub steps: Vec<(f64, f64)>,
     /// The longest observation (finished or cut).
@@ -143,17 +132,6 @@ pub struct KaplanMeier {
 
 impl KaplanMeier {
     /// The product-limit estimate; at tied times finishes count before cuts.
-    ///
-    /// ```
-    /// use overtime_advise::stats::{KaplanMeier, Obs};
-    /// let f = |ms| Obs { ms, finished: true };
-    /// let c = |ms| Obs { ms, finished: false };
-    /// let km = KaplanMeier::new(&[f(1.0), c(2.0), f(3.0), f(4.0)]);
-    /// // 1 of 4 finished by 1; the cut at 2 leaves 2 at risk; 3 halves them.
-    /// assert_eq!(km.quantile(0.25), Some(1.0));
-    /// assert_eq!(km.quantile(0.5), Some(3.0));
-    /// assert_eq!(km.quantile(0.99), Some(4.0));
-    /// ```
     pub fn new(obs: &[Obs]) -> Self {
         let mut v: Vec<Obs> = obs.iter().copied().filter(|o| o.ms.is_finite()).collect();
         v.sort_by(|a, b| a.ms.total_cmp(&b.ms).then(b.finished.cmp(&a.finished)));
@@ -193,7 +171,8 @@ impl KaplanMeier {
     }
 
     /// S(t): the share still running at `t`.
-    pub fn survival(&self, t: f64) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn survival(&self, t: f64) -> f64 {
         self.steps
             .iter()
             .take_while(|(st, _)| *st <= t)
@@ -208,10 +187,12 @@ impl KaplanMeier {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed`: the same seed gives the same draws.
     pub fn new(seed: u64) -> Self {
         Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
     }
 
+    /// The next 64 random bits (SplitMix64).
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -239,6 +220,32 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kaplan_meier_with_a_cut() {
+        let f = |ms| Obs { ms, finished: true };
+        let c = |ms| Obs {
+            ms,
+            finished: false,
+        };
+        let km = KaplanMeier::new(&[f(1.0), c(2.0), f(3.0), f(4.0)]);
+        // 1 of 4 finished by 1; the cut at 2 leaves 2 at risk; 3 halves them.
+        assert_eq!(km.quantile(0.25), Some(1.0));
+        assert_eq!(km.quantile(0.5), Some(3.0));
+        assert_eq!(km.quantile(0.99), Some(4.0));
+    }
+
+    #[test]
+    fn quantile_z_example() {
+        assert!((quantile_z(0.99) - 2.326_347_874_040_841).abs() < 1e-9);
+        assert!((quantile_z(0.5)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cdf_example() {
+        assert!((cdf(0.0) - 0.5).abs() < 1e-12);
+        assert!((cdf(2.326_347_874) - 0.99).abs() < 1e-9);
+    }
 
     #[test]
     fn the_log_tail_is_continuous_where_the_series_takes_over() {

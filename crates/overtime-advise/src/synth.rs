@@ -15,10 +15,13 @@ use overtime_model::{Outcome, Stage};
 /// One input class of seed 000's latency table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SeedClass {
+    /// The class's name as seed 000 writes it (its input-token range).
     pub name: &'static str,
     /// Input tokens drawn uniformly in [lo, hi].
     pub tokens: (i64, i64),
+    /// The class's median latency (ms).
     pub p50_ms: f64,
+    /// The class's 99th-percentile latency (ms).
     pub p99_ms: f64,
 }
 
@@ -145,15 +148,20 @@ pub fn seed_classes(per_class: usize, cut: Cut, seed: u64) -> Dataset {
 /// Seed 000's dynamic-timeout law with log-normal noise.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Law {
+    /// Latency of an empty prompt on an idle server (ms).
     pub base_ms: f64,
+    /// Per input token: `median = base × (1 + a·tokens) × (1 + b·load)`.
     pub a: f64,
+    /// Per unit of load (0–1).
     pub b: f64,
+    /// Spread of ln(latency) around the median.
     pub sigma: f64,
     /// Input tokens uniform in [lo, hi].
     pub tokens: (f64, f64),
 }
 
 impl Law {
+    /// The law's median latency (ms) at `tokens` input tokens and `load`.
     pub fn median_ms(&self, tokens: f64, load: f64) -> f64 {
         self.base_ms * (1.0 + self.a * tokens) * (1.0 + self.b * load)
     }

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 /// The replay's knobs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WhatIfOptions {
+    /// Seed of the draws for cut calls: the same seed gives the same report.
     pub seed: u64,
     /// Replays with fresh draws for the cut calls (the counts are their mean).
     pub draws: usize,
@@ -36,10 +37,15 @@ impl Default for WhatIfOptions {
 /// Requests by what the client got (means over the draws after).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counts {
+    /// Answered.
     pub ok: f64,
+    /// Answered by a fallback after a call failed.
     pub fallback: f64,
+    /// The service gave up and answered 503 before the gateway cut.
     pub fast_503: f64,
+    /// Cut by a gateway: 504.
     pub gateway_timeout: f64,
+    /// Another failure.
     pub error: f64,
 }
 
@@ -58,34 +64,45 @@ impl Counts {
 /// P50 and P99 of what clients waited (ms).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
+    /// Median (ms); `None` with no requests.
     pub p50_ms: Option<f64>,
+    /// 99th percentile (ms); `None` with no requests.
     pub p99_ms: Option<f64>,
 }
 
 /// One trace whose outcome changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceChange {
+    /// The trace id.
     pub trace_id: String,
+    /// What the client got.
     pub before: Fate,
     /// The most frequent outcome over the draws.
     pub after: Fate,
     /// Share of the draws that gave `after`.
     pub share: f64,
+    /// What the client waited (ms).
     pub before_ms: f64,
+    /// What the client would wait under the proposal (ms, in the first
+    /// draw).
     pub after_ms: f64,
     /// The outcome came from a drawn latency.
     pub from_model: bool,
     /// A call that ended the request before now finishes; what would have
     /// run after it was never seen (taken to take no time).
     pub unseen_rest: bool,
+    /// The call and timeout that decide the change, in words.
     pub why: String,
 }
 
 /// Requests that went from one outcome to another (mean over draws).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transition {
+    /// The outcome before.
     pub from: Fate,
+    /// The outcome under the proposal.
     pub to: Fate,
+    /// Requests (mean over the draws).
     pub count: f64,
 }
 
@@ -94,10 +111,15 @@ pub struct Transition {
 pub struct WhatIf {
     /// The proposal, `key=value` each.
     pub proposal: Vec<String>,
+    /// Requests replayed.
     pub traces: usize,
+    /// Replays with fresh draws for the cut calls.
     pub draws: usize,
+    /// The seed of the draws.
     pub seed: u64,
+    /// Requests by outcome as they happened.
     pub before: Counts,
+    /// Requests by outcome under the proposal (mean over the draws).
     pub after: Counts,
     /// 5th and 95th percentile of the 504 count over the draws.
     pub after_504_range: (f64, f64),
@@ -107,8 +129,11 @@ pub struct WhatIf {
     pub cut_earlier: f64,
     /// Succeeded before, fail now.
     pub newly_fail: f64,
+    /// Every change of outcome, by (before, after).
     pub transitions: Vec<Transition>,
+    /// What clients waited as it happened.
     pub latency_before: Latency,
+    /// What clients would wait under the proposal.
     pub latency_after: Latency,
     /// Requests whose outcome after rests on a drawn latency.
     pub from_model: usize,
@@ -122,7 +147,10 @@ pub struct WhatIf {
     /// The replay of today's settings gives today's outcome for this
     /// many requests (of `traces`): how far the replay can be trusted.
     pub today_reproduced: usize,
+    /// Requests whose outcome changes (all of them, `changed` may be
+    /// shorter).
     pub changed_total: usize,
+    /// The changed requests, at most `max_changed` of them.
     pub changed: Vec<TraceChange>,
 }
 
@@ -303,7 +331,7 @@ fn c(x: f64) -> String {
 }
 
 /// The report for humans.
-pub fn render(w: &WhatIf, style: Style) -> String {
+pub(crate) fn render(w: &WhatIf, style: Style) -> String {
     let mut s = String::new();
     let title = format!(
         "What if: {}",

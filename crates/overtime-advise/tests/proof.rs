@@ -4,11 +4,10 @@
 //! coefficients and recommended per-bucket timeouts must land within 10 %
 //! of the law's own values — computed from the law, never from the fit.
 
-use overtime_advise::advice::Method;
-use overtime_advise::latency_model::Form;
 use overtime_advise::stats::{Rng, percentile};
 use overtime_advise::synth::{self, Cut, Law, SEED_CLASSES};
 use overtime_advise::{AdviseOptions, advise};
+use overtime_advise::{Form, Method};
 
 fn within(got: f64, want: f64, tol: f64) -> bool {
     (got / want - 1.0).abs() <= tol

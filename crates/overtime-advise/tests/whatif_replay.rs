@@ -2,9 +2,8 @@
 //! built by hand, and synthetic calls whose uncut latencies are kept aside
 //! to check the prediction against.
 
-use overtime_advise::extract::{Attempt, CallFacts, Class, Dataset, End, LayerFacts, TraceFacts};
-use overtime_advise::replay::Fate;
 use overtime_advise::synth::{self, Cut};
+use overtime_advise::{Attempt, CallFacts, Class, Dataset, End, Fate, LayerFacts, TraceFacts};
 use overtime_advise::{Proposal, WhatIfOptions, whatif};
 use overtime_diagnose::timeouts::LayerTimeout;
 use overtime_model::{Outcome, Stage};

@@ -26,6 +26,8 @@
 //! assert_eq!(resolved.alertmanager[0].status, Status::Resolved);
 //! ```
 
+#![warn(missing_docs)]
+
 mod alert;
 mod book;
 mod collector;
@@ -39,10 +41,6 @@ pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
 pub use collector::AlertCollector;
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;
-pub use overtime_slo::alert_names::{
-    BREAKER_L1, BREAKER_L2, BREAKER_L3, BURN_FAST, BURN_SLOW, BURN_TICKET, CATALOG,
-    CHAIN_HEALTH_FALLING, CHAIN_HEALTH_LOW, INCIDENT, LLM_WAIT_RISING, NEAR_TIMEOUT_RISING,
-    SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH, severity_of,
-};
+pub use overtime_slo::alert_names::{CATALOG, INCIDENT};
 pub use payload::{ZERO_TIME, alertmanager_body, rfc3339, webhook_bodies};
 pub use sender::{AlertError, AlertSender, AlertStats};

@@ -26,36 +26,55 @@
 //! assert_eq!(cfg.store.memtable_bytes, 256 * 1024 * 1024); // defaulted
 //! ```
 
+#![warn(missing_docs)]
+
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use overtime_diagnose::DiagnoseSettings;
 pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
-pub use overtime_kafka::{KafkaSourceSettings, TopicSettings};
+pub use overtime_kafka::KafkaSourceSettings;
 pub use overtime_server::SqlConfig;
-pub use overtime_slo::{ChainWeights, EarlyWarningConfig, SloConfig};
+pub use overtime_slo::SloConfig;
 pub use overtime_store::StoreConfig;
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
 
+/// Why a configuration was refused; `overtime serve` prints it and exits
+/// before starting anything.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read (missing, unreadable).
     #[error("cannot read config {path}: {source}")]
     Read {
+        /// The file as given.
         path: PathBuf,
+        /// The operating system's reason.
         source: std::io::Error,
     },
+    /// The text is not TOML of this shape: a syntax error, an unknown key
+    /// (every section refuses keys it does not know), a wrong type.
     #[error("config {path}: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file, or `<string>` for [`Config::from_toml_str`].
+        path: String,
+        /// The TOML reader's message, naming the key and line.
+        message: String,
+    },
+    /// Well-formed, but a section's `validate()` refused a value (the
+    /// message names the section and the key).
     #[error("config: {0}")]
     Invalid(String),
 }
 
+/// The whole configuration of `overtime serve`: one field per TOML
+/// section, each the owning component's own type, every one defaulted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// `[server]`: where the API, UI and `/metrics` listen, and the token.
     pub server: ServerConfig,
     /// The store's own config type (docs/store.md).
     pub store: StoreConfig,
@@ -63,6 +82,7 @@ pub struct Config {
     pub otlp: OtlpSettings,
     /// When live traces get their verdicts, and the engine's knobs.
     pub diagnose: DiagnoseSettings,
+    /// Bounds of `POST /api/sql` and `overtime query` (timeout, rows, memory).
     pub sql: SqlConfig,
     /// SLIs, SLOs, breakers and alert thresholds (docs/metrics.md).
     pub slo: SloConfig,
@@ -79,6 +99,8 @@ pub struct Config {
 }
 
 impl Config {
+    /// Parses and validates TOML text (a test, or a config built in
+    /// memory); errors name the file as `<string>`.
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
         Self::parse_named(text, "<string>")
     }
@@ -125,12 +147,16 @@ impl Config {
     }
 }
 
+/// `[server]`: the HTTP listener of the API, the UI and `/metrics`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    /// API, UI and /metrics.
+    /// The `host:port` the API, UI and `/metrics` listen on (default
+    /// `127.0.0.1:8080`).
     pub listen: String,
-    /// Environment variable holding the bearer token; unset or empty: no auth.
+    /// The name of the environment variable holding the bearer token (not
+    /// the token itself); the variable unset or empty: no auth.
+    /// `/healthz` and `/readyz` never need it.
     pub token_env: String,
 }
 
@@ -146,8 +172,11 @@ impl Default for ServerConfig {
 /// Secrets, read from the environment in this one place.
 #[derive(Clone, Default)]
 pub struct Secrets {
+    /// The API and UI bearer token (`[server] token_env`); `None`: the
+    /// variable is unset or empty, and the API needs no token.
     pub api_token: Option<String>,
-    /// The OTLP receivers' bearer token (`[otlp] token_env`).
+    /// The OTLP receivers' bearer token (`[otlp] token_env`); `None`: the
+    /// receivers need no token.
     pub otlp_token: Option<String>,
 }
 
@@ -164,6 +193,8 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
+    /// Reads the variables `cfg` names; an empty name or an empty value
+    /// is `None`.
     pub fn from_env(cfg: &Config) -> Secrets {
         let var = |name: &str| {
             (!name.is_empty())

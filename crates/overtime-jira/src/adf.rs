@@ -41,7 +41,7 @@ fn text_nodes(spans: &Inlines) -> Vec<Value> {
 }
 
 /// A paragraph of spans (an empty paragraph has no `content`).
-pub fn paragraph(spans: &Inlines) -> Value {
+pub(crate) fn paragraph(spans: &Inlines) -> Value {
     let content = text_nodes(spans);
     if content.is_empty() {
         json!({"type": "paragraph"})
@@ -91,7 +91,7 @@ fn table(header: Option<Vec<Inlines>>, rows: Vec<Vec<Inlines>>) -> Value {
 }
 
 /// Top-level block nodes of Markdown.
-pub fn blocks(md: &str) -> Vec<Value> {
+pub(crate) fn blocks(md: &str) -> Vec<Value> {
     parse(md)
         .into_iter()
         .filter_map(|b| match b {
@@ -122,27 +122,28 @@ pub fn blocks(md: &str) -> Vec<Value> {
 }
 
 /// A whole ADF document from block nodes.
-pub fn doc(content: Vec<Value>) -> Value {
+pub(crate) fn doc(content: Vec<Value>) -> Value {
     json!({"type": "doc", "version": 1, "content": content})
 }
 
 /// Renders Markdown as an ADF document.
-///
-/// ```
-/// let d = overtime_jira::adf::from_markdown("## Cause\n\n- `x` on **m**\n");
-/// assert_eq!(d["type"], "doc");
-/// assert_eq!(d["version"], 1);
-/// assert_eq!(d["content"][0]["type"], "heading");
-/// assert_eq!(d["content"][0]["attrs"]["level"], 2);
-/// assert_eq!(d["content"][1]["content"][0]["type"], "listItem");
-/// ```
-pub fn from_markdown(md: &str) -> Value {
+pub(crate) fn from_markdown(md: &str) -> Value {
     doc(blocks(md))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_becomes_an_adf_document() {
+        let d = from_markdown("## Cause\n\n- `x` on **m**\n");
+        assert_eq!(d["type"], "doc");
+        assert_eq!(d["version"], 1);
+        assert_eq!(d["content"][0]["type"], "heading");
+        assert_eq!(d["content"][0]["attrs"]["level"], 2);
+        assert_eq!(d["content"][1]["content"][0]["type"], "listItem");
+    }
 
     #[test]
     fn table_header_cells_and_padding() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// A failed call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     #[error("{what}: Jira is rate-limiting (429, Retry-After {retry_after:?})")]
     RateLimited {
         what: String,
@@ -43,29 +43,28 @@ impl std::fmt::Debug for Auth {
 
 /// An issue as the dedup search sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IssueRef {
-    pub key: String,
-    pub labels: Vec<String>,
+pub(crate) struct IssueRef {
+    pub(crate) key: String,
+    pub(crate) labels: Vec<String>,
     /// `fields.status.statusCategory.key == "done"`.
-    pub done: bool,
-    pub status: String,
-    pub resolved: Option<DateTime<Utc>>,
-    pub updated: Option<DateTime<Utc>>,
+    pub(crate) done: bool,
+    pub(crate) status: String,
+    pub(crate) resolved: Option<DateTime<Utc>>,
+    pub(crate) updated: Option<DateTime<Utc>>,
 }
 
 /// A Jira site, signed in.
 #[derive(Debug, Clone)]
-pub struct JiraClient {
+pub(crate) struct JiraClient {
     http: reqwest::Client,
     api: String,
     base: String,
-    version: u8,
     deployment: Deployment,
     auth: Auth,
 }
 
 /// Parses Jira's timestamps (`2026-03-01T10:00:00.000+0000`) and RFC 3339.
-pub fn parse_jira_time(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_jira_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z")
         .or_else(|_| DateTime::parse_from_rfc3339(s))
         .ok()
@@ -74,7 +73,7 @@ pub fn parse_jira_time(s: &str) -> Option<DateTime<Utc>> {
 
 /// Jira's error body (`{"errorMessages": [...], "errors": {...}}`) as one
 /// line; any other body, cut to 300 characters.
-pub fn jira_messages(body: &[u8]) -> String {
+pub(crate) fn jira_messages(body: &[u8]) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let mut parts = Vec::new();
     if let Some(v) = &parsed {
@@ -104,7 +103,7 @@ pub fn jira_messages(body: &[u8]) -> String {
 }
 
 /// `Retry-After` as delta-seconds or an HTTP date.
-pub fn parse_retry_after(v: &str) -> Option<Duration> {
+pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));
@@ -150,7 +149,7 @@ fn valid_key(k: &str) -> bool {
 impl JiraClient {
     /// A client for the configured site. `token` is the API token (Cloud)
     /// or personal access token (Data Center).
-    pub fn new(cfg: &JiraConfig, token: &str) -> Result<JiraClient, String> {
+    pub(crate) fn new(cfg: &JiraConfig, token: &str) -> Result<JiraClient, String> {
         let header = match cfg.deployment {
             Deployment::Cloud => format!(
                 "Basic {}",
@@ -173,15 +172,9 @@ impl JiraClient {
             http,
             api: format!("{base}/rest/api/{}", cfg.api_version()),
             base,
-            version: cfg.api_version(),
             deployment: cfg.deployment,
             auth: Auth(header),
         })
-    }
-
-    /// The REST API version in use.
-    pub fn version(&self) -> u8 {
-        self.version
     }
 
     async fn call(&self, what: &str, req: reqwest::RequestBuilder) -> Result<Value, CallError> {
@@ -264,7 +257,11 @@ impl JiraClient {
 
     /// Issues of `project` carrying `label`, most recently updated first
     /// (at most 50).
-    pub async fn search(&self, project: &str, label: &str) -> Result<Vec<IssueRef>, CallError> {
+    pub(crate) async fn search(
+        &self,
+        project: &str,
+        label: &str,
+    ) -> Result<Vec<IssueRef>, CallError> {
         let jql = format!("project = \"{project}\" AND labels = \"{label}\" ORDER BY updated DESC");
         const FIELDS: [&str; 5] = ["summary", "status", "resolutiondate", "updated", "labels"];
         let what = format!("search for label {label}");
@@ -321,7 +318,7 @@ impl JiraClient {
     }
 
     /// Creates an issue from its `fields`; returns its key.
-    pub async fn create_issue(&self, fields: Value) -> Result<String, CallError> {
+    pub(crate) async fn create_issue(&self, fields: Value) -> Result<String, CallError> {
         let url = format!("{}/issue", self.api);
         let v = self
             .call(
@@ -339,7 +336,7 @@ impl JiraClient {
     }
 
     /// Adds a comment (`body`: wiki string on v2, ADF on v3).
-    pub async fn add_comment(&self, key: &str, body: Value) -> Result<(), CallError> {
+    pub(crate) async fn add_comment(&self, key: &str, body: Value) -> Result<(), CallError> {
         let url = format!("{}/issue/{key}/comment", self.api);
         self.call(
             &format!("comment on {key}"),
@@ -350,7 +347,7 @@ impl JiraClient {
     }
 
     /// The text of the issue's newest comments (at most 100).
-    pub async fn comment_texts(&self, key: &str) -> Result<Vec<String>, CallError> {
+    pub(crate) async fn comment_texts(&self, key: &str) -> Result<Vec<String>, CallError> {
         let url = format!("{}/issue/{key}/comment", self.api);
         let q = [("orderBy", "-created"), ("maxResults", "100")];
         let v = self
@@ -363,7 +360,7 @@ impl JiraClient {
     }
 
     /// The transitions available on the issue: `(id, name)`.
-    pub async fn transitions(&self, key: &str) -> Result<Vec<(String, String)>, CallError> {
+    pub(crate) async fn transitions(&self, key: &str) -> Result<Vec<(String, String)>, CallError> {
         let url = format!("{}/issue/{key}/transitions", self.api);
         let v = self
             .call(&format!("transitions of {key}"), self.http.get(url))
@@ -384,7 +381,7 @@ impl JiraClient {
     }
 
     /// Performs a transition.
-    pub async fn transition(&self, key: &str, id: &str) -> Result<(), CallError> {
+    pub(crate) async fn transition(&self, key: &str, id: &str) -> Result<(), CallError> {
         let url = format!("{}/issue/{key}/transitions", self.api);
         self.call(
             &format!("transition {key}"),

@@ -160,10 +160,13 @@ impl Default for JiraConfig {
     }
 }
 
-/// A `[jira]` section that cannot work.
+/// A `[jira]` section that cannot work; the message names the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("jira config: {0}")]
-pub struct ConfigError(pub String);
+pub struct ConfigError(
+    /// What is wrong, naming the key (e.g. `issue_type is empty`).
+    pub String,
+);
 
 impl JiraConfig {
     /// The REST API version in use: `api_version`, else 3 on Cloud and 2

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 /// What a delivered incident did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Created,
     Commented,
     Reopened,
@@ -39,7 +39,7 @@ pub enum Action {
 
 impl Action {
     /// The word in `delivered.jsonl` and the logs.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Action::Created => "created",
             Action::Commented => "commented",
@@ -51,14 +51,14 @@ impl Action {
 
 /// A delivered incident.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Done {
-    pub key: String,
-    pub action: Action,
+pub(crate) struct Done {
+    pub(crate) key: String,
+    pub(crate) action: Action,
 }
 
 /// Why an attempt did not deliver.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Try again later (after `retry_after` when Jira said so).
     Retry {
         why: String,
@@ -98,10 +98,10 @@ impl From<OutboxError> for Failure {
 }
 
 /// Saves an entry's progress durably.
-pub type Persist<'a> = dyn FnMut(&Entry) -> Result<(), OutboxError> + Send + 'a;
+pub(crate) type Persist<'a> = dyn FnMut(&Entry) -> Result<(), OutboxError> + Send + 'a;
 
 /// One delivery attempt of `entry`.
-pub async fn deliver(
+pub(crate) async fn deliver(
     client: &JiraClient,
     cfg: &JiraConfig,
     entry: &mut Entry,

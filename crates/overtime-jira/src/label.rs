@@ -14,7 +14,7 @@
 //! - `overtime` on every ticket overtime opened.
 
 /// The label on every ticket overtime opened.
-pub const OVERTIME_LABEL: &str = "overtime";
+pub(crate) const OVERTIME_LABEL: &str = "overtime";
 
 const MAX_LABEL: usize = 255;
 

@@ -7,12 +7,15 @@
 //! comment; a recurrence shortly after it was resolved reopens it; healthy
 //! traffic and `unknown` causes open nothing.
 //!
-//! Delivery goes through a durable outbox ([`outbox`]): an event is on disk
-//! before [`Notifier::incident_opened`] returns, a background task delivers
+//! Delivery goes through a durable outbox (a folder under the data dir,
+//! [`JiraConfig::outbox_path`]): an event is on disk before
+//! [`Notifier::incident_opened`] returns, a background task delivers
 //! in order, honours 429 `Retry-After`, backs off with jitter on 5xx and
 //! connection errors, never retries other 4xx, and a restart — even one
 //! between Jira creating the issue and the outbox hearing about it — never
-//! opens a second ticket ([`deliver`]).
+//! opens a second ticket: each attempt first searches Jira for the
+//! fingerprint's label ([`fingerprint_label`]) and finds an issue already
+//! created for this incident by its own label ([`incident_label`]).
 //!
 //! ```no_run
 //! # async fn serve() -> Result<(), overtime_jira::JiraError> {
@@ -39,21 +42,25 @@
 //! # Ok(()) }
 //! ```
 
-pub mod adf;
-pub mod client;
-mod collector;
-pub mod config;
-pub mod deliver;
-pub mod event;
-pub mod label;
-pub mod markup;
-pub mod notifier;
-pub mod outbox;
-pub mod payload;
-pub mod wiki;
+#![warn(missing_docs)]
 
+mod adf;
+mod client;
+mod collector;
+mod config;
+mod deliver;
+mod event;
+mod label;
+mod markup;
+mod notifier;
+mod outbox;
+mod payload;
+mod wiki;
+
+pub use client::body_text;
 pub use collector::JiraCollector;
 pub use config::{ConfigError, Deployment, JiraConfig, RetryPolicy};
 pub use event::IncidentEvent;
-pub use label::{OVERTIME_LABEL, fingerprint_label, incident_label};
+pub use label::{fingerprint_label, incident_label};
 pub use notifier::{Accepted, JiraError, JiraStats, Notifier};
+pub use outbox::OutboxError;

@@ -10,20 +10,20 @@
 
 /// A run of text with its marks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Span {
-    pub text: String,
-    pub strong: bool,
-    pub em: bool,
-    pub code: bool,
-    pub link: Option<String>,
+pub(crate) struct Span {
+    pub(crate) text: String,
+    pub(crate) strong: bool,
+    pub(crate) em: bool,
+    pub(crate) code: bool,
+    pub(crate) link: Option<String>,
 }
 
 /// A table cell, list item or heading: inline content.
-pub type Inlines = Vec<Span>;
+pub(crate) type Inlines = Vec<Span>;
 
 /// A block of the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Block {
+pub(crate) enum Block {
     Heading(u8, Inlines),
     Paragraph(Inlines),
     Bullets(Vec<Inlines>),
@@ -113,14 +113,7 @@ fn is_separator(line: &str) -> bool {
 }
 
 /// Reads Markdown into blocks.
-///
-/// ```
-/// use overtime_jira::markup::{parse, Block};
-/// let doc = parse("## Title\n\n- one\n- two\n");
-/// assert!(matches!(&doc[0], Block::Heading(2, _)));
-/// assert!(matches!(&doc[1], Block::Bullets(items) if items.len() == 2));
-/// ```
-pub fn parse(md: &str) -> Vec<Block> {
+pub(crate) fn parse(md: &str) -> Vec<Block> {
     let lines: Vec<&str> = md.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -223,15 +216,7 @@ fn push(out: &mut Vec<Span>, text: &str, strong: bool, em: bool, code: bool, lin
 
 /// Reads one line of inline Markdown into spans (adjacent spans with the
 /// same marks are merged; no span is empty).
-///
-/// ```
-/// use overtime_jira::markup::inline;
-/// let s = inline("a **b** `c` [d](http://e)");
-/// assert_eq!(s.len(), 6);
-/// assert!(s[1].strong && s[3].code);
-/// assert_eq!(s[5].link.as_deref(), Some("http://e"));
-/// ```
-pub fn inline(s: &str) -> Inlines {
+pub(crate) fn inline(s: &str) -> Inlines {
     let mut out = Vec::new();
     let (mut strong, mut em) = (false, false);
     let mut rest = s;
@@ -299,14 +284,30 @@ pub fn inline(s: &str) -> Inlines {
     out
 }
 
-/// The plain text of spans (for summaries and markers).
-pub fn plain(spans: &[Span]) -> String {
+/// The plain text of spans (what the tests compare cells by).
+#[cfg(test)]
+fn plain(spans: &[Span]) -> String {
     spans.iter().map(|s| s.text.as_str()).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_marks_and_links() {
+        let s = inline("a **b** `c` [d](http://e)");
+        assert_eq!(s.len(), 6);
+        assert!(s[1].strong && s[3].code);
+        assert_eq!(s[5].link.as_deref(), Some("http://e"));
+    }
+
+    #[test]
+    fn headings_and_bullets_parse() {
+        let doc = parse("## Title\n\n- one\n- two\n");
+        assert!(matches!(&doc[0], Block::Heading(2, _)));
+        assert!(matches!(&doc[1], Block::Bullets(items) if items.len() == 2));
+    }
 
     #[test]
     fn the_diagnosis_report_shape_parses() {

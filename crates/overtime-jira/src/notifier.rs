@@ -32,14 +32,21 @@ use tokio::task::JoinHandle;
 /// Why the notifier could not start or take an event.
 #[derive(Debug, thiserror::Error)]
 pub enum JiraError {
+    /// The `[jira]` section cannot work (a missing `base_url`, project…).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Jira is enabled but the variable named by `token_env` (the name is
+    /// carried) is unset or empty.
     #[error("jira: the token environment variable {0} is unset or empty")]
     MissingToken(String),
+    /// The HTTP client could not be built (a malformed `base_url`, TLS).
     #[error("jira: {0}")]
     Client(String),
+    /// The outbox folder could not be opened or written: the event is not
+    /// durable and was not accepted.
     #[error(transparent)]
     Outbox(#[from] OutboxError),
+    /// [`Notifier::start`] was called outside a tokio runtime.
     #[error("jira: Notifier::start must be called inside a tokio runtime")]
     NoRuntime,
 }

@@ -26,8 +26,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[error("jira outbox {path}: {op}: {source}")]
 pub struct OutboxError {
+    /// The file or folder (under the outbox folder, `outbox_dir`).
     pub path: PathBuf,
+    /// What was being done, in words (`create folder`, `rename into
+    /// place`, `read`…).
     pub op: &'static str,
+    /// The operating system's reason (a full disk, permissions).
     #[source]
     pub source: io::Error,
 }
@@ -43,60 +47,60 @@ fn ctx<T>(r: io::Result<T>, path: &Path, op: &'static str) -> Result<T, OutboxEr
 /// What has already been sent for an event, recorded before each call to
 /// Jira that is not safe to repeat.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// An issue creation was sent (its answer may never have arrived).
     #[serde(default)]
-    pub create_sent: bool,
+    pub(crate) create_sent: bool,
     /// The reopen transition was sent on this issue.
     #[serde(default)]
-    pub reopen_sent_on: Option<String>,
+    pub(crate) reopen_sent_on: Option<String>,
     /// The status the issue was reopened from.
     #[serde(default)]
-    pub reopened_from: Option<String>,
+    pub(crate) reopened_from: Option<String>,
     /// A comment was sent on this issue.
     #[serde(default)]
-    pub comment_sent_on: Option<String>,
+    pub(crate) comment_sent_on: Option<String>,
 }
 
 /// One pending event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub seq: u64,
-    pub event: IncidentEvent,
-    pub queued_at: DateTime<Utc>,
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) event: IncidentEvent,
+    pub(crate) queued_at: DateTime<Utc>,
     /// Failed delivery attempts so far.
     #[serde(default)]
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     #[serde(default)]
-    pub progress: Progress,
+    pub(crate) progress: Progress,
     #[serde(default)]
-    pub last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
 }
 
 /// A line of `delivered.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Delivered {
-    pub incident_id: String,
-    pub issue_key: String,
+pub(crate) struct Delivered {
+    pub(crate) incident_id: String,
+    pub(crate) issue_key: String,
     /// `created`, `commented`, `reopened` or `found` (already there).
-    pub action: String,
-    pub at: DateTime<Utc>,
+    pub(crate) action: String,
+    pub(crate) at: DateTime<Utc>,
 }
 
 /// What [`Outbox::open`] found that it could not use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpenReport {
+pub(crate) struct OpenReport {
     /// Pending files that did not parse, moved to `failed/`.
-    pub bad_files: usize,
+    pub(crate) bad_files: usize,
     /// Journal lines that did not parse (a torn last line after a crash).
-    pub bad_journal_lines: usize,
+    pub(crate) bad_journal_lines: usize,
     /// Unfinished temporary files removed.
-    pub removed_tmp: usize,
+    pub(crate) removed_tmp: usize,
 }
 
 /// The outbox folder, loaded.
 #[derive(Debug)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     dir: PathBuf,
     pending: VecDeque<Entry>,
     delivered: HashSet<String>,
@@ -104,7 +108,7 @@ pub struct Outbox {
 }
 
 /// Journal lines kept when the journal is compacted on open.
-pub const JOURNAL_KEEP: usize = 10_000;
+pub(crate) const JOURNAL_KEEP: usize = 10_000;
 
 fn seq_of(name: &str) -> Option<u64> {
     let name = name.strip_suffix(".unreadable").unwrap_or(name);
@@ -141,7 +145,7 @@ fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), OutboxError>
 impl Outbox {
     /// Opens (creating) the outbox folder and loads pending events in
     /// sequence order and the delivered journal.
-    pub fn open(dir: &Path) -> Result<(Outbox, OpenReport), OutboxError> {
+    pub(crate) fn open(dir: &Path) -> Result<(Outbox, OpenReport), OutboxError> {
         let failed = dir.join("failed");
         ctx(fs::create_dir_all(&failed), &failed, "create folder")?;
         let mut report = OpenReport::default();
@@ -215,7 +219,7 @@ impl Outbox {
     }
 
     /// Whether this incident is pending or already delivered.
-    pub fn knows(&self, incident_id: &str) -> bool {
+    pub(crate) fn knows(&self, incident_id: &str) -> bool {
         self.delivered.contains(incident_id)
             || self
                 .pending
@@ -224,7 +228,7 @@ impl Outbox {
     }
 
     /// Writes a new event durably and queues it; returns its sequence.
-    pub fn push(&mut self, event: IncidentEvent) -> Result<u64, OutboxError> {
+    pub(crate) fn push(&mut self, event: IncidentEvent) -> Result<u64, OutboxError> {
         let entry = Entry {
             seq: self.next_seq,
             event,
@@ -245,7 +249,7 @@ impl Outbox {
     }
 
     /// Rewrites a pending event (its progress) durably.
-    pub fn save(&mut self, entry: &Entry) -> Result<(), OutboxError> {
+    pub(crate) fn save(&mut self, entry: &Entry) -> Result<(), OutboxError> {
         let bytes = serde_json::to_vec_pretty(entry).expect("an outbox entry serializes");
         write_atomic(&self.dir, &Self::name(entry.seq), &bytes)?;
         if let Some(p) = self.pending.iter_mut().find(|e| e.seq == entry.seq) {
@@ -255,23 +259,23 @@ impl Outbox {
     }
 
     /// The oldest pending event.
-    pub fn front(&self) -> Option<&Entry> {
+    pub(crate) fn front(&self) -> Option<&Entry> {
         self.pending.front()
     }
 
     /// Pending events.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }
 
     /// No pending event.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
 
     /// Records the delivery in the journal (fsynced), then removes the
     /// pending file.
-    pub fn complete(&mut self, seq: u64, done: Delivered) -> Result<(), OutboxError> {
+    pub(crate) fn complete(&mut self, seq: u64, done: Delivered) -> Result<(), OutboxError> {
         let journal = self.dir.join("delivered.jsonl");
         let mut line = serde_json::to_string(&done).expect("a journal line serializes");
         line.push('\n');
@@ -292,7 +296,7 @@ impl Outbox {
     }
 
     /// Moves a pending event to `failed/` with the reason.
-    pub fn dead_letter(&mut self, mut entry: Entry, why: &str) -> Result<(), OutboxError> {
+    pub(crate) fn dead_letter(&mut self, mut entry: Entry, why: &str) -> Result<(), OutboxError> {
         entry.last_error = Some(why.to_string());
         let bytes = serde_json::to_vec_pretty(&entry).expect("an outbox entry serializes");
         write_atomic(&self.dir.join("failed"), &Self::name(entry.seq), &bytes)?;

@@ -8,20 +8,13 @@ use crate::{adf, wiki};
 use serde_json::{Value, json};
 
 /// Jira's limit on `summary`.
-pub const MAX_SUMMARY: usize = 255;
+pub(crate) const MAX_SUMMARY: usize = 255;
 /// Reports longer than this (characters of Markdown) are cut at a line
 /// boundary, well under Jira's 32,767-character limit on text fields.
-pub const MAX_REPORT: usize = 20_000;
+pub(crate) const MAX_REPORT: usize = 20_000;
 
 /// The summary: the headline on one line, at most 255 characters.
-///
-/// ```
-/// use overtime_jira::payload::summary;
-/// assert_eq!(summary("a\nb\tc ", "fp"), "a b c");
-/// assert_eq!(summary("x".repeat(300).as_str(), "fp").chars().count(), 255);
-/// assert_eq!(summary("  ", "tool_timeout:search"), "overtime incident tool_timeout:search");
-/// ```
-pub fn summary(headline: &str, fingerprint: &str) -> String {
+pub(crate) fn summary(headline: &str, fingerprint: &str) -> String {
     let one_line = headline.split_whitespace().collect::<Vec<_>>().join(" ");
     let s = if one_line.is_empty() {
         format!("overtime incident {fingerprint}")
@@ -71,7 +64,7 @@ fn render(cfg: &JiraConfig, md: &str) -> Value {
 }
 
 /// The Markdown of the description: the report, then where it came from.
-pub fn description_markdown(ev: &IncidentEvent, note: Option<&str>) -> String {
+pub(crate) fn description_markdown(ev: &IncidentEvent, note: Option<&str>) -> String {
     let mut md = cut_report(&ev.report_markdown, ev.report_url.as_deref());
     md.push_str(&format!(
         "\n---\n\nOpened by overtime for incident `{}` (fingerprint `{}`, {} failing traces, opened {}). {}\n",
@@ -93,7 +86,7 @@ pub fn description_markdown(ev: &IncidentEvent, note: Option<&str>) -> String {
 
 /// The labels of a created issue: fingerprint label, `overtime`, incident
 /// label, then the configured ones (no duplicates).
-pub fn labels(cfg: &JiraConfig, ev: &IncidentEvent) -> Vec<String> {
+pub(crate) fn labels(cfg: &JiraConfig, ev: &IncidentEvent) -> Vec<String> {
     let mut out = vec![
         fingerprint_label(&ev.fingerprint),
         OVERTIME_LABEL.to_string(),
@@ -108,7 +101,7 @@ pub fn labels(cfg: &JiraConfig, ev: &IncidentEvent) -> Vec<String> {
 }
 
 /// `fields` of the issue for a new incident.
-pub fn create_fields(cfg: &JiraConfig, ev: &IncidentEvent, note: Option<&str>) -> Value {
+pub(crate) fn create_fields(cfg: &JiraConfig, ev: &IncidentEvent, note: Option<&str>) -> Value {
     json!({
         "project": {"key": cfg.project_key},
         "summary": summary(&ev.headline, &ev.fingerprint),
@@ -120,7 +113,7 @@ pub fn create_fields(cfg: &JiraConfig, ev: &IncidentEvent, note: Option<&str>) -
 
 /// The comment for a recurrence; `reopened` names the status the issue
 /// was reopened from.
-pub fn comment_body(cfg: &JiraConfig, ev: &IncidentEvent, reopened: Option<&str>) -> Value {
+pub(crate) fn comment_body(cfg: &JiraConfig, ev: &IncidentEvent, reopened: Option<&str>) -> Value {
     let what = match reopened {
         Some(from) => format!("**The incident recurred; reopened from {from}.**"),
         None => "**The incident recurred.**".to_string(),
@@ -140,6 +133,16 @@ pub fn comment_body(cfg: &JiraConfig, ev: &IncidentEvent, reopened: Option<&str>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_is_one_line_of_at_most_255() {
+        assert_eq!(summary("a\nb\tc ", "fp"), "a b c");
+        assert_eq!(summary("x".repeat(300).as_str(), "fp").chars().count(), 255);
+        assert_eq!(
+            summary("  ", "tool_timeout:search"),
+            "overtime incident tool_timeout:search"
+        );
+    }
 
     fn ev() -> IncidentEvent {
         IncidentEvent {

@@ -69,12 +69,7 @@ fn cell(spans: &Inlines) -> String {
 }
 
 /// Renders Markdown as Jira wiki markup.
-///
-/// ```
-/// let w = overtime_jira::wiki::from_markdown("## Cause\n\n| a | b |\n|---|---|\n| `x_y` | **2** |\n");
-/// assert_eq!(w, "h2. Cause\n\n||a||b||\n|{{x\\_y}}|*2*|\n");
-/// ```
-pub fn from_markdown(md: &str) -> String {
+pub(crate) fn from_markdown(md: &str) -> String {
     let mut blocks = Vec::new();
     for b in parse(md) {
         blocks.push(match b {
@@ -132,6 +127,12 @@ pub fn from_markdown(md: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_becomes_wiki_markup() {
+        let w = from_markdown("## Cause\n\n| a | b |\n|---|---|\n| `x_y` | **2** |\n");
+        assert_eq!(w, "h2. Cause\n\n||a||b||\n|{{x\\_y}}|*2*|\n");
+    }
 
     #[test]
     fn markup_characters_in_text_are_escaped() {

@@ -6,9 +6,8 @@
 use crate::support;
 
 use chrono::{Duration as Days, Utc};
-use overtime_jira::client::body_text;
 use overtime_jira::{
-    Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats, Notifier, RetryPolicy,
+    Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats, Notifier, RetryPolicy, body_text,
     fingerprint_label, incident_label,
 };
 use overtime_test_support::net::free_port;

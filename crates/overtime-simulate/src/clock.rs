@@ -66,15 +66,6 @@ impl TimeScale {
 }
 
 /// Parses `60s`, `1.5m`, `500ms`, `2h` or a bare number of seconds.
-///
-/// ```
-/// use overtime_simulate::parse_duration;
-/// use std::time::Duration;
-/// assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-/// assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-/// assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-/// assert!(parse_duration("soon").is_err());
-/// ```
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
@@ -101,6 +92,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_duration_example() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("soon").is_err());
+    }
 
     #[test]
     fn scale_keeps_ratios() {

@@ -18,14 +18,19 @@ pub enum SimulateError {
     /// A file could not be created or written.
     #[error("{what} {path}: {source}")]
     File {
+        /// What was being done, in words.
         what: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The operating system's reason.
         source: std::io::Error,
     },
     /// A socket or the runtime could not be set up.
     #[error("{what}: {source}")]
     Io {
+        /// What was being set up (the socket's address, the runtime).
         what: String,
+        /// The operating system's reason.
         source: std::io::Error,
     },
     /// nginx was found but would not start, or would not stop.

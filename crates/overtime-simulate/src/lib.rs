@@ -22,28 +22,33 @@
 //! println!("{summary}");
 //! ```
 
+#![warn(missing_docs)]
+
 mod agent;
 mod args;
 mod clock;
 mod error;
-pub mod gateway;
+mod gateway;
 mod http;
 mod load;
-pub mod model;
+mod model;
 mod orchestrator;
-pub mod overrides;
+mod overrides;
 mod platform;
 pub mod scenarios;
 mod service;
-pub mod steps;
-pub mod telemetry;
+mod steps;
+mod telemetry;
 mod tools;
 mod traced;
 
-pub use args::{SimulateArgs, scenario_list};
-pub use clock::{MAX_TIME_SCALE, TimeScale, parse_duration};
+pub use args::SimulateArgs;
+pub use clock::TimeScale;
 pub use error::SimulateError;
-pub use load::{LoadReport, TruthRecord, outcome};
+pub use gateway::nginx::find_nginx;
+pub use load::LoadReport;
+
+use args::scenario_list;
 
 use args::Settings;
 use gateway::access::AccessLog;
@@ -63,26 +68,41 @@ const CONNECT_TIMEOUT_MS: f64 = 20_000.0;
 /// What a simulation did.
 #[derive(Debug, Clone)]
 pub struct Summary {
+    /// The `--scenario` that ran.
     pub scenario: String,
     /// `nginx` or `built-in`.
     pub gateway: &'static str,
+    /// Where the gateway listened (`http://127.0.0.1:<port>`): the
+    /// platform's entry point.
     pub gateway_url: String,
     /// The gateway's read timeout in real milliseconds (what
     /// `overtime diagnose --gateway-timeout` should be told).
     pub read_timeout_ms: f64,
+    /// How many times faster than real time the platform ran
+    /// (`--time-scale`).
     pub time_scale: f64,
+    /// The gateway's access log (the `overtime` format).
     pub access_log: PathBuf,
     /// Lines the built-in gateway wrote (nginx: not counted).
     pub access_lines: Option<u64>,
+    /// The OTLP JSON lines file (`--spans-out`); `None`: not written.
     pub spans_out: Option<PathBuf>,
+    /// The OTLP/HTTP traces URL spans were exported to; `None` with
+    /// `--no-otlp`.
     pub otlp_url: Option<String>,
+    /// The ground-truth file (`--truth`); `None`: not written.
     pub truth: Option<PathBuf>,
+    /// What the load generator sent and what came back.
     pub load: LoadReport,
+    /// Spans the services ended.
     pub spans_ended: u64,
+    /// Of them, written to `spans_out`.
     pub spans_written: u64,
+    /// Of them, accepted by the OTLP endpoint.
     pub spans_exported: u64,
     /// Spans that could not be written or exported.
     pub spans_lost: u64,
+    /// The last span write or export error; `None`: there was none.
     pub last_error: Option<String>,
     /// Notes for the operator (nginx missing, requests still running).
     pub notes: Vec<String>,

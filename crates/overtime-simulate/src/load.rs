@@ -69,22 +69,30 @@ pub struct TruthRecord {
     pub trace_id: Option<String>,
     /// The gateway's `$request_id` (its `X-Request-ID` answer header).
     pub request_id: Option<String>,
+    /// The scenario the request belongs to.
     pub scenario: &'static str,
+    /// The agent API route it was sent to.
     pub route: &'static str,
+    /// Whether it asked for a streamed answer.
     pub stream: bool,
     /// `sampled`, `none` (joined by request id) or `unsampled` (flags 00).
     pub traceparent: &'static str,
     /// Root-cause kind this request must get if it failed; `null`: healthy.
     pub expected_kind: Option<&'static str>,
+    /// The component that verdict must name; `null`: healthy.
     pub expected_component: Option<&'static str>,
     /// Healthy traffic sent alongside a fault.
     pub noise: bool,
     /// `ok`, `gateway_timeout` (504, or a stream the gateway cut),
     /// `service_timeout` (503), `error` (other 5xx), `not_answered`.
     pub outcome: &'static str,
+    /// The HTTP status the client got; `null`: no answer.
     pub status: Option<u16>,
+    /// When the client sent it (RFC 3339, local time with its offset).
     pub started_at: String,
+    /// What the client waited (real ms).
     pub elapsed_ms: f64,
+    /// Why the client got no answer; `null` otherwise.
     pub error: Option<String>,
 }
 
@@ -118,6 +126,7 @@ impl Truth {
 /// Totals of a run.
 #[derive(Debug, Clone, Default)]
 pub struct LoadReport {
+    /// Requests sent.
     pub sent: u64,
     /// Outcome → count.
     pub outcomes: BTreeMap<&'static str, u64>,
@@ -127,6 +136,7 @@ pub struct LoadReport {
     pub unresolved: u64,
     /// Truth lines that could not be written.
     pub truth_failed: u64,
+    /// How long the run took (real time).
     pub elapsed: Duration,
 }
 

@@ -22,20 +22,20 @@ use tokio::time::Instant;
 
 /// One model's capacity and speed (nominal).
 #[derive(Debug, Clone, Copy)]
-pub struct ModelSpec {
-    pub name: &'static str,
+pub(crate) struct ModelSpec {
+    pub(crate) name: &'static str,
     /// Concurrent requests on the GPUs; the rest wait in FIFO order.
-    pub slots: usize,
+    pub(crate) slots: usize,
     /// Prefill = base + coef × input_tokens² (ms): 0.3 s → 2.1 s for 100 →
     /// 300 tokens, as in incident A.
-    pub prefill_base_ms: f64,
-    pub prefill_coef_ms: f64,
+    pub(crate) prefill_base_ms: f64,
+    pub(crate) prefill_coef_ms: f64,
     /// Decode speed, tokens per second.
-    pub tokens_per_s: f64,
+    pub(crate) tokens_per_s: f64,
 }
 
 /// The models `model-server` serves.
-pub const MODELS: [ModelSpec; 2] = [
+pub(crate) const MODELS: [ModelSpec; 2] = [
     ModelSpec {
         name: DS,
         // Incident A queued "above 12 concurrent" on its shared GPU pool.
@@ -57,7 +57,7 @@ pub const MODELS: [ModelSpec; 2] = [
 const IO_MS: f64 = 80.0;
 
 /// Words in the messages' contents: the simulator's tokens.
-pub fn count_tokens(req: &Value) -> u32 {
+pub(crate) fn count_tokens(req: &Value) -> u32 {
     req["messages"]
         .as_array()
         .map(|ms| {
@@ -75,14 +75,7 @@ pub fn count_tokens(req: &Value) -> u32 {
 }
 
 /// `X-LLM-Reason` for the phases measured.
-///
-/// ```
-/// use overtime_simulate::model::reason;
-/// use std::time::Duration;
-/// let r = reason(&[("queue_wait", Duration::from_millis(12)), ("kv_cache_build", Duration::from_millis(3200))]);
-/// assert_eq!(r, "queue_wait=0.0120s,kv_cache_build=3.2000s");
-/// ```
-pub fn reason(phases: &[(&str, Duration)]) -> String {
+pub(crate) fn reason(phases: &[(&str, Duration)]) -> String {
     phases
         .iter()
         .map(|(k, d)| format!("{k}={:.4}s", d.as_secs_f64()))
@@ -92,13 +85,13 @@ pub fn reason(phases: &[(&str, Duration)]) -> String {
 
 /// `model-server`.
 #[derive(Debug)]
-pub struct ModelServer {
-    pub ctx: Arc<Ctx>,
+pub(crate) struct ModelServer {
+    pub(crate) ctx: Arc<Ctx>,
     slots: HashMap<&'static str, (ModelSpec, Arc<Semaphore>)>,
 }
 
 impl ModelServer {
-    pub fn new(ctx: Arc<Ctx>) -> Self {
+    pub(crate) fn new(ctx: Arc<Ctx>) -> Self {
         let slots = MODELS
             .iter()
             .map(|m| (m.name, (*m, Arc::new(Semaphore::new(m.slots)))))
@@ -106,11 +99,11 @@ impl ModelServer {
         ModelServer { ctx, slots }
     }
 
-    pub fn route(_: &str) -> String {
+    pub(crate) fn route(_: &str) -> String {
         "/v1/chat/completions".into()
     }
 
-    pub fn handle(self: Arc<Self>, req: Req, cx: Context) -> BoxFuture<'static, Reply> {
+    pub(crate) fn handle(self: Arc<Self>, req: Req, cx: Context) -> BoxFuture<'static, Reply> {
         Box::pin(async move { self.chat(req, cx).await })
     }
 
@@ -225,12 +218,12 @@ impl ModelServer {
 /// `legacy-llm`: an older model server (llama) with no phases and no
 /// `X-LLM-Reason`.
 #[derive(Debug)]
-pub struct LegacyLlm {
-    pub ctx: Arc<Ctx>,
+pub(crate) struct LegacyLlm {
+    pub(crate) ctx: Arc<Ctx>,
 }
 
 impl LegacyLlm {
-    pub fn handle(self: Arc<Self>, req: Req, cx: Context) -> BoxFuture<'static, Reply> {
+    pub(crate) fn handle(self: Arc<Self>, req: Req, cx: Context) -> BoxFuture<'static, Reply> {
         Box::pin(async move {
             let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
             let sim = &body["sim"];
@@ -256,6 +249,16 @@ impl LegacyLlm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reason_example() {
+        use std::time::Duration;
+        let r = reason(&[
+            ("queue_wait", Duration::from_millis(12)),
+            ("kv_cache_build", Duration::from_millis(3200)),
+        ]);
+        assert_eq!(r, "queue_wait=0.0120s,kv_cache_build=3.2000s");
+    }
 
     #[test]
     fn prefill_grows_as_in_incident_a() {

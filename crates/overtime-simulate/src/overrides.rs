@@ -17,12 +17,12 @@ use std::collections::HashMap;
 
 /// Timeouts replacing the profiles' (nominal ms; `None` inside: no timeout).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Overrides {
-    pub llm: HashMap<String, Option<f64>>,
-    pub tool: HashMap<String, Option<f64>>,
-    pub budget: Option<Option<f64>>,
-    pub gateway_ms: Option<f64>,
-    pub retries: Option<bool>,
+pub(crate) struct Overrides {
+    pub(crate) llm: HashMap<String, Option<f64>>,
+    pub(crate) tool: HashMap<String, Option<f64>>,
+    pub(crate) budget: Option<Option<f64>>,
+    pub(crate) gateway_ms: Option<f64>,
+    pub(crate) retries: Option<bool>,
 }
 
 fn value(v: &str) -> Result<Option<f64>, String> {
@@ -38,18 +38,7 @@ fn value(v: &str) -> Result<Option<f64>, String> {
 
 impl Overrides {
     /// Parses `--set` values.
-    ///
-    /// ```
-    /// use overtime_simulate::overrides::Overrides;
-    /// let o = Overrides::parse(&["llm.deepseek-v4-pro.timeout=30s".into(),
-    ///                            "tool.search_api.timeout=20s".into(),
-    ///                            "gateway.edge.read_timeout=130s".into()]).unwrap();
-    /// assert_eq!(o.llm_ms("deepseek-v4-pro"), Some(Some(30_000.0)));
-    /// assert_eq!(o.tool_ms("search_api"), Some(Some(20_000.0)));
-    /// assert_eq!(o.gateway_ms, Some(130_000.0));
-    /// assert!(Overrides::parse(&["llm.x.speed=3".into()]).is_err());
-    /// ```
-    pub fn parse(sets: &[String]) -> Result<Overrides, String> {
+    pub(crate) fn parse(sets: &[String]) -> Result<Overrides, String> {
         let mut o = Overrides::default();
         for kv in sets {
             let (k, v) = kv
@@ -97,12 +86,31 @@ impl Overrides {
     }
 
     /// The LLM timeout for `model`, if overridden.
-    pub fn llm_ms(&self, model: &str) -> Option<Option<f64>> {
+    pub(crate) fn llm_ms(&self, model: &str) -> Option<Option<f64>> {
         self.llm.get(model).or_else(|| self.llm.get("*")).copied()
     }
 
     /// The tool timeout for `tool`, if overridden.
-    pub fn tool_ms(&self, tool: &str) -> Option<Option<f64>> {
+    pub(crate) fn tool_ms(&self, tool: &str) -> Option<Option<f64>> {
         self.tool.get(tool).or_else(|| self.tool.get("*")).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_parse_example() {
+        let o = Overrides::parse(&[
+            "llm.deepseek-v4-pro.timeout=30s".into(),
+            "tool.search_api.timeout=20s".into(),
+            "gateway.edge.read_timeout=130s".into(),
+        ])
+        .unwrap();
+        assert_eq!(o.llm_ms("deepseek-v4-pro"), Some(Some(30_000.0)));
+        assert_eq!(o.tool_ms("search_api"), Some(Some(20_000.0)));
+        assert_eq!(o.gateway_ms, Some(130_000.0));
+        assert!(Overrides::parse(&["llm.x.speed=3".into()]).is_err());
     }
 }

@@ -6,14 +6,13 @@ use crate::clock::TimeScale;
 use crate::http::{self, Body};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use hyper::{HeaderMap, Method, Request, Response};
+use hyper::{HeaderMap, Request, Response};
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue, Value};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracer;
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -77,9 +76,7 @@ impl Drop for Busy {
 /// A request as a handler sees it.
 #[derive(Debug)]
 pub struct Req {
-    pub method: Method,
     pub path: String,
-    pub query: HashMap<String, String>,
     pub headers: HeaderMap,
     pub body: Bytes,
     /// Held while the request is in progress; a streaming handler moves it
@@ -120,7 +117,6 @@ pub async fn serve_service<S: Send + Sync + 'static>(
                 Err(e) => return plain(400, &format!("bad request body: {e}")),
             };
             let path = parts.uri.path().to_string();
-            let query = parse_query(parts.uri.query().unwrap_or(""));
             let parent = ctx.extract(&parts.headers);
             let route = route_of(&path);
             let mut attrs = vec![
@@ -147,9 +143,7 @@ pub async fn serve_service<S: Send + Sync + 'static>(
                 .start_with_context(&ctx.tracer, &parent);
             let cx = parent.with_span(span);
             let req = Req {
-                method: parts.method,
                 path,
-                query,
                 headers: parts.headers,
                 body,
                 busy,
@@ -185,16 +179,6 @@ pub fn string_array(key: impl Into<opentelemetry::Key>, value: String) -> KeyVal
         key,
         Value::Array(vec![opentelemetry::StringValue::from(value)].into()),
     )
-}
-
-fn parse_query(q: &str) -> HashMap<String, String> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (k.to_string(), v.to_string())
-        })
-        .collect()
 }
 
 /// A JSON answer; the status (and `X-LLM-*` headers, as the model server's

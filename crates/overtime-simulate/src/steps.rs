@@ -7,24 +7,16 @@
 use serde::{Deserialize, Serialize};
 
 /// The main model: GPU slots, `X-LLM-Reason`.
-pub const DS: &str = "deepseek-v4-pro";
+pub(crate) const DS: &str = "deepseek-v4-pro";
 /// The LLM-as-judge model.
-pub const JUDGE: &str = "qwen2.5-72b-instruct";
+pub(crate) const JUDGE: &str = "qwen2.5-72b-instruct";
 /// An older model server that reports no phases.
-pub const LLAMA: &str = "llama-3-8b-instruct";
+pub(crate) const LLAMA: &str = "llama-3-8b-instruct";
 
 /// One step of the orchestrator.
-///
-/// ```
-/// use overtime_simulate::steps::{Step, llm, tool};
-/// let body = serde_json::json!({"steps": [llm(120, 80), tool("calc", 1600.0)]});
-/// let back: Vec<Step> = serde_json::from_value(body["steps"].clone()).unwrap();
-/// assert_eq!(back.len(), 2);
-/// assert_eq!(body["steps"][1]["op"], "tool");
-/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Step {
+pub(crate) enum Step {
     /// Planning between calls, no span.
     Think { ms: f64 },
     /// A chat call to a model.
@@ -55,81 +47,81 @@ fn unavailable() -> u16 {
 
 /// A chat call: tokens in and out; the model server derives its phases.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LlmStep {
-    pub model: String,
-    pub input_tokens: u32,
-    pub output_tokens: u32,
-    pub max_tokens: u32,
+pub(crate) struct LlmStep {
+    pub(crate) model: String,
+    pub(crate) input_tokens: u32,
+    pub(crate) output_tokens: u32,
+    pub(crate) max_tokens: u32,
     #[serde(default)]
-    pub stream: bool,
+    pub(crate) stream: bool,
     /// Decode slowed by this factor (a sick GPU, a judge on a busy pool).
     #[serde(default = "one")]
-    pub slow: f64,
+    pub(crate) slow: f64,
     /// Prefill slowed by this factor.
     #[serde(default = "one")]
-    pub prefill_slow: f64,
+    pub(crate) prefill_slow: f64,
     /// Total latency of a model server without phases (llama).
     #[serde(default)]
-    pub latency_ms: Option<f64>,
+    pub(crate) latency_ms: Option<f64>,
     /// Called with a plain HTTP client: no GenAI span, only `POST` with the
     /// captured `X-LLM-Reason`.
     #[serde(default)]
-    pub raw: bool,
+    pub(crate) raw: bool,
     /// Extra wait in the model server's queue before a GPU slot (nominal
     /// ms): the shared pool busy with other tenants' work.
     #[serde(default)]
-    pub queue_ms: f64,
+    pub(crate) queue_ms: f64,
     /// The judge's score of the answer (judge calls; default 0.91).
     #[serde(default)]
-    pub score: Option<f64>,
+    pub(crate) score: Option<f64>,
 }
 
 /// A tool call: the third-party API's latency and status, its DNS and
 /// connect delays, and how many first attempts fail.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolStep {
-    pub name: String,
-    pub latency_ms: f64,
+pub(crate) struct ToolStep {
+    pub(crate) name: String,
+    pub(crate) latency_ms: f64,
     #[serde(default = "ok_status")]
-    pub status: u16,
+    pub(crate) status: u16,
     #[serde(default)]
-    pub dns_ms: Option<f64>,
+    pub(crate) dns_ms: Option<f64>,
     #[serde(default)]
-    pub connect_ms: f64,
+    pub(crate) connect_ms: f64,
     #[serde(default)]
-    pub fail_attempts: u32,
+    pub(crate) fail_attempts: u32,
     #[serde(default = "unavailable")]
-    pub fail_status: u16,
+    pub(crate) fail_status: u16,
     /// Read from memory when every attempt failed.
     #[serde(default)]
-    pub fallback: Option<MemoryStep>,
+    pub(crate) fallback: Option<MemoryStep>,
     /// DNS time of the retries (nominal ms; default: `dns_ms`): a retry
     /// often finds the name the first try resolved in the cache.
     #[serde(default)]
-    pub retry_dns_ms: Option<f64>,
+    pub(crate) retry_dns_ms: Option<f64>,
     /// Retries of the orchestrator (default: the tool's own).
     #[serde(default)]
-    pub retries: Option<u32>,
+    pub(crate) retries: Option<u32>,
 }
 
 /// A memory-store lookup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryStep {
-    pub name: String,
-    pub latency_ms: f64,
+pub(crate) struct MemoryStep {
+    pub(crate) name: String,
+    pub(crate) latency_ms: f64,
     /// Set when this lookup is a fallback (`cache`).
     #[serde(default)]
-    pub fallback: Option<String>,
+    pub(crate) fallback: Option<String>,
 }
 
 /// The body of a `/v1/agent/*` request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentRequest {
-    pub steps: Vec<Step>,
+pub(crate) struct AgentRequest {
+    pub(crate) steps: Vec<Step>,
 }
 
 /// A chat call on [`DS`], `max_tokens` 1024.
-pub fn llm(input_tokens: u32, output_tokens: u32) -> Step {
+pub(crate) fn llm(input_tokens: u32, output_tokens: u32) -> Step {
     Step::Llm(LlmStep {
         model: DS.into(),
         input_tokens,
@@ -146,7 +138,7 @@ pub fn llm(input_tokens: u32, output_tokens: u32) -> Step {
 }
 
 /// Edits the [`LlmStep`] inside an `llm`/`judge` step.
-pub fn with_llm(mut s: Step, f: impl FnOnce(&mut LlmStep)) -> Step {
+pub(crate) fn with_llm(mut s: Step, f: impl FnOnce(&mut LlmStep)) -> Step {
     if let Step::Llm(l) | Step::Judge(l) = &mut s {
         f(l);
     }
@@ -154,12 +146,12 @@ pub fn with_llm(mut s: Step, f: impl FnOnce(&mut LlmStep)) -> Step {
 }
 
 /// A streamed chat call on [`DS`].
-pub fn llm_stream(input_tokens: u32, output_tokens: u32) -> Step {
+pub(crate) fn llm_stream(input_tokens: u32, output_tokens: u32) -> Step {
     with_llm(llm(input_tokens, output_tokens), |l| l.stream = true)
 }
 
 /// The judge on [`JUDGE`], `max_tokens` 512, decode slowed by `slow`.
-pub fn judge(input_tokens: u32, output_tokens: u32, slow: f64) -> Step {
+pub(crate) fn judge(input_tokens: u32, output_tokens: u32, slow: f64) -> Step {
     Step::Judge(LlmStep {
         model: JUDGE.into(),
         input_tokens,
@@ -176,7 +168,7 @@ pub fn judge(input_tokens: u32, output_tokens: u32, slow: f64) -> Step {
 }
 
 /// A tool call answering 200 after `latency_ms`.
-pub fn tool(name: &str, latency_ms: f64) -> Step {
+pub(crate) fn tool(name: &str, latency_ms: f64) -> Step {
     Step::Tool(ToolStep {
         name: name.into(),
         latency_ms,
@@ -192,7 +184,7 @@ pub fn tool(name: &str, latency_ms: f64) -> Step {
 }
 
 /// Edits the [`ToolStep`] inside a `tool` step.
-pub fn with_tool(mut s: Step, f: impl FnOnce(&mut ToolStep)) -> Step {
+pub(crate) fn with_tool(mut s: Step, f: impl FnOnce(&mut ToolStep)) -> Step {
     if let Step::Tool(t) = &mut s {
         f(t);
     }
@@ -200,7 +192,7 @@ pub fn with_tool(mut s: Step, f: impl FnOnce(&mut ToolStep)) -> Step {
 }
 
 /// A memory lookup.
-pub fn mem(latency_ms: f64, name: &str) -> Step {
+pub(crate) fn mem(latency_ms: f64, name: &str) -> Step {
     Step::Memory(MemoryStep {
         name: name.into(),
         latency_ms,
@@ -209,12 +201,12 @@ pub fn mem(latency_ms: f64, name: &str) -> Step {
 }
 
 /// Steps run concurrently.
-pub fn par(steps: Vec<Step>) -> Step {
+pub(crate) fn par(steps: Vec<Step>) -> Step {
     Step::Parallel { steps }
 }
 
 /// `step` with a heartbeat every `every_ms` on the response stream.
-pub fn heartbeat(step: Step, every_ms: f64) -> Step {
+pub(crate) fn heartbeat(step: Step, every_ms: f64) -> Step {
     Step::HeartbeatDuring {
         step: Box::new(step),
         every_ms,
@@ -224,6 +216,14 @@ pub fn heartbeat(step: Step, every_ms: f64) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steps_round_trip_through_json() {
+        let body = serde_json::json!({"steps": [llm(120, 80), tool("calc", 1600.0)]});
+        let back: Vec<Step> = serde_json::from_value(body["steps"].clone()).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(body["steps"][1]["op"], "tool");
+    }
 
     #[test]
     fn round_trip_with_defaults() {

@@ -36,31 +36,31 @@ use std::time::Duration;
 
 /// Where the spans go.
 #[derive(Debug, Clone, Default)]
-pub struct TelemetryConfig {
+pub(crate) struct TelemetryConfig {
     /// OTLP/HTTP endpoint (`http://host:4318`; `/v1/traces` is added when
     /// no path is given). `None`: no OTLP export.
-    pub otlp_endpoint: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
     /// OTLP JSON lines file.
-    pub spans_out: Option<PathBuf>,
+    pub(crate) spans_out: Option<PathBuf>,
     /// Seeds trace and span ids.
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// Counters of the span pipeline.
 #[derive(Debug, Default)]
-pub struct ExportStats {
+pub(crate) struct ExportStats {
     /// Sampled spans that ended.
-    pub spans_ended: AtomicU64,
+    pub(crate) spans_ended: AtomicU64,
     /// Lines and spans written to `--spans-out`.
-    pub file_lines: AtomicU64,
-    pub file_spans: AtomicU64,
+    pub(crate) file_lines: AtomicU64,
+    pub(crate) file_spans: AtomicU64,
     /// Spans that could not be written to `--spans-out`.
-    pub file_failed_spans: AtomicU64,
+    pub(crate) file_failed_spans: AtomicU64,
     /// Spans the OTLP endpoint accepted / that failed to export.
-    pub otlp_spans: AtomicU64,
-    pub otlp_failed_spans: AtomicU64,
+    pub(crate) otlp_spans: AtomicU64,
+    pub(crate) otlp_failed_spans: AtomicU64,
     /// The last export or write error.
-    pub last_error: Mutex<Option<String>>,
+    pub(crate) last_error: Mutex<Option<String>>,
 }
 
 impl ExportStats {
@@ -69,7 +69,7 @@ impl ExportStats {
     }
 
     /// The last export or write error, if any.
-    pub fn last_error(&self) -> Option<String> {
+    pub(crate) fn last_error(&self) -> Option<String> {
         self.last_error
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -78,14 +78,7 @@ impl ExportStats {
 }
 
 /// The full URL of the OTLP/HTTP traces endpoint.
-///
-/// ```
-/// use overtime_simulate::telemetry::traces_url;
-/// assert_eq!(traces_url("http://127.0.0.1:4318").unwrap(), "http://127.0.0.1:4318/v1/traces");
-/// assert_eq!(traces_url("http://c:4318/custom").unwrap(), "http://c:4318/custom");
-/// assert!(traces_url("https://c:4318").is_err());
-/// ```
-pub fn traces_url(endpoint: &str) -> Result<String, String> {
+pub(crate) fn traces_url(endpoint: &str) -> Result<String, String> {
     let uri: http::Uri = endpoint
         .trim()
         .parse()
@@ -107,20 +100,20 @@ pub fn traces_url(endpoint: &str) -> Result<String, String> {
 
 /// The tracer providers of one simulation.
 #[derive(Debug)]
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     cfg: TelemetryConfig,
     otlp_url: Option<String>,
     handle: tokio::runtime::Handle,
     file: Option<Arc<SpansFile>>,
     providers: Mutex<Vec<SdkTracerProvider>>,
     /// The counters.
-    pub stats: Arc<ExportStats>,
+    pub(crate) stats: Arc<ExportStats>,
 }
 
 impl Telemetry {
     /// Opens `--spans-out` (truncated) and checks the endpoint. The OTLP
     /// exporter's HTTP requests run on `handle`.
-    pub fn new(
+    pub(crate) fn new(
         cfg: TelemetryConfig,
         handle: tokio::runtime::Handle,
     ) -> Result<Self, SimulateError> {
@@ -143,12 +136,12 @@ impl Telemetry {
     }
 
     /// The OTLP traces URL, if exporting.
-    pub fn otlp_url(&self) -> Option<&str> {
+    pub(crate) fn otlp_url(&self) -> Option<&str> {
         self.otlp_url.as_deref()
     }
 
     /// A tracer for `service` (its own provider and Resource).
-    pub fn tracer(&self, service: &'static str) -> Result<SdkTracer, SimulateError> {
+    pub(crate) fn tracer(&self, service: &'static str) -> Result<SdkTracer, SimulateError> {
         let resource = Resource::builder()
             .with_service_name(service)
             .with_attributes([
@@ -212,7 +205,7 @@ impl Telemetry {
 
     /// Flushes and shuts every provider down (blocking: call it outside
     /// the runtime, while the runtime still runs).
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let providers =
             std::mem::take(&mut *self.providers.lock().unwrap_or_else(|p| p.into_inner()));
         for p in providers {
@@ -392,5 +385,23 @@ impl HttpClient for RuntimeClient {
             Ok(r) => r.map_err(|e| -> HttpError { e }),
             Err(e) => Err(Box::new(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traces_url_example() {
+        assert_eq!(
+            traces_url("http://127.0.0.1:4318").unwrap(),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            traces_url("http://c:4318/custom").unwrap(),
+            "http://c:4318/custom"
+        );
+        assert!(traces_url("https://c:4318").is_err());
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use overtime_simulate::gateway::nginx::find_nginx;
+use overtime_simulate::find_nginx;
 
 fn require_nginx() {
     assert!(

@@ -11,11 +11,13 @@ pub(crate) const LOGIN_HTML: &str = include_str!("../assets/login.html");
 
 /// One embedded file.
 #[derive(Debug, Clone)]
-pub struct Asset {
+pub(crate) struct Asset {
     /// The file name under `/assets/` (`index.html` is served at `/`).
-    pub name: &'static str,
-    pub content_type: &'static str,
-    pub body: Bytes,
+    pub(crate) name: &'static str,
+    /// The `Content-Type` it is served with.
+    pub(crate) content_type: &'static str,
+    /// The content, as served.
+    pub(crate) body: Bytes,
     hash: u64,
 }
 
@@ -30,18 +32,14 @@ impl Asset {
         }
     }
 
-    /// A short hash of the content: the `?v=` the page links this file with.
-    ///
-    /// ```
-    /// let js = overtime_ui::asset("app.js").unwrap();
-    /// assert_eq!(js.version().len(), 16);
-    /// ```
-    pub fn version(&self) -> String {
+    /// A short hash of the content (16 hex digits): the `?v=` the page
+    /// links this file with.
+    pub(crate) fn version(&self) -> String {
         format!("{:016x}", self.hash)
     }
 
     /// The strong `ETag` of the content (quoted).
-    pub fn etag(&self) -> String {
+    pub(crate) fn etag(&self) -> String {
         format!("\"{}\"", self.version())
     }
 }
@@ -100,11 +98,6 @@ pub(crate) fn index() -> &'static Asset {
 }
 
 /// The embedded file `name` under `/assets/`, if there is one.
-///
-/// ```
-/// assert_eq!(overtime_ui::asset("app.css").unwrap().content_type, "text/css; charset=utf-8");
-/// assert!(overtime_ui::asset("../Cargo.toml").is_none());
-/// ```
-pub fn asset(name: &str) -> Option<&'static Asset> {
+pub(crate) fn asset(name: &str) -> Option<&'static Asset> {
     set().files.iter().find(|a| a.name == name)
 }

@@ -11,17 +11,22 @@
 //! `ETag` (a `304` on `If-None-Match`) and `Cache-Control`: the page is
 //! revalidated on every load, and it links the assets with a `?v=<hash>`
 //! of their content, so a versioned asset can be cached for a year.
-//! [`login_page`] is the sign-in form the server shows at `/` when it
+//! [`login_response`] is the sign-in form the server shows at `/` when it
 //! wants a token and the browser has none.
+//!
+//! These two are the whole public surface: the embedded files, their
+//! hashes and the header values are the crate's own business.
 //!
 //! ```
 //! let app: axum::Router = overtime_ui::router();
 //! # let _ = app;
 //! ```
 
+#![warn(missing_docs)]
+
 mod assets;
 
-pub use assets::{Asset, asset};
+use assets::{Asset, asset};
 
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -31,7 +36,7 @@ use axum::routing::get;
 /// The `Content-Security-Policy` of every UI page: scripts and styles only
 /// from this server (inline `style` attributes allowed for bar geometry),
 /// no frames, no third-party requests.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
 style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
 form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -76,15 +81,9 @@ async fn asset_route(
     serve(a, &headers, pinned)
 }
 
-/// Whether an `If-None-Match` header value matches `etag`.
-///
-/// ```
-/// assert!(overtime_ui::etag_matches("\"abc\"", "\"abc\""));
-/// assert!(overtime_ui::etag_matches("W/\"abc\", \"x\"", "\"abc\""));
-/// assert!(overtime_ui::etag_matches("*", "\"abc\""));
-/// assert!(!overtime_ui::etag_matches("\"abd\"", "\"abc\""));
-/// ```
-pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+/// Whether an `If-None-Match` header value matches `etag` (a list, weak
+/// tags and `*` included).
+fn etag_matches(if_none_match: &str, etag: &str) -> bool {
     if_none_match
         .split(',')
         .map(str::trim)
@@ -132,11 +131,7 @@ fn security_headers(h: &mut HeaderMap) {
 }
 
 /// Escapes text for HTML element content and attribute values.
-///
-/// ```
-/// assert_eq!(overtime_ui::escape_html("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
-/// ```
-pub fn escape_html(s: &str) -> String {
+fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -155,13 +150,7 @@ pub fn escape_html(s: &str) -> String {
 /// (which sets the `overtime_token` cookie), with `message` (escaped)
 /// above it when the last attempt failed. Self-contained: the assets
 /// themselves need the token.
-///
-/// ```
-/// let html = overtime_ui::login_page(Some("the token is wrong"));
-/// assert!(html.contains("action=\"/ui/login\""));
-/// assert!(html.contains("the token is wrong"));
-/// ```
-pub fn login_page(message: Option<&str>) -> String {
+fn login_page(message: Option<&str>) -> String {
     let msg = message
         .map(|m| {
             format!(
@@ -173,8 +162,19 @@ pub fn login_page(message: Option<&str>) -> String {
     assets::LOGIN_HTML.replace("<!--MESSAGE-->", &msg)
 }
 
-/// [`login_page`] as a response with `status` (401 when a token is
-/// needed), never cached, with the UI's security headers.
+/// The sign-in page as a response with `status` (401 when a token is
+/// needed): a form that posts the token to `POST /ui/login` (which sets
+/// the `overtime_token` cookie), with `message` (HTML-escaped) above it
+/// when the last attempt failed (`None`: no message). Never cached, with
+/// the UI's security headers; self-contained, since the assets themselves
+/// need the token.
+///
+/// ```
+/// use axum::http::StatusCode;
+/// let resp = overtime_ui::login_response(StatusCode::UNAUTHORIZED, Some("the token is wrong"));
+/// assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+/// assert_eq!(resp.headers()["cache-control"], "no-store");
+/// ```
 pub fn login_response(status: StatusCode, message: Option<&str>) -> Response {
     let mut resp = (
         status,

@@ -160,3 +160,25 @@ fn versions_differ_when_content_differs() {
     assert_ne!(js.version(), css.version());
     assert_eq!(js.etag(), format!("\"{}\"", js.version()));
 }
+
+#[test]
+fn if_none_match_lists_weak_tags_and_star() {
+    assert!(etag_matches("\"abc\"", "\"abc\""));
+    assert!(etag_matches("W/\"abc\", \"x\"", "\"abc\""));
+    assert!(etag_matches("*", "\"abc\""));
+    assert!(!etag_matches("\"abd\"", "\"abc\""));
+}
+
+#[test]
+fn html_escaping_and_asset_lookup() {
+    assert_eq!(
+        escape_html("<a href=\"x\">&'"),
+        "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+    );
+    assert_eq!(asset("app.js").unwrap().version().len(), 16);
+    assert_eq!(
+        asset("app.css").unwrap().content_type,
+        "text/css; charset=utf-8"
+    );
+    assert!(asset("../Cargo.toml").is_none());
+}

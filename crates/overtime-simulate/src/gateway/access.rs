@@ -14,41 +14,34 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The directive, as `overtime nginx-format` prints it: the parser's own.
-pub use overtime_parse::nginx::OVERTIME_LOG_FORMAT;
+pub(crate) use overtime_parse::nginx::OVERTIME_LOG_FORMAT;
 
 /// What one request leaves in the access log.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AccessRecord {
-    pub remote_addr: String,
+pub(crate) struct AccessRecord {
+    pub(crate) remote_addr: String,
     /// When the line is written (the request's end).
-    pub time: DateTime<Local>,
+    pub(crate) time: DateTime<Local>,
     /// `POST /v1/agent/run HTTP/1.1`.
-    pub request: String,
-    pub status: u16,
-    pub body_bytes_sent: u64,
-    pub request_time: Duration,
+    pub(crate) request: String,
+    pub(crate) status: u16,
+    pub(crate) body_bytes_sent: u64,
+    pub(crate) request_time: Duration,
     /// `None`: the upstream was never tried (`-`).
-    pub upstream_connect: Option<Duration>,
-    pub upstream_header: Option<Duration>,
-    pub upstream_response: Option<Duration>,
-    pub upstream_status: Option<u16>,
-    pub upstream_addr: Option<String>,
-    pub request_id: String,
-    pub traceparent: Option<String>,
-    pub max_wait: Option<String>,
-    pub llm_reason: Option<String>,
-    pub llm_duration: Option<String>,
+    pub(crate) upstream_connect: Option<Duration>,
+    pub(crate) upstream_header: Option<Duration>,
+    pub(crate) upstream_response: Option<Duration>,
+    pub(crate) upstream_status: Option<u16>,
+    pub(crate) upstream_addr: Option<String>,
+    pub(crate) request_id: String,
+    pub(crate) traceparent: Option<String>,
+    pub(crate) max_wait: Option<String>,
+    pub(crate) llm_reason: Option<String>,
+    pub(crate) llm_duration: Option<String>,
 }
 
 /// nginx's `escape=default` of a variable's value; empty is `-`.
-///
-/// ```
-/// use overtime_simulate::gateway::access::escape;
-/// assert_eq!(escape("a \"b\" \\c"), r#"a \x22b\x22 \x5Cc"#);
-/// assert_eq!(escape(""), "-");
-/// assert_eq!(escape("é"), r"\xC3\xA9");
-/// ```
-pub fn escape(v: &str) -> String {
+pub(crate) fn escape(v: &str) -> String {
     if v.is_empty() {
         return "-".into();
     }
@@ -64,12 +57,7 @@ pub fn escape(v: &str) -> String {
 }
 
 /// Seconds with milliseconds, as nginx prints `$request_time`.
-///
-/// ```
-/// use overtime_simulate::gateway::access::secs;
-/// assert_eq!(secs(std::time::Duration::from_micros(60_001_499)), "60.001");
-/// ```
-pub fn secs(d: Duration) -> String {
+pub(crate) fn secs(d: Duration) -> String {
     format!("{}.{:03}", d.as_secs(), d.subsec_millis())
 }
 
@@ -83,7 +71,7 @@ fn opt(v: &Option<String>) -> String {
 
 impl AccessRecord {
     /// The `overtime`-format line (no newline).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "{} [{}] \"{}\" {} {} rt={} uct=\"{}\" uht=\"{}\" urt=\"{}\" us=\"{}\" ua=\"{}\" rid={} tp=\"{}\" mw=\"{}\" llm=\"{}\" llmd=\"{}\"",
             escape(&self.remote_addr),
@@ -110,16 +98,16 @@ impl AccessRecord {
 
 /// The access-log file: one `write` per line, as nginx does.
 #[derive(Debug)]
-pub struct AccessLog {
-    pub path: PathBuf,
+pub(crate) struct AccessLog {
+    pub(crate) path: PathBuf,
     file: Mutex<File>,
-    pub lines: AtomicU64,
-    pub failed: AtomicU64,
+    pub(crate) lines: AtomicU64,
+    pub(crate) failed: AtomicU64,
 }
 
 impl AccessLog {
     /// Creates (truncates) the file.
-    pub fn create(path: &Path) -> Result<Self, SimulateError> {
+    pub(crate) fn create(path: &Path) -> Result<Self, SimulateError> {
         let file = File::create(path).map_err(|source| SimulateError::File {
             what: "cannot create the access log",
             path: path.to_path_buf(),
@@ -134,7 +122,7 @@ impl AccessLog {
     }
 
     /// Appends one record.
-    pub fn write(&self, r: &AccessRecord) {
+    pub(crate) fn write(&self, r: &AccessRecord) {
         let mut line = r.line();
         line.push('\n');
         let ok = self
@@ -155,6 +143,18 @@ impl AccessLog {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn secs_example() {
+        assert_eq!(secs(std::time::Duration::from_micros(60_001_499)), "60.001");
+    }
+
+    #[test]
+    fn escape_example() {
+        assert_eq!(escape("a \"b\" \\c"), r#"a \x22b\x22 \x5Cc"#);
+        assert_eq!(escape(""), "-");
+        assert_eq!(escape("é"), r"\xC3\xA9");
+    }
 
     #[test]
     fn a_504_line_reads_like_nginx() {

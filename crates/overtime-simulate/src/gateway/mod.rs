@@ -2,9 +2,9 @@
 //! installed (unless `--no-nginx`), else the built-in proxy; both write the
 //! same `overtime`-format access log.
 
-pub mod access;
-pub mod nginx;
-pub mod proxy;
+pub(crate) mod access;
+pub(crate) mod nginx;
+pub(crate) mod proxy;
 
 use crate::error::SimulateError;
 use access::AccessLog;
@@ -14,24 +14,24 @@ use std::time::Duration;
 
 /// Which gateway runs.
 #[derive(Debug)]
-pub enum Gateway {
+pub(crate) enum Gateway {
     Nginx(nginx::Nginx),
     BuiltIn(crate::http::Server),
 }
 
 /// What both gateways need.
 #[derive(Debug, Clone)]
-pub struct GatewaySpec {
-    pub listen_port: u16,
-    pub upstream_port: u16,
-    pub read_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub seed: u64,
+pub(crate) struct GatewaySpec {
+    pub(crate) listen_port: u16,
+    pub(crate) upstream_port: u16,
+    pub(crate) read_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) seed: u64,
 }
 
 impl Gateway {
     /// Starts nginx (`bin`, blocking until it listens).
-    pub fn start_nginx(
+    pub(crate) fn start_nginx(
         bin: &Path,
         spec: &GatewaySpec,
         log: &AccessLog,
@@ -51,7 +51,7 @@ impl Gateway {
     }
 
     /// Starts the built-in proxy.
-    pub async fn start_builtin(
+    pub(crate) async fn start_builtin(
         spec: &GatewaySpec,
         log: Arc<AccessLog>,
     ) -> Result<Gateway, SimulateError> {
@@ -72,7 +72,7 @@ impl Gateway {
     }
 
     /// The port clients connect to.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         match self {
             Gateway::Nginx(n) => n.port,
             Gateway::BuiltIn(s) => s.port(),
@@ -80,7 +80,7 @@ impl Gateway {
     }
 
     /// `nginx` or `built-in`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Gateway::Nginx(_) => "nginx",
             Gateway::BuiltIn(_) => "built-in",
@@ -88,7 +88,7 @@ impl Gateway {
     }
 
     /// Stops it (nginx: gracefully, logs flushed).
-    pub fn stop(&mut self) -> Result<(), SimulateError> {
+    pub(crate) fn stop(&mut self) -> Result<(), SimulateError> {
         match self {
             Gateway::Nginx(n) => n.stop(),
             Gateway::BuiltIn(s) => {

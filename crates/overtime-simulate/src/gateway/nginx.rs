@@ -30,12 +30,12 @@ pub fn find_nginx(explicit: Option<&Path>) -> Option<PathBuf> {
 
 /// What the generated conf needs.
 #[derive(Debug, Clone)]
-pub struct NginxConfig {
-    pub listen_port: u16,
-    pub upstream_port: u16,
-    pub read_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub access_log: PathBuf,
+pub(crate) struct NginxConfig {
+    pub(crate) listen_port: u16,
+    pub(crate) upstream_port: u16,
+    pub(crate) read_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) access_log: PathBuf,
 }
 
 fn ms(d: Duration) -> String {
@@ -43,18 +43,7 @@ fn ms(d: Duration) -> String {
 }
 
 /// The nginx.conf text for prefix `dir`.
-///
-/// ```
-/// use overtime_simulate::gateway::nginx::{conf_text, NginxConfig};
-/// use std::time::Duration;
-/// let c = NginxConfig { listen_port: 8088, upstream_port: 9000,
-///     read_timeout: Duration::from_millis(600), connect_timeout: Duration::from_millis(200),
-///     access_log: "/tmp/a.log".into() };
-/// let t = conf_text(std::path::Path::new("/tmp/ngx"), &c);
-/// assert!(t.contains("proxy_read_timeout 600ms;"));
-/// assert!(t.contains("access_log /tmp/a.log overtime;"));
-/// ```
-pub fn conf_text(dir: &Path, c: &NginxConfig) -> String {
+pub(crate) fn conf_text(dir: &Path, c: &NginxConfig) -> String {
     let d = dir.display();
     let tmp = dir.join("tmp");
     let t = tmp.display();
@@ -106,7 +95,7 @@ http {{
 }
 
 /// A free 127.0.0.1 port (for nginx's `listen`).
-pub fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
@@ -114,10 +103,10 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// A running nginx.
 #[derive(Debug)]
-pub struct Nginx {
-    pub bin: PathBuf,
-    pub conf: PathBuf,
-    pub port: u16,
+pub(crate) struct Nginx {
+    pub(crate) bin: PathBuf,
+    pub(crate) conf: PathBuf,
+    pub(crate) port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
 }
@@ -153,7 +142,7 @@ fn die_with_parent(_cmd: &mut Command) {}
 impl Nginx {
     /// Writes the conf, checks it (`nginx -t`) and starts nginx; returns
     /// once it accepts connections (at most 10 s).
-    pub fn start(bin: &Path, c: &NginxConfig) -> Result<Nginx, SimulateError> {
+    pub(crate) fn start(bin: &Path, c: &NginxConfig) -> Result<Nginx, SimulateError> {
         let dir = tempfile::Builder::new()
             .prefix("overtime-simulate-nginx-")
             .tempdir()
@@ -238,14 +227,9 @@ impl Nginx {
         }
     }
 
-    /// The error log (for when a request went wrong).
-    pub fn error_log(&self) -> PathBuf {
-        self.dir.path().join("error.log")
-    }
-
     /// Graceful stop: `nginx -s quit` (finishes requests, flushes logs),
     /// killed after 10 s.
-    pub fn stop(&mut self) -> Result<(), SimulateError> {
+    pub(crate) fn stop(&mut self) -> Result<(), SimulateError> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
@@ -279,5 +263,25 @@ impl Nginx {
 impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nginx_conf_example() {
+        use std::time::Duration;
+        let c = NginxConfig {
+            listen_port: 8088,
+            upstream_port: 9000,
+            read_timeout: Duration::from_millis(600),
+            connect_timeout: Duration::from_millis(200),
+            access_log: "/tmp/a.log".into(),
+        };
+        let t = conf_text(std::path::Path::new("/tmp/ngx"), &c);
+        assert!(t.contains("proxy_read_timeout 600ms;"));
+        assert!(t.contains("access_log /tmp/a.log overtime;"));
     }
 }

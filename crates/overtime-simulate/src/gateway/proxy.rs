@@ -21,18 +21,18 @@ use tokio::time::{Instant, timeout};
 
 /// How the gateway treats its upstream.
 #[derive(Debug, Clone)]
-pub struct ProxyConfig {
+pub(crate) struct ProxyConfig {
     /// 0: any free port.
-    pub listen_port: u16,
-    pub upstream_port: u16,
-    pub read_timeout: Duration,
-    pub connect_timeout: Duration,
+    pub(crate) listen_port: u16,
+    pub(crate) upstream_port: u16,
+    pub(crate) read_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Mints `$request_id`.
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// nginx's error page for `status`.
-pub fn error_page(status: u16, reason: &str) -> String {
+pub(crate) fn error_page(status: u16, reason: &str) -> String {
     format!(
         "<html>\r\n<head><title>{status} {reason}</title></head>\r\n<body>\r\n<center><h1>{status} {reason}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
     )
@@ -56,7 +56,7 @@ struct Gw {
 }
 
 /// Starts the gateway on 127.0.0.1.
-pub async fn start(cfg: ProxyConfig, log: Arc<AccessLog>) -> std::io::Result<Server> {
+pub(crate) async fn start(cfg: ProxyConfig, log: Arc<AccessLog>) -> std::io::Result<Server> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.listen_port));
     let gw = Arc::new(Gw {
         rng: Mutex::new(fastrand::Rng::with_seed(cfg.seed ^ 0x6761_7465_7761_7921)),

@@ -31,11 +31,15 @@ pub enum Traceparent {
 /// One request the load generator will send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Planned {
+    /// The HTTP method (`POST` but for deliberately bad requests).
     pub method: &'static str,
+    /// The agent API route (`/v1/agent/run`, `/v1/agent/stream`…).
     pub route: &'static str,
     /// JSON body (`{"steps": [...]}` or a deliberately bad one).
     pub body: Option<Value>,
+    /// Whether it asks for a streamed answer.
     pub stream: bool,
+    /// Whether the client sends `traceparent`.
     pub traceparent: Traceparent,
     /// A User-Agent to use instead of the rotating ones.
     pub user_agent: Option<&'static str>,
@@ -69,6 +73,7 @@ impl Planned {
 /// What the request builders may depend on besides the request index.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanCtx {
+    /// The run's time scale (nominal durations are divided by it).
     pub scale: TimeScale,
 }
 

@@ -27,7 +27,9 @@ pub struct Timeline {
     pub wave: Option<(f64, f64)>,
     /// Simulated minutes: healthy warm-up, ramp, hold at full severity.
     pub warmup_min: f64,
+    /// Simulated minutes from healthy to full severity.
     pub ramp_min: f64,
+    /// Simulated minutes held at full severity.
     pub hold_min: f64,
     plan: fn(f64, &mut fastrand::Rng) -> Planned,
 }
@@ -36,9 +38,13 @@ pub struct Timeline {
 /// timeline's; `--warmup`, `--ramp`, `--hold`, `--sim-rate` change them).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimelineSpec {
+    /// Healthy warm-up (simulated ms).
     pub warmup_ms: f64,
+    /// Ramp into the incident (simulated ms).
     pub ramp_ms: f64,
+    /// Hold at full severity (simulated ms).
     pub hold_ms: f64,
+    /// Requests per simulated minute at the start.
     pub rate_per_min: f64,
 }
 
