@@ -37,6 +37,7 @@ mod error;
 mod flush;
 pub mod manifest;
 pub mod memtable;
+pub mod objects;
 mod provider;
 mod read;
 pub mod segment;

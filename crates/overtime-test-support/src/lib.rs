@@ -8,6 +8,7 @@
 //!   package to install; a child process that is always stopped;
 //! - [`nginx`]: a real nginx in a private prefix;
 //! - [`tansu`]: the tansu Kafka-API broker;
+//! - [`s3rver`]: an S3-compatible server (npm `s3rver`);
 //! - [`chromium`]: a headless Chromium driven over the DevTools protocol;
 //! - [`sink`]: a [`RecordSink`](overtime_model::RecordSink) that records
 //!   every write and can push back.
@@ -28,5 +29,6 @@ pub mod chromium;
 pub mod net;
 pub mod nginx;
 pub mod program;
+pub mod s3rver;
 pub mod sink;
 pub mod tansu;
