@@ -1,5 +1,5 @@
 //! `s3rver` (npm), an S3-compatible server in one node process, for the
-//! tests of Parquet on object storage: installed
+//! tests of Parquet on object storage and of tansu on `s3://`: installed
 //! into `~/.cache/overtime-s3rver` when missing (`scripts/test` installs
 //! it), started on a port of 127.0.0.1 with a private directory, killed
 //! when the guard drops.
