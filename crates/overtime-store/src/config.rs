@@ -55,6 +55,20 @@ pub struct StoreConfig {
     /// fsync the WAL before acknowledging a write. Default true; turning it
     /// off trades crash safety (not process-crash safety) for speed.
     pub fsync: bool,
+    /// Where the Parquet files go: `s3://bucket/prefix` (S3 or an
+    /// S3-compatible server; credentials, region and endpoint from the
+    /// environment: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`) or
+    /// `file:///path` (a directory, e.g. a shared mount). Files there are
+    /// laid out by table, date and hour and named by collector, so several
+    /// collectors can share one prefix and each queries all of it. The WAL
+    /// and the manifest stay in `data_dir`. Default none: the Parquet files
+    /// live in `data_dir/parquet`, one collector's own.
+    pub url: Option<String>,
+    /// The name of this collector's files under `url` (letters, digits,
+    /// `-`, `_`, `.`). Default none: a generated id (`<hostname>-<random>`)
+    /// kept in `data_dir/COLLECTOR_ID`, stable across restarts.
+    pub collector_id: Option<String>,
 }
 
 impl Default for StoreConfig {
@@ -67,6 +81,8 @@ impl Default for StoreConfig {
             retention_age_hours: Some(168),
             retention_bytes: Some(10 << 30),
             fsync: true,
+            url: None,
+            collector_id: None,
         }
     }
 }
@@ -81,6 +97,22 @@ impl StoreConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.memtable_bytes < 1024 * 1024 {
             return Err("store.memtable_bytes must be at least 1 MiB".into());
+        }
+        if let Some(u) = &self.url
+            && !["s3://", "s3a://", "file:///"]
+                .iter()
+                .any(|s| u.starts_with(s))
+        {
+            return Err(format!(
+                "store.url {u:?} must be s3://bucket/prefix or file:///path"
+            ));
+        }
+        if let Some(id) = &self.collector_id
+            && !crate::objects::valid_collector_id(id)
+        {
+            return Err(format!(
+                "store.collector_id {id:?} must be 1-64 letters, digits, '-', '_' or '.'"
+            ));
         }
         Ok(())
     }
@@ -113,6 +145,8 @@ mod tests {
             retention_age_hours = 2
             retention_bytes = 1000
             fsync = false
+            url = "s3://overtime/prod"
+            collector_id = "web-1"
             "#,
         )
         .unwrap();
@@ -126,6 +160,8 @@ mod tests {
             (Some(7200), Some(1000))
         );
         assert!(!c.fsync);
+        assert_eq!(c.url.as_deref(), Some("s3://overtime/prod"));
+        assert_eq!(c.collector_id.as_deref(), Some("web-1"));
     }
 
     #[test]
@@ -136,5 +172,9 @@ mod tests {
         assert!(e.contains("retention_age_s"), "{e}");
         let c: StoreConfig = toml::from_str("memtable_bytes = 5").unwrap();
         assert!(c.validate().unwrap_err().contains("at least 1 MiB"));
+        let c: StoreConfig = toml::from_str("url = \"gs://b\"").unwrap();
+        assert!(c.validate().unwrap_err().contains("s3://bucket/prefix"));
+        let c: StoreConfig = toml::from_str("collector_id = \"a/b\"").unwrap();
+        assert!(c.validate().unwrap_err().contains("collector_id"));
     }
 }

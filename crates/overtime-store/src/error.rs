@@ -31,6 +31,14 @@ pub enum StoreError {
         #[source]
         source: datafusion::error::DataFusionError,
     },
+    /// Object storage (`[store] url`) refused or failed a request.
+    #[error("{op} {path}: {source}")]
+    Object {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: object_store::Error,
+    },
     #[error("manifest {path} is unreadable: {detail}")]
     Manifest { path: PathBuf, detail: String },
     #[error("batch for `{table}` does not match its schema: {detail}")]

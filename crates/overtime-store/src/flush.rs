@@ -33,6 +33,8 @@
 use crate::StoreError;
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
+use crate::objects::{ObjectReader, object_key};
+use crate::segment::Source;
 use crate::segment::{self, SegmentFile};
 use crate::store::{Inner, Store};
 use crate::tables::idx;
@@ -135,6 +137,25 @@ impl Inner {
         let result = (|| {
             for t in Table::ALL {
                 let dir = &self.parquet_dirs[idx(t)];
+                if let Some(b) = &self.bucket {
+                    for (start, rows) in segment::sort_and_bucket(t, frozen.batches(t), bucket_us)?
+                    {
+                        let key = object_key(b.prefix(), t, &self.collector_id, start, sealed);
+                        let obj = ObjectReader {
+                            bucket: b.clone(),
+                            key: key.into(),
+                            size: 0,
+                        };
+                        written.push(segment::write_object(
+                            obj,
+                            &self.collector_id,
+                            t,
+                            start,
+                            &rows,
+                        )?);
+                    }
+                    continue;
+                }
                 for (start, rows) in segment::sort_and_bucket(t, frozen.batches(t), bucket_us)? {
                     written.push(segment::write_segment(
                         dir,
@@ -159,7 +180,7 @@ impl Inner {
             Ok(()) => Ok(written),
             Err(e) => {
                 for f in &written {
-                    let _ = fs::remove_file(&f.path);
+                    let _ = remove(f);
                 }
                 Err(e)
             }
@@ -168,6 +189,9 @@ impl Inner {
 
     pub(crate) fn enforce_retention(&self, now_us: i64) -> Result<RetentionReport, StoreError> {
         let _one = self.flush_lock.lock().expect("flush lock");
+        // Held to the end: a listing must not bring back what we delete.
+        let mut listed = self.listed.lock().expect("list lock");
+        self.refresh(&mut listed, false)?;
         let bucket_us = self.cfg.segment_seconds * 1_000_000;
         let mut doomed: Vec<Arc<SegmentFile>> = Vec::new();
         {
@@ -184,9 +208,13 @@ impl Inner {
                     });
                 }
             }
+            // Age applies to every file the store sees (a collector that
+            // is gone leaves nothing behind forever); bytes to its own.
             if let Some(max) = self.cfg.retention_bytes {
-                let mut total: u64 = st.files.iter().flatten().map(|f| f.bytes).sum();
-                let mut all: Vec<Arc<SegmentFile>> = st.files.iter().flatten().cloned().collect();
+                let own = |f: &&Arc<SegmentFile>| self.owns(f);
+                let mut total: u64 = st.files.iter().flatten().filter(own).map(|f| f.bytes).sum();
+                let mut all: Vec<Arc<SegmentFile>> =
+                    st.files.iter().flatten().filter(own).cloned().collect();
                 all.sort_by_key(|f| (f.bucket_start_us, f.flush_seq));
                 let mut oldest = all.into_iter();
                 while total > max {
@@ -199,20 +227,29 @@ impl Inner {
         }
         let mut report = RetentionReport::default();
         for f in &doomed {
-            match fs::remove_file(&f.path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io("removing expired file", &f.path, e)),
-            }
+            remove(f)?;
             report.files_removed.push(f.path.clone());
             report.rows_removed += f.rows;
             report.bytes_removed += f.bytes;
         }
-        if self.cfg.fsync && !doomed.is_empty() {
+        drop(listed);
+        if self.cfg.fsync && !doomed.is_empty() && self.bucket.is_none() {
             for d in &self.parquet_dirs {
                 sync_dir(d)?;
             }
         }
         Ok(report)
+    }
+}
+
+/// Deletes a file or object; one already gone is not an error.
+fn remove(f: &SegmentFile) -> Result<(), StoreError> {
+    match &f.source {
+        Source::File(p) => match fs::remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io("removing expired file", p, e)),
+        },
+        Source::Object(o) => o.bucket.delete(o.key.as_ref()),
     }
 }

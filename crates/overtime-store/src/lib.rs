@@ -16,7 +16,9 @@
 //! ```
 //!
 //! Files under `data_dir`: `wal/<seq>.wal`, `MANIFEST.json`,
-//! `parquet/<table>/<bucket>-<seq>.parquet`. See `docs/store.md`.
+//! `parquet/<table>/<bucket>-<seq>.parquet`; with `[store] url` the
+//! Parquet goes to object storage instead, laid out by table, date and
+//! hour and named by collector ([`objects`]). See `docs/store.md`.
 //!
 //! ```
 //! use overtime_model::{RecordSink, GatewayColumns, GatewayRecord, Table};
@@ -37,6 +39,7 @@ mod error;
 mod flush;
 pub mod manifest;
 pub mod memtable;
+pub mod objects;
 mod provider;
 mod read;
 pub mod segment;

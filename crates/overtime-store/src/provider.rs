@@ -25,6 +25,7 @@
 //! ```
 
 use crate::StoreError;
+use crate::segment::Source;
 use crate::store::{Inner, Store};
 use crate::tables::{stored_schema, time_column, trace_column};
 use arrow::datatypes::SchemaRef;
@@ -38,7 +39,7 @@ use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::object_store::ObjectStoreUrl;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
-use datafusion::error::Result as DfResult;
+use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{
     Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown, TableType,
@@ -53,8 +54,16 @@ use std::sync::atomic::Ordering;
 
 impl Store {
     /// Registers `gateway_requests`, `spans` and `rejected` in `ctx`
-    /// (replacing tables of those names).
+    /// (replacing tables of those names), and with `[store] url` the
+    /// object store the Parquet files are read from.
     pub fn register(&self, ctx: &SessionContext) -> Result<(), StoreError> {
+        if let Some(b) = &self.inner.bucket {
+            let url = ObjectStoreUrl::parse(b.base()).map_err(|source| StoreError::DataFusion {
+                table: b.base().to_string(),
+                source,
+            })?;
+            ctx.register_object_store(url.as_ref(), b.store.clone());
+        }
         for t in Table::ALL {
             let df = |source| StoreError::DataFusion {
                 table: t.to_string(),
@@ -225,7 +234,17 @@ impl TableProvider for StoreTable {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let schema = self.schema();
-        let (mem, files) = self.inner.snapshot(self.table);
+        let ext = |e: StoreError| DataFusionError::External(Box::new(e));
+        let (mem, files) = if self.inner.bucket.is_some() {
+            // Listing the bucket blocks: off the async worker.
+            let (inner, table) = (self.inner.clone(), self.table);
+            tokio::task::spawn_blocking(move || inner.snapshot(table))
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
+                .map_err(ext)?
+        } else {
+            self.inner.snapshot(self.table).map_err(ext)?
+        };
         let (lo, hi) = time_bounds(filters, time_column(self.table));
         let trace = trace_column(self.table).and_then(|c| trace_literal(filters, c));
         let files: Vec<_> = files
@@ -256,18 +275,26 @@ impl TableProvider for StoreTable {
             }
             let pfiles: Vec<PartitionedFile> = files
                 .iter()
-                .map(|f| PartitionedFile::new(f.path.to_string_lossy().into_owned(), f.bytes))
+                .map(|f| match &f.source {
+                    Source::File(p) => {
+                        PartitionedFile::new(p.to_string_lossy().into_owned(), f.bytes)
+                    }
+                    Source::Object(o) => PartitionedFile::new(o.key.to_string(), f.bytes),
+                })
                 .collect();
+            let url = match &self.inner.bucket {
+                Some(b) => ObjectStoreUrl::parse(b.base())?,
+                None => ObjectStoreUrl::local_filesystem(),
+            };
             let groups = spread(&pfiles, parts)
                 .into_iter()
                 .map(FileGroup::new)
                 .collect();
-            let conf =
-                FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
-                    .with_file_groups(groups)
-                    .with_projection_indices(projection.cloned())?
-                    .with_limit(limit)
-                    .build();
+            let conf = FileScanConfigBuilder::new(url, Arc::new(source))
+                .with_file_groups(groups)
+                .with_projection_indices(projection.cloned())?
+                .with_limit(limit)
+                .build();
             plans.push(
                 ParquetFormat::default()
                     .with_options(opts)

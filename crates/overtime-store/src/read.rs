@@ -52,7 +52,7 @@ impl Store {
         from_us: Option<i64>,
         to_us: Option<i64>,
     ) -> Result<Vec<RecordBatch>, StoreError> {
-        let (mem, files) = self.inner.snapshot(table);
+        let (mem, files) = self.inner.snapshot(table)?;
         let mut out = Vec::new();
         for f in files.iter().filter(|f| f.overlaps(from_us, to_us)) {
             self.inner.files_scanned.fetch_add(1, Ordering::Relaxed);
@@ -70,7 +70,7 @@ impl Store {
 
 impl Inner {
     fn trace_rows(&self, t: Table, trace_id: &str) -> Result<Vec<RecordBatch>, StoreError> {
-        let (mem, files) = self.snapshot(t);
+        let (mem, files) = self.snapshot(t)?;
         let mut out = Vec::new();
         for f in files.iter().filter(|f| f.may_hold_trace(trace_id)) {
             self.files_scanned.fetch_add(1, Ordering::Relaxed);

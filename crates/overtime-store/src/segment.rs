@@ -18,12 +18,14 @@
 //! ```
 
 use crate::StoreError;
+use crate::objects::ObjectReader;
 use crate::tables::{time_column, trace_column};
 use arrow::array::{Array, AsArray, BooleanArray, Scalar, StringArray};
 use arrow::compute::kernels::cmp;
 use arrow::compute::{filter_record_batch, sort_to_indices, take_record_batch};
 use arrow::datatypes::TimestampMicrosecondType;
 use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
 use overtime_model::Table;
 use parquet::arrow::arrow_reader::{
     ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
@@ -33,8 +35,10 @@ use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::bloom_filter::Sbbf;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{ChunkReader, Length};
 use parquet::schema::types::ColumnPath;
 use std::fs::{self, File};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Rows per row group: the unit a bloom filter and time statistics prune.
@@ -43,11 +47,73 @@ const KEY_BUCKET: &str = "overtime.bucket_start_us";
 const KEY_MIN: &str = "overtime.min_time_us";
 const KEY_MAX: &str = "overtime.max_time_us";
 
-/// One Parquet file the store owns, with what pruning needs.
+/// Where a segment file's bytes are read from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A file under `data_dir/parquet` (no `[store] url`).
+    File(PathBuf),
+    /// An object under `[store] url`, read by ranged GETs.
+    Object(ObjectReader),
+}
+
+/// A [`ChunkReader`] over any [`Source`], or over bytes just written.
+enum Reader {
+    File(File),
+    Object(ObjectReader),
+    Mem(Bytes),
+}
+
+impl Length for Reader {
+    fn len(&self) -> u64 {
+        match self {
+            Reader::File(f) => f.len(),
+            Reader::Object(o) => o.len(),
+            Reader::Mem(b) => b.len() as u64,
+        }
+    }
+}
+
+impl ChunkReader for Reader {
+    type T = Box<dyn Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(match self {
+            Reader::File(f) => Box::new(f.get_read(start)?),
+            Reader::Object(o) => Box::new(o.get_read(start)?),
+            Reader::Mem(b) => Box::new(b.get_read(start)?),
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match self {
+            Reader::File(f) => f.get_bytes(start, length),
+            Reader::Object(o) => o.get_bytes(start, length),
+            Reader::Mem(b) => b.get_bytes(start, length),
+        }
+    }
+}
+
+impl Source {
+    fn open(&self) -> Result<Reader, StoreError> {
+        Ok(match self {
+            Source::File(p) => {
+                Reader::File(File::open(p).map_err(|e| StoreError::io("opening", p, e))?)
+            }
+            Source::Object(o) => Reader::Object(o.clone()),
+        })
+    }
+}
+
+/// One Parquet file the store sees, with what pruning needs.
 #[derive(Debug)]
 pub struct SegmentFile {
     pub table: Table,
+    /// The file's path, or for an object its URL (`s3://bucket/key`).
     pub path: PathBuf,
+    pub source: Source,
+    /// The collector that wrote it (objects only; `None`: a file in
+    /// `data_dir`, this store's own).
+    pub collector: Option<String>,
     pub bucket_start_us: i64,
     pub flush_seq: u64,
     pub min_us: i64,
@@ -219,11 +285,72 @@ fn kv(meta: &ArrowReaderMetadata, key: &str) -> Option<i64> {
 /// Opens an existing segment file: footer, time bounds, bloom filters.
 pub fn open_segment(t: Table, path: &Path) -> Result<SegmentFile, StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io("opening", path, e))?;
-    let bytes = file
-        .metadata()
-        .map_err(|e| StoreError::io("stat", path, e))?
-        .len();
-    let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+    load(
+        t,
+        path,
+        Source::File(path.to_path_buf()),
+        None,
+        &Reader::File(file),
+    )
+}
+
+/// Opens an object: its footer, time bounds and bloom filters by ranged
+/// GETs (two for the footer, one or two per row group's bloom filter).
+pub fn open_object(
+    t: Table,
+    obj: ObjectReader,
+    collector: Option<String>,
+) -> Result<SegmentFile, StoreError> {
+    let path = PathBuf::from(obj.bucket.display_key(obj.key.as_ref()));
+    let reader = Reader::Object(obj.clone());
+    load(t, &path, Source::Object(obj), collector, &reader)
+}
+
+/// Writes one sorted bucket as an object (`key`) and returns it opened,
+/// its footer and bloom filters read from the bytes just written.
+pub fn write_object(
+    obj: ObjectReader,
+    collector: &str,
+    t: Table,
+    bucket_start_us: i64,
+    rows: &RecordBatch,
+) -> Result<SegmentFile, StoreError> {
+    let ts = rows
+        .column_by_name(time_column(t))
+        .expect("time column")
+        .as_primitive::<TimestampMicrosecondType>();
+    let min_us = arrow::compute::min(ts).unwrap_or(bucket_start_us);
+    let max_us = arrow::compute::max(ts).unwrap_or(bucket_start_us);
+    let key = obj.key.to_string();
+    let path = PathBuf::from(obj.bucket.display_key(&key));
+    let props = writer_props(t, bucket_start_us, min_us, max_us);
+    let mut w = ArrowWriter::try_new(Vec::new(), rows.schema(), Some(props))
+        .map_err(|e| StoreError::parquet(&path, e))?;
+    w.write(rows).map_err(|e| StoreError::parquet(&path, e))?;
+    let body = Bytes::from(w.into_inner().map_err(|e| StoreError::parquet(&path, e))?);
+    obj.bucket.put(&key, body.clone())?;
+    let obj = ObjectReader {
+        size: body.len() as u64,
+        ..obj
+    };
+    load(
+        t,
+        &path,
+        Source::Object(obj),
+        Some(collector.to_string()),
+        &Reader::Mem(body),
+    )
+}
+
+fn load(
+    t: Table,
+    path: &Path,
+    source: Source,
+    collector: Option<String>,
+    file: &Reader,
+) -> Result<SegmentFile, StoreError> {
+    let bytes = file.len();
+    let meta = ArrowReaderMetadata::load(file, ArrowReaderOptions::new())
         .map_err(|e| StoreError::parquet(path, e))?;
     let pq = meta.metadata().clone();
     let descr = pq.file_metadata().schema_descr();
@@ -245,7 +372,7 @@ pub fn open_segment(t: Table, path: &Path) -> Result<SegmentFile, StoreError> {
             .unwrap_or((i64::MIN, i64::MAX));
         rg_time.push(bounds);
         let bloom = match trace_leaf {
-            Some(i) => Sbbf::read_from_column_chunk(rg.column(i), &file)
+            Some(i) => Sbbf::read_from_column_chunk(rg.column(i), file)
                 .map_err(|e| StoreError::parquet(path, e))?,
             None => None,
         };
@@ -256,6 +383,8 @@ pub fn open_segment(t: Table, path: &Path) -> Result<SegmentFile, StoreError> {
     Ok(SegmentFile {
         table: t,
         path: path.to_path_buf(),
+        source,
+        collector,
         bucket_start_us: kv(&meta, KEY_BUCKET).unwrap_or(min_us),
         flush_seq: parse_seq(path).unwrap_or(0),
         min_us,
@@ -360,7 +489,7 @@ impl SegmentFile {
         rgs: Vec<usize>,
         filter: Option<RowFilter>,
     ) -> Result<Vec<RecordBatch>, StoreError> {
-        let file = File::open(&self.path).map_err(|e| StoreError::io("opening", &self.path, e))?;
+        let file = self.source.open()?;
         let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
             .with_row_groups(rgs)
             .with_batch_size(8192);

@@ -10,6 +10,7 @@
 
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
+use crate::objects::{self, Bucket, LIST_CACHE, ObjectReader, parse_key};
 use crate::segment::{self, SegmentFile};
 use crate::tables::{conform, idx};
 use crate::wal::{self, Wal};
@@ -78,7 +79,15 @@ pub(crate) struct Kick {
 pub(crate) struct Inner {
     pub cfg: StoreConfig,
     pub root: PathBuf,
+    /// `data_dir/parquet/<table>` (no `[store] url`).
     pub parquet_dirs: [PathBuf; 3],
+    /// Object storage (`[store] url`): the Parquet files live there.
+    pub bucket: Option<Arc<Bucket>>,
+    /// This store's name in object keys (empty without a bucket).
+    pub collector_id: String,
+    /// When the bucket's prefix was last listed; held while listing (and
+    /// by retention, so a listing never brings back a file it deleted).
+    pub listed: Mutex<Option<Instant>>,
     pub wal: Wal,
     /// Writers share it across WAL append + memtable insert; a flush takes
     /// it exclusively to rotate the WAL and freeze the memtable together.
@@ -166,6 +175,54 @@ fn mkdir(p: &Path) -> Result<(), StoreError> {
     fs::create_dir_all(p).map_err(|e| StoreError::io("creating directory", p, e))
 }
 
+/// `[store] collector_id`, else the id kept in `data_dir/COLLECTOR_ID`,
+/// else a new one (`<hostname>-<8 random hex>`) written there.
+fn collector_id(cfg: &StoreConfig, root: &Path) -> Result<String, StoreError> {
+    use std::hash::{BuildHasher, Hasher};
+    if let Some(id) = &cfg.collector_id {
+        if !objects::valid_collector_id(id) {
+            return Err(StoreError::Config(format!(
+                "collector_id {id:?} must be 1-64 letters, digits, '-', '_' or '.'"
+            )));
+        }
+        return Ok(id.clone());
+    }
+    let path = root.join("COLLECTOR_ID");
+    match fs::read_to_string(&path) {
+        Ok(s) if objects::valid_collector_id(s.trim()) => return Ok(s.trim().to_string()),
+        Ok(s) => {
+            return Err(StoreError::Config(format!(
+                "{} holds {:?}, not a collector id",
+                path.display(),
+                s.trim()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StoreError::io("reading", &path, e)),
+    }
+    let host: String = fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+        .take(40)
+        .collect();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(now_us() as u128 ^ u128::from(std::process::id()) << 64);
+    let rand = h.finish() as u32;
+    let id = if host.is_empty() {
+        format!("overtime-{rand:08x}")
+    } else {
+        format!("{host}-{rand:08x}")
+    };
+    let tmp = root.join("COLLECTOR_ID.tmp");
+    fs::write(&tmp, format!("{id}\n")).map_err(|e| StoreError::io("writing", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| StoreError::io("renaming", &tmp, e))?;
+    wal::sync_dir(root)?;
+    Ok(id)
+}
+
 impl Store {
     /// Opens (or creates) the store in `cfg.data_dir` and recovers: drops
     /// Parquet files of unfinished flushes, replays every WAL segment not
@@ -185,13 +242,57 @@ impl Store {
         let wal_dir = root.join("wal");
         mkdir(&wal_dir)?;
         let parquet_dirs = Table::ALL.map(|t| root.join("parquet").join(t.as_str()));
-        for d in &parquet_dirs {
-            mkdir(d)?;
-        }
         let manifest = Manifest::load(&root)?;
+        let wal_seqs = wal::list_segments(&wal_dir)?;
+        let (bucket, collector_id) = match &cfg.url {
+            None => {
+                for d in &parquet_dirs {
+                    mkdir(d)?;
+                }
+                (None, String::new())
+            }
+            Some(url) => (
+                Some(Arc::new(Bucket::open(url)?)),
+                collector_id(&cfg, &root)?,
+            ),
+        };
 
         let mut files: [Vec<Arc<SegmentFile>>; 3] = Default::default();
+        // Our own objects: a file past the manifest from a WAL segment we
+        // still hold is an unfinished flush (its rows are replayed);
+        // numbers past every segment we hold are a previous data_dir's
+        // (kept, and never reused).
+        let mut max_own_seq = 0;
+        if let Some(b) = &bucket {
+            let last_wal = wal_seqs.last().copied().unwrap_or(0);
+            for (key, size) in b.list()? {
+                let Some(p) = parse_key(b.prefix(), &key) else {
+                    continue;
+                };
+                if p.collector != collector_id {
+                    continue;
+                }
+                max_own_seq = max_own_seq.max(p.seq);
+                if p.seq > manifest.flushed_through && p.seq <= last_wal {
+                    b.delete(&key)?;
+                    continue;
+                }
+                let obj = ObjectReader {
+                    bucket: b.clone(),
+                    key: key.into(),
+                    size,
+                };
+                files[idx(p.table)].push(Arc::new(segment::open_object(
+                    p.table,
+                    obj,
+                    Some(p.collector),
+                )?));
+            }
+        }
         for t in Table::ALL {
+            if bucket.is_some() {
+                break;
+            }
             for p in segment::list_files(&parquet_dirs[idx(t)])? {
                 let unfinished = p.extension().is_some_and(|x| x == "tmp")
                     || segment::parse_seq(&p).is_none_or(|s| s > manifest.flushed_through);
@@ -206,7 +307,7 @@ impl Store {
         let mut active = Memtable::default();
         let mut checkpoints = manifest.checkpoints.clone();
         let mut live = Vec::new();
-        for seq in wal::list_segments(&wal_dir)? {
+        for seq in wal_seqs {
             let path = wal::segment_path(&wal_dir, seq);
             if seq <= manifest.flushed_through {
                 fs::remove_file(&path).map_err(|e| StoreError::io("removing", &path, e))?;
@@ -229,11 +330,14 @@ impl Store {
             }
             live.push((seq, good));
         }
-        let wal = Wal::open(&wal_dir, live, cfg.fsync)?;
+        let wal = Wal::open_after(&wal_dir, live, cfg.fsync, max_own_seq)?;
         let reserved = AtomicU64::new(active.bytes());
         let inner = Arc::new(Inner {
             root,
             parquet_dirs,
+            bucket,
+            collector_id,
+            listed: Mutex::new(None),
             wal,
             gate: RwLock::new(()),
             state: RwLock::new(State {
@@ -480,14 +584,84 @@ impl Inner {
 
     /// The memtable rows (frozen, then active) and the files of `t`,
     /// taken together so each row is seen exactly once.
-    pub(crate) fn snapshot(&self, t: Table) -> (Vec<RecordBatch>, Vec<Arc<SegmentFile>>) {
+    /// With a bucket, the files other collectors flushed are listed first
+    /// (at most every [`LIST_CACHE`]).
+    pub(crate) fn snapshot(
+        &self,
+        t: Table,
+    ) -> Result<(Vec<RecordBatch>, Vec<Arc<SegmentFile>>), StoreError> {
+        if self.bucket.is_some() {
+            let mut listed = self.listed.lock().expect("list lock");
+            self.refresh(&mut listed, false)?;
+        }
         let st = self.state.read().expect("state lock");
         let mut batches = Vec::new();
         if let Some(f) = &st.frozen {
             batches.extend_from_slice(f.batches(t));
         }
         batches.extend_from_slice(st.active.batches(t));
-        (batches, st.files[idx(t)].clone())
+        Ok((batches, st.files[idx(t)].clone()))
+    }
+
+    /// Is `f` this store's own file (flushed by it, bounded by its
+    /// `retention_bytes`)?
+    pub(crate) fn owns(&self, f: &SegmentFile) -> bool {
+        f.collector.as_ref().is_none_or(|c| *c == self.collector_id)
+    }
+
+    /// Lists the bucket's prefix unless `listed` is recent (or `force`):
+    /// other collectors' new files are opened (footer and bloom filters)
+    /// and added, the ones gone (their retention) dropped. Our own files
+    /// are never taken from a listing: a flush publishes them together
+    /// with dropping their rows from the memtable.
+    pub(crate) fn refresh(
+        &self,
+        listed: &mut Option<Instant>,
+        force: bool,
+    ) -> Result<(), StoreError> {
+        let Some(b) = &self.bucket else {
+            return Ok(());
+        };
+        if !force && listed.is_some_and(|t| t.elapsed() < LIST_CACHE) {
+            return Ok(());
+        }
+        let known: std::collections::HashSet<PathBuf> = {
+            let st = self.state.read().expect("state lock");
+            st.files.iter().flatten().map(|f| f.path.clone()).collect()
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut new = Vec::new();
+        for (key, size) in b.list()? {
+            let Some(p) = parse_key(b.prefix(), &key) else {
+                continue;
+            };
+            if p.collector == self.collector_id {
+                continue;
+            }
+            let path = PathBuf::from(b.display_key(&key));
+            if !known.contains(&path) {
+                let obj = ObjectReader {
+                    bucket: b.clone(),
+                    key: key.into(),
+                    size,
+                };
+                new.push(Arc::new(segment::open_object(
+                    p.table,
+                    obj,
+                    Some(p.collector),
+                )?));
+            }
+            seen.insert(path);
+        }
+        let mut st = self.state.write().expect("state lock");
+        for list in st.files.iter_mut() {
+            list.retain(|f| self.owns(f) || seen.contains(&f.path));
+        }
+        for f in new {
+            st.files[idx(f.table)].push(f);
+        }
+        *listed = Some(Instant::now());
+        Ok(())
     }
 
     fn memtable_bytes(&self) -> u64 {

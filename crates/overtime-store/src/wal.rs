@@ -245,7 +245,19 @@ impl Wal {
     /// Opens the log in `dir` with `live` (seq, bytes) segments already
     /// replayed, starting a fresh segment after the last of them.
     pub fn open(dir: &Path, live: Vec<(u64, u64)>, fsync: bool) -> Result<Wal, StoreError> {
-        let seq = live.last().map(|(s, _)| s + 1).unwrap_or(1);
+        Wal::open_after(dir, live, fsync, 0)
+    }
+
+    /// [`Wal::open`], numbering the fresh segment past `after` too (the
+    /// highest flush sequence already used by this collector's files in
+    /// object storage, so a lost `data_dir` never reuses a file name).
+    pub fn open_after(
+        dir: &Path,
+        live: Vec<(u64, u64)>,
+        fsync: bool,
+        after: u64,
+    ) -> Result<Wal, StoreError> {
+        let seq = live.last().map(|(s, _)| s + 1).unwrap_or(1).max(after + 1);
         let file = create_segment(dir, seq, fsync)?;
         let total = live.iter().map(|(_, b)| b).sum();
         let mut segments = live;

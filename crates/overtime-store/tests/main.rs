@@ -6,6 +6,7 @@
 mod budget;
 mod common;
 mod crash;
+mod object_store;
 mod parquet_sql;
 mod queries;
 mod retention_checkpoints;

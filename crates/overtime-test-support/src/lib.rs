@@ -10,6 +10,7 @@
 //! - [`tansu`]: the tansu Kafka-API broker;
 //! - [`monitoring`]: real Prometheus and Alertmanager with the shipped
 //!   rules and config;
+//! - [`s3rver`]: an S3-compatible server (npm `s3rver`);
 //! - [`chromium`]: a headless Chromium driven over the DevTools protocol;
 //! - [`sink`]: a [`RecordSink`](overtime_model::RecordSink) that records
 //!   every write and can push back.
@@ -31,5 +32,6 @@ pub mod monitoring;
 pub mod net;
 pub mod nginx;
 pub mod program;
+pub mod s3rver;
 pub mod sink;
 pub mod tansu;

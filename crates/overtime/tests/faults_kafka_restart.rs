@@ -14,8 +14,8 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, wait_for, wait_port};
-use overtime_test_support::program::Proc;
+use overtime_test_support::net::{free_port, wait_for};
+use overtime_test_support::s3rver::S3rver;
 use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -24,7 +24,6 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -33,34 +32,11 @@ use support::*;
 
 const RECORDS: u64 = 300; // per topic
 const PARTITIONS: u32 = 3;
-const S3RVER_VERSION: &str = "3.7.1";
-
-/// s3rver from npm, installed into ~/.cache/overtime-s3rver if missing.
-fn s3rver_bin() -> PathBuf {
-    let home = std::env::var("HOME").expect("HOME");
-    let prefix = PathBuf::from(home).join(".cache/overtime-s3rver");
-    let bin = prefix.join("node_modules/.bin/s3rver");
-    if !bin.exists() {
-        std::fs::create_dir_all(&prefix).unwrap();
-        let st = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&prefix)
-            .arg(format!("s3rver@{S3RVER_VERSION}"))
-            .status();
-        assert!(
-            st.is_ok_and(|s| s.success()) && bin.exists(),
-            "the S3 emulator s3rver is missing and `npm install s3rver` failed: \
-             install node and npm (apt-get install -y nodejs npm), then \
-             npm install --prefix ~/.cache/overtime-s3rver s3rver@{S3RVER_VERSION}"
-        );
-    }
-    bin
-}
 
 /// S3 emulator + a tansu broker storing in it; the broker can be killed
 /// and started again on the same port and bucket.
 struct Cluster {
-    _s3: Proc,
+    _s3: S3rver,
     s3_url: String,
     broker: Option<Tansu>,
     addr: String,
@@ -70,26 +46,10 @@ struct Cluster {
 
 impl Cluster {
     fn start(dir: &Path) -> Cluster {
-        let s3_port = free_port();
-        let data = dir.join("s3");
-        std::fs::create_dir_all(&data).unwrap();
-        let log = dir.join("s3rver.log");
-        let s3 = Command::new(s3rver_bin())
-            .arg("-d")
-            .arg(&data)
-            .args(["-a", "127.0.0.1", "-p", &s3_port.to_string()])
-            .args(["--configure-bucket", "tansu", "--silent"])
-            .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.join("s3rver.err")).unwrap(),
-            ))
-            .spawn()
-            .expect("starting s3rver (node)");
-        let s3 = Proc(s3);
-        wait_port(&format!("127.0.0.1:{s3_port}"), 60, "s3rver", &log);
+        let s3 = S3rver::start(dir, &["tansu"]);
         let mut c = Cluster {
+            s3_url: s3.endpoint.clone(),
             _s3: s3,
-            s3_url: format!("http://127.0.0.1:{s3_port}"),
             broker: None,
             addr: format!("127.0.0.1:{}", free_port()),
             dir: dir.to_path_buf(),
