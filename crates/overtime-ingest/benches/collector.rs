@@ -1,4 +1,4 @@
-//! The collector's ingest benchmarks (issue 3), each beside a peer from
+//! The collector's ingest benchmarks, each beside a peer from
 //! the same run, printed as one Markdown table:
 //!
 //! 1. OTLP/HTTP protobuf spans/s into the durable store (WAL fsync'd

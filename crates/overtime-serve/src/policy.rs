@@ -20,7 +20,7 @@
 //!   files twice).
 //!
 //! This is the one place that decides whether a notification goes out.
-//! Several collectors sharing the work (issue 17: one page and one ticket
+//! Several collectors sharing the work (one page and one ticket
 //! per fingerprint, however many collectors see it) is a change here
 //! alone: a predicate "this collector owns the fingerprint" checked before
 //! a [`Action::Page`] or an [`Action::Ticket`] is returned — a

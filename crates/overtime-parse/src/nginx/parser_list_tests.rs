@@ -1,4 +1,4 @@
-//! Line-parser tests of issue 13: unquoted `$upstream_*` lists (the
+//! Line-parser tests of unquoted `$upstream_*` lists (the
 //! ingress-nginx format), text outside the format, and `$request` lines
 //! nginx itself refused.
 
