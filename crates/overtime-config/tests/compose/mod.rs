@@ -11,6 +11,8 @@
 //!   group, page the compose Alertmanager, keep their store on their own
 //!   volume, listen on the port they publish and the healthcheck probes,
 //!   and differ only in `alerts.external_url`;
+//! - every collector flushes its Parquet to one bucket prefix on the compose
+//!   S3 service, with its credentials, after the init job made the bucket;
 //! - Prometheus loads `deploy/prometheus/overtime.rules.yml` (the file the
 //!   promtool tests test), scrapes every collector on its listen port,
 //!   alerts the compose Alertmanager, and `promtool check config` accepts
@@ -27,6 +29,7 @@
 //! One module per area; the helpers that read the compose file and the
 //! repository live in `yaml`, the Dockerfile's in `dockerfile`.
 
+mod bucket;
 mod collectors;
 mod dockerfile;
 mod monitoring;
