@@ -14,6 +14,14 @@
 //!
 //! Bad input never fails a whole file: each bad record becomes a
 //! [`overtime_model::RejectedRecord`] and the rest is kept.
+//!
+//! What other crates use most is re-exported here: a source names its
+//! bytes with a [`RecordFormat`] and turns them into rows with a
+//! [`Decoder`]; an nginx format is a [`LogFormat`] read by a
+//! [`GatewayParser`]; spans are read with [`parse_span_bytes`] in a
+//! [`SpanFormat`] into [`ParsedSpans`].
+
+#![warn(missing_docs)]
 
 pub mod duration;
 #[cfg(feature = "fuzz")]
@@ -22,3 +30,9 @@ pub mod llm_reason;
 pub mod nginx;
 pub mod record;
 pub mod spans;
+
+pub use duration::parse_duration_ms;
+pub use llm_reason::parse_llm_reason;
+pub use nginx::{GatewayParser, LogFormat};
+pub use record::{Decoder, RecordFormat};
+pub use spans::{ParsedSpans, SpanFormat, parse_span_bytes};

@@ -24,8 +24,13 @@ use std::collections::BTreeMap;
 /// `overtime_diagnose::layer_index`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NginxLog {
+    /// The compiled `log_format` the layer's nginx writes.
     pub format: LogFormat,
+    /// The layer's name (`edge`, `ingress`…): the `source` column of its
+    /// rows and the name verdicts blame.
     pub layer: String,
+    /// How deep the layer sits: 0 for the outermost gateway, 1 for the
+    /// one behind it, and so on.
     pub layer_index: u32,
 }
 
@@ -93,7 +98,9 @@ impl RecordFormat {
 /// Good records as decoded: a `gateway_requests` batch, or spans.
 #[derive(Debug, Clone)]
 pub enum Records {
+    /// nginx records, already a `gateway_requests` batch.
     Gateway(RecordBatch),
+    /// Spans as records, in the order they were read; not deduplicated.
     Spans(Vec<SpanRecord>),
 }
 
@@ -136,6 +143,7 @@ impl Records {
 /// [`finish`](Decoder::finish).
 #[derive(Debug, Clone)]
 pub struct Decoded {
+    /// The records that were read, in the table of the format.
     pub records: Records,
     /// In the order their records were pushed.
     pub rejected: Vec<RejectedRecord>,

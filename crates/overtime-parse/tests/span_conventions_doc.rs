@@ -1,7 +1,7 @@
 //! `docs/span-conventions.md` shows the attribute → column table of the
 //! code (`ATTRIBUTE_MAPPINGS`), row for row and in the same order.
 
-use overtime_parse::spans::conventions::ATTRIBUTE_MAPPINGS;
+use overtime_parse::spans::ATTRIBUTE_MAPPINGS;
 
 fn doc_rows() -> Vec<(String, String, String)> {
     let path = concat!(

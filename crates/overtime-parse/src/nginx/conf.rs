@@ -10,7 +10,7 @@
 //! tokenizes as `log_format`, `main`, `$remote_addr "$request"` (quoted),
 //! ` $status` (quoted), `;`.
 
-use super::format::FormatError;
+use super::format_error::FormatError;
 
 /// One token of nginx configuration text.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,9 @@
 //! The `log_format` compiler: nginx.conf text → a list of literal and
 //! variable segments, compiled once per source.
 
-use super::builtins::{BUILTIN_FORMATS, builtin_names};
+use super::builtins::BUILTIN_FORMATS;
 use super::conf::{Token, line_col, log_format_directives, tokenize};
+use super::format_error::FormatError;
 use std::fmt;
 
 /// How nginx escapes variable values in the log (`log_format … escape=`).
@@ -26,44 +27,6 @@ impl Escape {
             Escape::None => "none",
         }
     }
-}
-
-/// Why a `log_format` could not be compiled; every variant says what and where.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FormatError {
-    #[error("unterminated {quote} quote starting at line {line}, column {column}")]
-    UnterminatedQuote {
-        quote: char,
-        line: usize,
-        column: usize,
-    },
-    #[error("bad variable `{text}` at line {line}, column {column}: {why}")]
-    BadVariable {
-        text: String,
-        line: usize,
-        column: usize,
-        why: &'static str,
-    },
-    #[error(
-        "unknown `escape={value}` at line {line}, column {column} (expected default, json or none)"
-    )]
-    BadEscape {
-        value: String,
-        line: usize,
-        column: usize,
-    },
-    #[error("log_format `{name}` has no format string")]
-    Empty { name: String },
-    #[error("log_format `{name}` not found in nginx.conf (defined there: {}; built in: {})", if defined.is_empty() { "none".to_string() } else { defined.join(", ") }, builtin_names())]
-    NotFound { name: String, defined: Vec<String> },
-    /// A format given by name or body that is neither: no built-in has
-    /// the name and, read as a body, it holds no `$variable` (a misspelt
-    /// built-in name, most likely).
-    #[error(
-        "{text:?} is neither a built-in format ({}) nor a format body with $variables",
-        builtin_names()
-    )]
-    NoVariables { text: String },
 }
 
 /// One piece of a compiled format.

@@ -53,6 +53,7 @@ mod checks;
 mod columns;
 mod conf;
 mod format;
+mod format_error;
 mod layer;
 mod lists;
 mod parser;
@@ -69,6 +70,7 @@ pub use builtins::{
     BUILTIN_FORMATS, BuiltinFormat, COMBINED_BODY, COMBINED_LOG_FORMAT, INGRESS_NGINX_LOG_FORMAT,
     OVERTIME_LOG_FORMAT,
 };
-pub use format::{Escape, FormatError, LogFormat, Segment};
+pub use format::{Escape, LogFormat, Segment};
+pub use format_error::FormatError;
 pub use layer::{NGINX_DEFAULT_READ_TIMEOUT_MS, layer_name_of, read_timeout_ms};
 pub use parser::GatewayParser;

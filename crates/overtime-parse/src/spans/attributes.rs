@@ -95,12 +95,6 @@ pub(crate) fn kind_name(s: &str) -> Option<&'static str> {
 }
 
 /// The `host[:port]` of a URL (`https://u@api.x.com:8443/v1?q` → `api.x.com:8443`).
-///
-/// ```
-/// use overtime_parse::spans::attributes::url_host;
-/// assert_eq!(url_host("https://user@api.weather.com:8443/v1?q=1").as_deref(), Some("api.weather.com:8443"));
-/// assert_eq!(url_host("/relative/path"), None);
-/// ```
 pub fn url_host(url: &str) -> Option<String> {
     let rest = url.trim().split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
@@ -506,3 +500,18 @@ fn max_wait(v: &AnyValue) -> Option<f64> {
 #[cfg(test)]
 #[path = "attributes_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn url_host_example() {
+        use crate::spans::attributes::url_host;
+        assert_eq!(
+            url_host("https://user@api.weather.com:8443/v1?q=1").as_deref(),
+            Some("api.weather.com:8443")
+        );
+        assert_eq!(url_host("/relative/path"), None);
+    }
+}

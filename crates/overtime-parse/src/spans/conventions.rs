@@ -14,14 +14,6 @@
 //! `http.response.header.<name>`) are looked up by their header name in
 //! lowercase with `_` read as `-`: Python's instrumentations write
 //! `x_request_id` where others write `x-request-id`.
-//!
-//! ```
-//! use overtime_parse::spans::conventions::{lookup, normalize_key};
-//! assert_eq!(normalize_key("http.response.header.X_LLM_Reason"), "http.response.header.x-llm-reason");
-//! let m = lookup("llm.token_count.prompt");
-//! assert_eq!(m[0].column, "input_tokens");
-//! assert!(lookup("customer.tier").is_empty());
-//! ```
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -67,18 +59,24 @@ pub enum Slot {
     DbSystem,
 }
 
-/// One row of the table.
+/// One row of the table: an attribute name some instrumentation writes,
+/// and the `spans` column overtime fills from it. `docs/span-conventions.md`
+/// lists these rows, and a test holds the two equal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttributeMapping {
-    /// The attribute's name as written (headers in their dash spelling).
+    /// The attribute's name as written (captured headers in their dash
+    /// spelling, e.g. `http.request.header.x-request-id`).
     pub attribute: &'static str,
-    /// The `spans` column it fills (`stage` for the hints).
+    /// The `spans` column it fills (`stage` for the attributes that only
+    /// hint at the stage).
     pub column: &'static str,
-    /// The convention family that writes it.
+    /// The convention family that writes it, e.g. `OpenTelemetry GenAI` or
+    /// `OpenInference`: where to look when a value is read wrongly.
     pub convention: &'static str,
-    pub slot: Slot,
+    /// What the value is read as.
+    pub(crate) slot: Slot,
     /// Also kept in `attributes` (hints that fill no column of their own).
-    pub keep: bool,
+    pub(crate) keep: bool,
 }
 
 const fn row(
@@ -120,8 +118,10 @@ const HTTP_OLD: &str = "HTTP semantic conventions (before 1.21)";
 const HEADER: &str = "captured HTTP header";
 const DB: &str = "database semantic conventions";
 
-/// Every attribute read into a column, ranked: within a column, the first
-/// listed wins.
+/// Every span attribute overtime reads into a `spans` column, ranked:
+/// where several fill one column, the first listed wins whatever order
+/// they arrive in. An attribute not listed here (nor `agent.<column>`) is
+/// kept as is in the `attributes` column.
 pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
     hint("gen_ai.operation.name", "stage", GENAI, Slot::Operation),
     hint("llm.request.type", "stage", TRACELOOP, Slot::Operation),
@@ -352,6 +352,7 @@ fn index() -> &'static Index {
 
 /// The rows of an attribute key (normalised first), empty when it maps to
 /// no column.
+#[cfg(test)]
 pub fn lookup(key: &str) -> Vec<&'static AttributeMapping> {
     ranked(key).into_iter().map(|(_, r)| r).collect()
 }
@@ -367,12 +368,6 @@ pub fn ranked(key: &str) -> Vec<(usize, &'static AttributeMapping)> {
 
 /// Reads a Python exception class as written into `error.type` by some
 /// instrumentations, `<class 'openai.APITimeoutError'>`, as its name.
-///
-/// ```
-/// use overtime_parse::spans::conventions::clean_error_type;
-/// assert_eq!(clean_error_type("<class 'openai.APITimeoutError'>"), "openai.APITimeoutError");
-/// assert_eq!(clean_error_type("ReadTimeout"), "ReadTimeout");
-/// ```
 pub fn clean_error_type(s: &str) -> &str {
     let t = s.trim();
     t.strip_prefix("<class '")
@@ -411,5 +406,32 @@ mod tests {
             );
             assert_eq!(normalize_key(r.attribute), r.attribute);
         }
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn module_example_example() {
+        use crate::spans::conventions::{lookup, normalize_key};
+        assert_eq!(
+            normalize_key("http.response.header.X_LLM_Reason"),
+            "http.response.header.x-llm-reason"
+        );
+        let m = lookup("llm.token_count.prompt");
+        assert_eq!(m[0].column, "input_tokens");
+        assert!(lookup("customer.tier").is_empty());
+    }
+
+    #[test]
+    fn clean_error_type_example() {
+        use crate::spans::conventions::clean_error_type;
+        assert_eq!(
+            clean_error_type("<class 'openai.APITimeoutError'>"),
+            "openai.APITimeoutError"
+        );
+        assert_eq!(clean_error_type("ReadTimeout"), "ReadTimeout");
     }
 }

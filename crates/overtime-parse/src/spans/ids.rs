@@ -23,17 +23,6 @@ impl IdKind {
 /// Normalises a textual id: lowercase hex of the right length, not all
 /// zeros. A trace id written as a UUID (`8-4-4-4-12` with dashes) is
 /// accepted. Returns `None` when the value is not a valid id.
-///
-/// ```
-/// use overtime_parse::spans::ids::{normalize_hex_id, IdKind};
-/// assert_eq!(normalize_hex_id("B7AD6B7169203331", IdKind::Span).as_deref(), Some("b7ad6b7169203331"));
-/// assert_eq!(
-///     normalize_hex_id("0af76519-16cd-43dd-8448-eb211c80319c", IdKind::Trace).as_deref(),
-///     Some("0af7651916cd43dd8448eb211c80319c")
-/// );
-/// assert_eq!(normalize_hex_id("0000000000000000", IdKind::Span), None);
-/// assert_eq!(normalize_hex_id("xyz", IdKind::Span), None);
-/// ```
 pub fn normalize_hex_id(s: &str, kind: IdKind) -> Option<String> {
     let s = s.trim();
     let want = kind.bytes() * 2;
@@ -55,13 +44,6 @@ pub fn normalize_hex_id(s: &str, kind: IdKind) -> Option<String> {
 /// Reads an id from OTLP JSON: hex (the OTLP/JSON rule) or, failing that,
 /// standard/URL-safe base64 of exactly the right number of bytes (what
 /// protobuf's generic JSON mapping writes). Returns the raw bytes.
-///
-/// ```
-/// use overtime_parse::spans::ids::{id_bytes_from_json, IdKind};
-/// assert_eq!(id_bytes_from_json("00f067aa0ba902b7", IdKind::Span), Some(vec![0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]));
-/// assert_eq!(id_bytes_from_json("APBnqgupArc=", IdKind::Span), Some(vec![0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]));
-/// assert_eq!(id_bytes_from_json("nope", IdKind::Span), None);
-/// ```
 pub fn id_bytes_from_json(s: &str, kind: IdKind) -> Option<Vec<u8>> {
     let s = s.trim();
     if s.len() == kind.bytes() * 2 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -73,14 +55,6 @@ pub fn id_bytes_from_json(s: &str, kind: IdKind) -> Option<Vec<u8>> {
 /// Hex-encodes OTLP id bytes and checks them: `Ok(None)` for an empty id
 /// (absent, e.g. the parent of a root), `Err` for a wrong length or all
 /// zeros.
-///
-/// ```
-/// use overtime_parse::spans::ids::{hex_id_from_bytes, IdKind};
-/// assert_eq!(hex_id_from_bytes(&[0xab; 8], IdKind::Span), Ok(Some("abababababababab".into())));
-/// assert_eq!(hex_id_from_bytes(&[], IdKind::Span), Ok(None));
-/// assert!(hex_id_from_bytes(&[0; 16], IdKind::Trace).is_err());
-/// assert!(hex_id_from_bytes(&[1; 7], IdKind::Span).is_err());
-/// ```
 pub fn hex_id_from_bytes(b: &[u8], kind: IdKind) -> Result<Option<String>, String> {
     if b.is_empty() {
         return Ok(None);
@@ -124,13 +98,6 @@ pub fn decode_hex(s: &str) -> Option<Vec<u8>> {
 
 /// Decodes base64, standard (`+/`) or URL-safe (`-_`) alphabet, with or
 /// without `=` padding. Whitespace is not allowed.
-///
-/// ```
-/// use overtime_parse::spans::ids::decode_base64;
-/// assert_eq!(decode_base64("aGVsbG8="), Some(b"hello".to_vec()));
-/// assert_eq!(decode_base64("aGVsbG8"), Some(b"hello".to_vec()));
-/// assert_eq!(decode_base64("a"), None);
-/// ```
 pub fn decode_base64(s: &str) -> Option<Vec<u8>> {
     let body = s.trim_end_matches('=');
     if s.len() - body.len() > 2 || body.len() % 4 == 1 {
@@ -194,5 +161,59 @@ mod tests {
             normalize_hex_id(" 0AF7651916CD43DD8448EB211C80319C ", IdKind::Trace).as_deref(),
             Some("0af7651916cd43dd8448eb211c80319c")
         );
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn normalize_hex_id_example() {
+        use crate::spans::ids::{IdKind, normalize_hex_id};
+        assert_eq!(
+            normalize_hex_id("B7AD6B7169203331", IdKind::Span).as_deref(),
+            Some("b7ad6b7169203331")
+        );
+        assert_eq!(
+            normalize_hex_id("0af76519-16cd-43dd-8448-eb211c80319c", IdKind::Trace).as_deref(),
+            Some("0af7651916cd43dd8448eb211c80319c")
+        );
+        assert_eq!(normalize_hex_id("0000000000000000", IdKind::Span), None);
+        assert_eq!(normalize_hex_id("xyz", IdKind::Span), None);
+    }
+
+    #[test]
+    fn id_bytes_from_json_example() {
+        use crate::spans::ids::{IdKind, id_bytes_from_json};
+        assert_eq!(
+            id_bytes_from_json("00f067aa0ba902b7", IdKind::Span),
+            Some(vec![0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])
+        );
+        assert_eq!(
+            id_bytes_from_json("APBnqgupArc=", IdKind::Span),
+            Some(vec![0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])
+        );
+        assert_eq!(id_bytes_from_json("nope", IdKind::Span), None);
+    }
+
+    #[test]
+    fn hex_id_from_bytes_example() {
+        use crate::spans::ids::{IdKind, hex_id_from_bytes};
+        assert_eq!(
+            hex_id_from_bytes(&[0xab; 8], IdKind::Span),
+            Ok(Some("abababababababab".into()))
+        );
+        assert_eq!(hex_id_from_bytes(&[], IdKind::Span), Ok(None));
+        assert!(hex_id_from_bytes(&[0; 16], IdKind::Trace).is_err());
+        assert!(hex_id_from_bytes(&[1; 7], IdKind::Span).is_err());
+    }
+
+    #[test]
+    fn decode_base64_example() {
+        use crate::spans::ids::decode_base64;
+        assert_eq!(decode_base64("aGVsbG8="), Some(b"hello".to_vec()));
+        assert_eq!(decode_base64("aGVsbG8"), Some(b"hello".to_vec()));
+        assert_eq!(decode_base64("a"), None);
     }
 }

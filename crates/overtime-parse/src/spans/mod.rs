@@ -11,25 +11,27 @@
 //! # OTLP attributes → `spans` columns
 //!
 //! Resource `service.name` → `service`; span name, kind and status; then
-//! every attribute through the one table of [`conventions`] (HTTP old and
+//! every attribute through the one table of conventions ([`ATTRIBUTE_MAPPINGS`]) (HTTP old and
 //! stable, captured headers, GenAI, OpenInference, Traceloop), then
 //! `agent.<column>`; everything else is kept in `attributes`. The table
 //! is shown in `docs/span-conventions.md`.
 //!
-//! A `stage` not given explicitly is derived by [`stage::derive_stage`].
+//! A `stage` not given explicitly is derived from the span's name, kind and
+//! attributes (`stage.rs`).
 
-pub mod attributes;
-pub mod conventions;
-pub mod ids;
+mod attributes;
+mod conventions;
+mod ids;
 mod jsonl;
 mod otlp;
 mod otlp_json;
 mod otlp_proto;
-pub mod stage;
-pub mod status;
-pub mod time;
-pub mod value;
+mod stage;
+mod status;
+mod time;
+mod value;
 
+pub use conventions::{ATTRIBUTE_MAPPINGS, AttributeMapping};
 pub use jsonl::parse_jsonl_line;
 pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 pub use otlp_json::parse_otlp_json_line;
@@ -52,10 +54,20 @@ pub enum SpanError {
     MissingField(String),
     /// A required field has the wrong type.
     #[error("field `{field}`: {detail}")]
-    BadField { field: String, detail: String },
+    BadField {
+        /// The field's name as it appears in the record.
+        field: String,
+        /// What was found instead, in words.
+        detail: String,
+    },
     /// A trace/span id is not hex of the right length (or is all zeros).
     #[error("bad id `{field}`: {detail}")]
-    BadId { field: String, detail: String },
+    BadId {
+        /// The id's field (`trace_id`, `span_id`, `parent_span_id`…).
+        field: String,
+        /// What is wrong with it, in words.
+        detail: String,
+    },
     /// A time cannot be read, or the span ends before it starts.
     #[error("bad time: {0}")]
     BadTime(String),
@@ -175,7 +187,11 @@ impl FromStr for SpanFormat {
 /// Spans read and records rejected.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ParsedSpans {
+    /// The spans read, in input order; a span sent twice is here twice
+    /// (deduplication is the diagnosis's job).
     pub spans: Vec<SpanRecord>,
+    /// The records that could not be read, each with its reason code
+    /// ([`SpanError::reason`]) and position, in input order.
     pub rejected: Vec<RejectedRecord>,
 }
 

@@ -41,14 +41,6 @@ pub struct StageHints<'a> {
 /// Reads an explicit stage leniently: the contract names in any case, plus
 /// a few common synonyms (`model` → llm, `evaluation` → judge,
 /// `retrieval`/`db` → memory, `http` → network, `pool` → queue).
-///
-/// ```
-/// use overtime_parse::spans::stage::parse_stage_lenient;
-/// use overtime_model::Stage;
-/// assert_eq!(parse_stage_lenient(" LLM "), Some(Stage::Llm));
-/// assert_eq!(parse_stage_lenient("evaluation"), Some(Stage::Judge));
-/// assert_eq!(parse_stage_lenient("frobnicate"), None);
-/// ```
 pub fn parse_stage_lenient(s: &str) -> Option<Stage> {
     let l = s.trim().to_ascii_lowercase();
     Stage::parse(&l).or(match l.as_str() {
@@ -71,13 +63,6 @@ pub fn parse_stage_lenient(s: &str) -> Option<Stage> {
 /// Does this text name an LLM-as-judge / evaluation? `judg…` anywhere, or
 /// a word such as `eval`, `evaluation`, `evaluator`, `grader` (whole
 /// words, so `retrieval` does not count).
-///
-/// ```
-/// use overtime_parse::spans::stage::says_judge;
-/// assert!(says_judge("answer_judge"));
-/// assert!(says_judge("LLM eval"));
-/// assert!(!says_judge("retrieval"));
-/// ```
 pub fn says_judge(text: &str) -> bool {
     let l = text.to_ascii_lowercase();
     l.contains("judg")
@@ -153,19 +138,6 @@ fn says_queue(l: &str, kind: Option<&str>) -> bool {
 ///    `network`;
 /// 8. a server-kind span, or a root → `service`;
 /// 9. else `other`.
-///
-/// ```
-/// use overtime_parse::spans::stage::{derive_stage, StageHints};
-/// use overtime_model::Stage;
-/// let chat = StageHints { name: "chat deepseek", operation: Some("chat"), ..Default::default() };
-/// assert_eq!(derive_stage(&chat), Stage::Llm);
-/// let judge = StageHints { name: "answer_judge", ..chat };
-/// assert_eq!(derive_stage(&judge), Stage::Judge);
-/// let http = StageHints { name: "GET", kind: Some("client"), http_client: true, ..Default::default() };
-/// assert_eq!(derive_stage(&http), Stage::Network);
-/// let explicit = StageHints { explicit: Some("tool"), ..chat };
-/// assert_eq!(derive_stage(&explicit), Stage::Tool);
-/// ```
 pub fn derive_stage(h: &StageHints) -> Stage {
     if let Some(s) = h.explicit.and_then(parse_stage_lenient) {
         return s;
@@ -317,5 +289,56 @@ mod tests {
             ..server
         };
         assert_eq!(derive_stage(&bad), Stage::Service);
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn parse_stage_lenient_example() {
+        use crate::spans::stage::parse_stage_lenient;
+        use overtime_model::Stage;
+        assert_eq!(parse_stage_lenient(" LLM "), Some(Stage::Llm));
+        assert_eq!(parse_stage_lenient("evaluation"), Some(Stage::Judge));
+        assert_eq!(parse_stage_lenient("frobnicate"), None);
+    }
+
+    #[test]
+    fn says_judge_example() {
+        use crate::spans::stage::says_judge;
+        assert!(says_judge("answer_judge"));
+        assert!(says_judge("LLM eval"));
+        assert!(!says_judge("retrieval"));
+    }
+
+    #[test]
+    fn derive_stage_example() {
+        use crate::spans::stage::{StageHints, derive_stage};
+        use overtime_model::Stage;
+        let chat = StageHints {
+            name: "chat deepseek",
+            operation: Some("chat"),
+            ..Default::default()
+        };
+        assert_eq!(derive_stage(&chat), Stage::Llm);
+        let judge = StageHints {
+            name: "answer_judge",
+            ..chat
+        };
+        assert_eq!(derive_stage(&judge), Stage::Judge);
+        let http = StageHints {
+            name: "GET",
+            kind: Some("client"),
+            http_client: true,
+            ..Default::default()
+        };
+        assert_eq!(derive_stage(&http), Stage::Network);
+        let explicit = StageHints {
+            explicit: Some("tool"),
+            ..chat
+        };
+        assert_eq!(derive_stage(&explicit), Stage::Tool);
     }
 }

@@ -7,14 +7,6 @@ use overtime_model::SpanStatus;
 /// Reads a status word: [`SpanStatus::parse_lenient`], then by content
 /// (`"upstream_timeout"` → timeout, `"request_canceled"` → cancelled,
 /// `"internal_error"` → error). `None` when it says nothing known.
-///
-/// ```
-/// use overtime_parse::spans::status::parse_status_word;
-/// use overtime_model::SpanStatus;
-/// assert_eq!(parse_status_word("STATUS_CODE_OK"), Some(SpanStatus::Ok));
-/// assert_eq!(parse_status_word("read_timeout"), Some(SpanStatus::Timeout));
-/// assert_eq!(parse_status_word("purple"), None);
-/// ```
 pub fn parse_status_word(s: &str) -> Option<SpanStatus> {
     SpanStatus::parse_lenient(s).or_else(|| {
         classify_failure(s).or_else(|| {
@@ -29,14 +21,6 @@ pub fn parse_status_word(s: &str) -> Option<SpanStatus> {
 /// Timeout: `timeout`, `timed out`, `deadline` (e.g. `TimeoutError`,
 /// `httpx.ReadTimeout`, `DEADLINE_EXCEEDED`). Cancelled: `cancel`,
 /// `client reset`, `client closed`/`disconnect` (the caller went away).
-///
-/// ```
-/// use overtime_parse::spans::status::classify_failure;
-/// use overtime_model::SpanStatus;
-/// assert_eq!(classify_failure("httpx.ReadTimeout"), Some(SpanStatus::Timeout));
-/// assert_eq!(classify_failure("asyncio.CancelledError"), Some(SpanStatus::Cancelled));
-/// assert_eq!(classify_failure("ValueError"), None);
-/// ```
 pub fn classify_failure(text: &str) -> Option<SpanStatus> {
     let l = text.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| l.contains(n));
@@ -65,15 +49,6 @@ pub fn classify_failure(text: &str) -> Option<SpanStatus> {
 ///   `error` (refined as above) when the HTTP status is ≥ 500; HTTP 499
 ///   (nginx's "client closed request") is `cancelled`;
 /// - `ok`, `timeout` and `cancelled` stay.
-///
-/// ```
-/// use overtime_parse::spans::status::refine_status;
-/// use overtime_model::SpanStatus;
-/// assert_eq!(refine_status(SpanStatus::Error, None, Some("timeout"), None), SpanStatus::Timeout);
-/// assert_eq!(refine_status(SpanStatus::Unset, Some(503), None, None), SpanStatus::Error);
-/// assert_eq!(refine_status(SpanStatus::Unset, Some(200), None, None), SpanStatus::Unset);
-/// assert_eq!(refine_status(SpanStatus::Ok, Some(504), Some("timeout"), None), SpanStatus::Ok);
-/// ```
 pub fn refine_status(
     base: SpanStatus,
     http_status: Option<u16>,
@@ -140,5 +115,56 @@ mod tests {
         );
         assert_eq!(parse_status_word("Timeout"), Some(SpanStatus::Timeout));
         assert_eq!(parse_status_word(""), Some(SpanStatus::Unset));
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn parse_status_word_example() {
+        use crate::spans::status::parse_status_word;
+        use overtime_model::SpanStatus;
+        assert_eq!(parse_status_word("STATUS_CODE_OK"), Some(SpanStatus::Ok));
+        assert_eq!(parse_status_word("read_timeout"), Some(SpanStatus::Timeout));
+        assert_eq!(parse_status_word("purple"), None);
+    }
+
+    #[test]
+    fn classify_failure_example() {
+        use crate::spans::status::classify_failure;
+        use overtime_model::SpanStatus;
+        assert_eq!(
+            classify_failure("httpx.ReadTimeout"),
+            Some(SpanStatus::Timeout)
+        );
+        assert_eq!(
+            classify_failure("asyncio.CancelledError"),
+            Some(SpanStatus::Cancelled)
+        );
+        assert_eq!(classify_failure("ValueError"), None);
+    }
+
+    #[test]
+    fn refine_status_example() {
+        use crate::spans::status::refine_status;
+        use overtime_model::SpanStatus;
+        assert_eq!(
+            refine_status(SpanStatus::Error, None, Some("timeout"), None),
+            SpanStatus::Timeout
+        );
+        assert_eq!(
+            refine_status(SpanStatus::Unset, Some(503), None, None),
+            SpanStatus::Error
+        );
+        assert_eq!(
+            refine_status(SpanStatus::Unset, Some(200), None, None),
+            SpanStatus::Unset
+        );
+        assert_eq!(
+            refine_status(SpanStatus::Ok, Some(504), Some("timeout"), None),
+            SpanStatus::Ok
+        );
     }
 }

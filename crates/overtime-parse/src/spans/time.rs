@@ -19,18 +19,6 @@ const MICROS_BELOW: f64 = 1e17;
 /// as UTC), or an epoch number — milliseconds per docs/inputs.md#spans, but seconds,
 /// microseconds and nanoseconds are recognised by magnitude. Numeric
 /// strings are read as numbers. Returns µs since the epoch.
-///
-/// ```
-/// use overtime_parse::spans::time::parse_timestamp_us;
-/// use serde_json::json;
-/// let want = Some(1_714_561_200_250_000);
-/// assert_eq!(parse_timestamp_us(&json!("2024-05-01T11:00:00.25Z")), want);
-/// assert_eq!(parse_timestamp_us(&json!("2024-05-01T13:00:00.25+02:00")), want);
-/// assert_eq!(parse_timestamp_us(&json!(1_714_561_200_250_i64)), want); // ms
-/// assert_eq!(parse_timestamp_us(&json!(1_714_561_200.25)), want); // s
-/// assert_eq!(parse_timestamp_us(&json!("1714561200250000000")), want); // ns
-/// assert_eq!(parse_timestamp_us(&json!("yesterday")), None);
-/// ```
 pub fn parse_timestamp_us(v: &Value) -> Option<i64> {
     match v {
         Value::Number(n) => {
@@ -112,15 +100,6 @@ fn epoch_to_us(f: f64) -> Option<i64> {
 /// (the OTLP/JSON encoding writes 64-bit integers as strings). An RFC 3339
 /// string is tolerated too. `Ok(0)` for absent/null (OTLP's "unset"),
 /// `Err(())` for a value that is not a time.
-///
-/// ```
-/// use overtime_parse::spans::time::parse_unix_nano;
-/// use serde_json::json;
-/// assert_eq!(parse_unix_nano(Some(&json!("1714561200250000123"))), Ok(1_714_561_200_250_000_123));
-/// assert_eq!(parse_unix_nano(Some(&json!(1_714_561_200_250_000_123_u64))), Ok(1_714_561_200_250_000_123));
-/// assert_eq!(parse_unix_nano(None), Ok(0));
-/// assert!(parse_unix_nano(Some(&json!("soon"))).is_err());
-/// ```
 #[allow(clippy::result_unit_err)]
 pub fn parse_unix_nano(v: Option<&Value>) -> Result<u64, ()> {
     match v {
@@ -213,5 +192,42 @@ mod tests {
         );
         assert!(parse_unix_nano(Some(&json!(-1))).is_err());
         assert!(parse_unix_nano(Some(&json!([1]))).is_err());
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn parse_timestamp_us_example() {
+        use crate::spans::time::parse_timestamp_us;
+        use serde_json::json;
+        let want = Some(1_714_561_200_250_000);
+        assert_eq!(parse_timestamp_us(&json!("2024-05-01T11:00:00.25Z")), want);
+        assert_eq!(
+            parse_timestamp_us(&json!("2024-05-01T13:00:00.25+02:00")),
+            want
+        );
+        assert_eq!(parse_timestamp_us(&json!(1_714_561_200_250_i64)), want); // ms
+        assert_eq!(parse_timestamp_us(&json!(1_714_561_200.25)), want); // s
+        assert_eq!(parse_timestamp_us(&json!("1714561200250000000")), want); // ns
+        assert_eq!(parse_timestamp_us(&json!("yesterday")), None);
+    }
+
+    #[test]
+    fn parse_unix_nano_example() {
+        use crate::spans::time::parse_unix_nano;
+        use serde_json::json;
+        assert_eq!(
+            parse_unix_nano(Some(&json!("1714561200250000123"))),
+            Ok(1_714_561_200_250_000_123)
+        );
+        assert_eq!(
+            parse_unix_nano(Some(&json!(1_714_561_200_250_000_123_u64))),
+            Ok(1_714_561_200_250_000_123)
+        );
+        assert_eq!(parse_unix_nano(None), Ok(0));
+        assert!(parse_unix_nano(Some(&json!("soon"))).is_err());
     }
 }

@@ -18,11 +18,6 @@ pub fn get<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value>
 
 /// Plain JSON → `AnyValue`: strings, booleans, integers (as `intValue` when
 /// they fit an `i64`), other numbers, arrays and objects (as `kvlistValue`).
-///
-/// ```
-/// use overtime_parse::spans::value::{plain_json_to_any, any_i64};
-/// assert_eq!(any_i64(&plain_json_to_any(&serde_json::json!(412))), Some(412));
-/// ```
 pub fn plain_json_to_any(v: &Value) -> AnyValue {
     let value = match v {
         Value::Null => None,
@@ -53,13 +48,6 @@ pub fn plain_json_to_any(v: &Value) -> AnyValue {
 /// `{"arrayValue": {"values": […]}}`, `{"kvlistValue": …}`,
 /// `{"bytesValue": base64}`, snake_case too) → `AnyValue`. A value not in
 /// that shape is read as plain JSON.
-///
-/// ```
-/// use overtime_parse::spans::value::{otlp_json_to_any, any_i64, any_f64};
-/// use serde_json::json;
-/// assert_eq!(any_i64(&otlp_json_to_any(&json!({"intValue": "412"}))), Some(412));
-/// assert_eq!(any_f64(&otlp_json_to_any(&json!({"double_value": 0.25}))), Some(0.25));
-/// ```
 pub fn otlp_json_to_any(v: &Value) -> AnyValue {
     let Value::Object(o) = v else {
         return plain_json_to_any(v);
@@ -168,12 +156,6 @@ pub fn any_str(v: &AnyValue) -> Option<&str> {
 /// A string value, or every string element of an array joined by `,`:
 /// a captured header may be written as one element per comma-separated
 /// item (`["queue_wait=0.01s", "kv_cache_build=3.7s"]`).
-///
-/// ```
-/// use overtime_parse::spans::value::{any_joined, plain_json_to_any};
-/// let v = plain_json_to_any(&serde_json::json!(["queue_wait=0.01s", "kv_cache_build=3.7s"]));
-/// assert_eq!(any_joined(&v).as_deref(), Some("queue_wait=0.01s,kv_cache_build=3.7s"));
-/// ```
 pub fn any_joined(v: &AnyValue) -> Option<String> {
     match v.value.as_ref()? {
         V::StringValue(s) => Some(s.clone()),
@@ -233,13 +215,6 @@ pub fn any_bool(v: &AnyValue) -> Option<bool> {
 /// Renders any value as the string kept in the `attributes` map: strings
 /// as-is, numbers and booleans as written, arrays and kvlists as JSON,
 /// bytes as lowercase hex, an empty value as `""`.
-///
-/// ```
-/// use overtime_parse::spans::value::{any_to_string, plain_json_to_any};
-/// use serde_json::json;
-/// assert_eq!(any_to_string(&plain_json_to_any(&json!(["a", 1]))), r#"["a",1]"#);
-/// assert_eq!(any_to_string(&plain_json_to_any(&json!(0.5))), "0.5");
-/// ```
 pub fn any_to_string(v: &AnyValue) -> String {
     match &v.value {
         Some(V::StringValue(s)) => s.clone(),
@@ -318,5 +293,57 @@ mod tests {
         ])));
         assert_eq!(attrs.len(), 1);
         assert_eq!(otlp_json_attributes(Some(&json!({"x": 1}))).len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn plain_json_to_any_example() {
+        use crate::spans::value::{any_i64, plain_json_to_any};
+        assert_eq!(
+            any_i64(&plain_json_to_any(&serde_json::json!(412))),
+            Some(412)
+        );
+    }
+
+    #[test]
+    fn otlp_json_to_any_example() {
+        use crate::spans::value::{any_f64, any_i64, otlp_json_to_any};
+        use serde_json::json;
+        assert_eq!(
+            any_i64(&otlp_json_to_any(&json!({"intValue": "412"}))),
+            Some(412)
+        );
+        assert_eq!(
+            any_f64(&otlp_json_to_any(&json!({"double_value": 0.25}))),
+            Some(0.25)
+        );
+    }
+
+    #[test]
+    fn any_joined_example() {
+        use crate::spans::value::{any_joined, plain_json_to_any};
+        let v = plain_json_to_any(&serde_json::json!([
+            "queue_wait=0.01s",
+            "kv_cache_build=3.7s"
+        ]));
+        assert_eq!(
+            any_joined(&v).as_deref(),
+            Some("queue_wait=0.01s,kv_cache_build=3.7s")
+        );
+    }
+
+    #[test]
+    fn any_to_string_example() {
+        use crate::spans::value::{any_to_string, plain_json_to_any};
+        use serde_json::json;
+        assert_eq!(
+            any_to_string(&plain_json_to_any(&json!(["a", 1]))),
+            r#"["a",1]"#
+        );
+        assert_eq!(any_to_string(&plain_json_to_any(&json!(0.5))), "0.5");
     }
 }
