@@ -41,6 +41,8 @@
 //! );
 //! ```
 
+#![warn(missing_docs)]
+
 mod notify;
 mod policy;
 mod schedule;
@@ -48,5 +50,5 @@ mod serve;
 mod sources;
 
 pub use policy::{Action, NotifyPolicy, Sighting};
-pub use serve::{run, serve};
+pub use serve::run;
 pub use sources::{SourceError, diagnose_config};

@@ -59,12 +59,21 @@ impl<'a> From<&'a IncidentReport> for Sighting<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Page about this open incident (it has 504s).
-    Page { incident_id: String },
+    Page {
+        /// The incident's id, as in `/api/incidents/{id}`.
+        incident_id: String,
+    },
     /// Resolve the page of this incident: it closed or disappeared.
-    ResolvePage { incident_id: String },
+    ResolvePage {
+        /// The id of the incident whose page resolves.
+        incident_id: String,
+    },
     /// Open a Jira ticket for this incident (or comment on the open ticket
     /// of its fingerprint: the Jira notifier deduplicates).
-    Ticket { incident_id: String },
+    Ticket {
+        /// The incident's id, as in `/api/incidents/{id}`.
+        incident_id: String,
+    },
 }
 
 /// The page-once, ticket-after-grace policy. See the module doc.

@@ -50,7 +50,7 @@ async fn bind(what: &str, addr: &str) -> Result<Option<TcpListener>> {
 
 /// Runs the collector with `cfg` on the current runtime until SIGINT or
 /// SIGTERM, then stops everything in order.
-pub async fn serve(cfg: Config) -> Result<()> {
+pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let secrets = Secrets::from_env(&cfg);
     let plan = sources::plan(&cfg)?;
     let store = Store::open(cfg.store.clone())

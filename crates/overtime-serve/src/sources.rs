@@ -20,12 +20,18 @@ use overtime_kafka::{KafkaSourceConfig, KafkaSourceSettings};
 /// be read, an unknown format, an `env:NAME` not set).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// A `[[file]]` source: its nginx.conf or format could not be resolved.
     #[error(transparent)]
     File(#[from] FileSettingsError),
+    /// A `[[kafka]]` source whose settings do not build; the message names
+    /// it by brokers and consumer group, the cause says what is wrong.
     #[error("kafka source {brokers} (group {group_id})")]
     Kafka {
+        /// The source's `brokers`, as written in the config.
         brokers: String,
+        /// The source's consumer group id.
         group_id: String,
+        /// What is wrong with its settings.
         #[source]
         source: overtime_kafka::ConfigError,
     },

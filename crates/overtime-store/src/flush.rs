@@ -63,8 +63,11 @@ pub struct FlushReport {
 /// What retention removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RetentionReport {
+    /// The Parquet files deleted (paths, or `s3://` URLs of objects).
     pub files_removed: Vec<PathBuf>,
+    /// Rows those files held.
     pub rows_removed: u64,
+    /// Bytes those files took.
     pub bytes_removed: u64,
 }
 

@@ -18,7 +18,7 @@
 //! Files under `data_dir`: `wal/<seq>.wal`, `MANIFEST.json`,
 //! `parquet/<table>/<bucket>-<seq>.parquet`; with `[store] url` the
 //! Parquet goes to object storage instead, laid out by table, date and
-//! hour and named by collector ([`objects`]). See `docs/store.md`.
+//! hour and named by collector ([`format::object_key`]). See `docs/store.md`.
 //!
 //! ```
 //! use overtime_model::{RecordSink, GatewayColumns, GatewayRecord, Table};
@@ -34,22 +34,35 @@
 //! assert!(store.parquet_bytes() > 0);
 //! ```
 
+#![warn(missing_docs)]
+
 mod config;
 mod error;
 mod flush;
-pub mod manifest;
-pub mod memtable;
-pub mod objects;
+mod manifest;
+mod memtable;
+mod objects;
 mod provider;
 mod read;
-pub mod segment;
+mod segment;
 mod store;
-pub mod tables;
-pub mod wal;
+mod tables;
+mod wal;
 
 pub use config::StoreConfig;
 pub use error::StoreError;
 pub use flush::{FlushReport, RetentionReport};
-pub use overtime_model::Table;
-pub use provider::{StoreTable, time_bounds, trace_literal};
 pub use store::{RETRY_AFTER_MS, Store, StoreStats, TableStats};
+
+/// The formats on disk and in the bucket, for the crash, recovery and
+/// schema-upgrade tests and for a tool that reads a data directory
+/// without opening a [`Store`]: the WAL's framing and payload, the Parquet
+/// segment files and the object keys. A caller that only writes and
+/// queries needs none of it.
+pub mod format {
+    pub use crate::objects::{Bucket, ParsedKey, object_key, parse_key};
+    pub use crate::segment::{SegmentFile, Source, list_files, open_segment, write_segment};
+    pub use crate::wal::{
+        HEADER_LEN, WalRecord, decode_payload, encode_payload, list_segments, segment_path,
+    };
+}

@@ -6,16 +6,6 @@
 //!
 //! Checkpoints newer than the manifest live in the WAL records that
 //! follow it; open reads the manifest, then replays the WAL over it.
-//!
-//! ```
-//! use overtime_store::manifest::Manifest;
-//! let dir = tempfile::tempdir().unwrap();
-//! let mut m = Manifest::default();
-//! m.flushed_through = 7;
-//! m.checkpoints.insert("file:edge.log".into(), "offset=10".into());
-//! m.save(dir.path(), true).unwrap();
-//! assert_eq!(Manifest::load(dir.path()).unwrap(), m);
-//! ```
 
 use crate::StoreError;
 use crate::wal::sync_dir;
@@ -72,5 +62,21 @@ impl Manifest {
             sync_dir(dir)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod module_example {
+    use super::Manifest;
+
+    #[test]
+    fn a_saved_manifest_loads_back_equal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = Manifest::default();
+        m.flushed_through = 7;
+        m.checkpoints
+            .insert("file:edge.log".into(), "offset=10".into());
+        m.save(dir.path(), true).unwrap();
+        assert_eq!(Manifest::load(dir.path()).unwrap(), m);
     }
 }

@@ -1,17 +1,6 @@
 //! The memtable: the hot window of batches not yet in Parquet, per table,
 //! with the bytes they hold. Queries read a snapshot of it (cheap: batches
 //! are reference-counted), so a flush never blocks a reader.
-//!
-//! ```
-//! use overtime_store::memtable::Memtable;
-//! use overtime_model::{Table, RejectedColumns, RejectedRecord};
-//! let mut c = RejectedColumns::new();
-//! c.append(&RejectedRecord::new("edge.log", 1, "format_mismatch", "bad", b"x"));
-//! let mut m = Memtable::default();
-//! m.push(Table::Rejected, c.finish(), 100);
-//! assert_eq!(m.rows(Table::Rejected), 1);
-//! assert_eq!(m.bytes(), 100);
-//! ```
 
 use crate::StoreError;
 use crate::tables::{idx, time_column, trace_column};
@@ -46,9 +35,6 @@ impl Memtable {
     /// Budget bytes held.
     pub fn bytes(&self) -> u64 {
         self.bytes
-    }
-    pub fn is_empty(&self) -> bool {
-        self.rows.iter().all(|r| *r == 0)
     }
     /// Puts `older` in front of `self` (used when a flush fails).
     pub fn prepend(&mut self, older: Memtable) {
@@ -111,4 +97,26 @@ pub fn filter_trace(
     filter_record_batch(b, &mask)
         .map(Some)
         .map_err(|e| StoreError::arrow(ctx(), e))
+}
+
+#[cfg(test)]
+mod module_example {
+    use super::Memtable;
+    use overtime_model::{RejectedColumns, RejectedRecord, Table};
+
+    #[test]
+    fn push_counts_rows_and_bytes() {
+        let mut c = RejectedColumns::new();
+        c.append(&RejectedRecord::new(
+            "edge.log",
+            1,
+            "format_mismatch",
+            "bad",
+            b"x",
+        ));
+        let mut m = Memtable::default();
+        m.push(Table::Rejected, c.finish(), 100);
+        assert_eq!(m.rows(Table::Rejected), 1);
+        assert_eq!(m.bytes(), 100);
+    }
 }

@@ -16,7 +16,7 @@
 //!
 //! ```
 //! use overtime_model::Table;
-//! use overtime_store::objects::{object_key, parse_key};
+//! use overtime_store::format::{object_key, parse_key};
 //! let k = object_key("prod", Table::Spans, "web-1", 1_764_446_400_000_000, 7);
 //! assert_eq!(k, "prod/spans/date=2025-11-29/hour=20/web-1-20251129T200000Z-0000000000000007.parquet");
 //! let p = parse_key("prod", &k).unwrap();
@@ -111,9 +111,13 @@ impl fmt::Debug for Bucket {
 /// One file name parsed back: see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedKey {
+    /// The table, from the key's first segment after the prefix.
     pub table: Table,
+    /// The id of the collector that wrote the object.
     pub collector: String,
+    /// Start of its time bucket as in the name, e.g. `20251129T200000Z`.
     pub bucket: String,
+    /// That collector's flush sequence.
     pub seq: u64,
 }
 

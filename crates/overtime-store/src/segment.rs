@@ -11,11 +11,6 @@
 //! Each open file keeps its footer, its per-row-group time bounds and its
 //! trace id bloom filters in memory, so a point lookup decides which row
 //! groups to read without touching the disk.
-//!
-//! ```
-//! use overtime_store::segment::bucket_name;
-//! assert_eq!(bucket_name(1_764_446_400_000_000), "20251129T200000Z");
-//! ```
 
 use crate::StoreError;
 use crate::objects::ObjectReader;
@@ -107,23 +102,33 @@ impl Source {
 /// One Parquet file the store sees, with what pruning needs.
 #[derive(Debug)]
 pub struct SegmentFile {
+    /// The table whose rows the file holds.
     pub table: Table,
     /// The file's path, or for an object its URL (`s3://bucket/key`).
     pub path: PathBuf,
+    /// Where its bytes are read from.
     pub source: Source,
     /// The collector that wrote it (objects only; `None`: a file in
     /// `data_dir`, this store's own).
     pub collector: Option<String>,
+    /// Start of the time bucket (the hour, by default) its rows fall in,
+    /// µs since the epoch.
     pub bucket_start_us: i64,
+    /// The last WAL segment its rows came from (the name's sequence).
     pub flush_seq: u64,
+    /// Earliest row time, µs since the epoch.
     pub min_us: i64,
+    /// Latest row time, µs since the epoch.
     pub max_us: i64,
+    /// Rows in the file.
     pub rows: u64,
+    /// Size of the file, in bytes.
     pub bytes: u64,
     /// Time bounds of each row group.
     pub rg_time: Vec<(i64, i64)>,
     /// The trace id bloom filter of each row group, if the table has one.
     pub blooms: Vec<Option<Sbbf>>,
+    /// The footer, kept so a read does not fetch it again.
     pub meta: ArrowReaderMetadata,
 }
 
@@ -523,4 +528,14 @@ pub fn list_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod module_example {
+    use super::bucket_name;
+
+    #[test]
+    fn bucket_name_is_the_hours_start_in_utc() {
+        assert_eq!(bucket_name(1_764_446_400_000_000), "20251129T200000Z");
+    }
 }

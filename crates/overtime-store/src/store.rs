@@ -32,9 +32,14 @@ pub const RETRY_AFTER_MS: u64 = 250;
 /// Rows, files and bytes of one table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TableStats {
+    /// Rows written but not flushed yet (durable in the WAL).
     pub memtable_rows: u64,
+    /// Rows in the table's Parquet files (in object storage: every
+    /// collector's files this store has listed).
     pub parquet_rows: u64,
+    /// The table's Parquet files.
     pub parquet_files: u64,
+    /// Their size on disk or in the bucket, in bytes.
     pub parquet_bytes: u64,
 }
 
@@ -43,17 +48,27 @@ pub struct TableStats {
 pub struct StoreStats {
     /// Keyed by table name.
     pub tables: BTreeMap<String, TableStats>,
+    /// Bytes the memtable holds (counted as written to the WAL); writes
+    /// are refused while this is at the budget.
     pub memtable_bytes: u64,
+    /// The budget, `[store] memtable_bytes`.
     pub memtable_budget_bytes: u64,
+    /// Size of the WAL segments on disk, in bytes.
     pub wal_bytes: u64,
+    /// WAL segment files on disk (the current one included).
     pub wal_segments: u64,
+    /// Size of every table's Parquet files, in bytes.
     pub parquet_bytes: u64,
+    /// Every table's Parquet files.
     pub parquet_files: u64,
     /// Writes refused with `Full` since open.
     pub backpressure_events: u64,
     /// Parquet files opened by scans, lookups and SQL since open.
     pub files_scanned: u64,
+    /// Flushes that completed since open.
     pub flushes: u64,
+    /// Why the last flush failed (its rows stay in the memtable and the
+    /// WAL and are retried); `None` once a flush succeeds again.
     pub last_flush_error: Option<String>,
     /// Why the last durable write failed (e.g. the disk is full); `None`
     /// once a write succeeds again.

@@ -11,13 +11,6 @@
 //! read through [`upgrade`], which adds the missing columns as nulls, so old
 //! data reads with the current schema (and SQL sees the same, through
 //! DataFusion's schema adapter).
-//!
-//! ```
-//! use overtime_model::Table;
-//! use overtime_store::tables::{stored_schema, time_column};
-//! assert_eq!(time_column(Table::Spans), "start_time");
-//! assert_eq!(stored_schema(Table::Rejected).fields().last().unwrap().name(), "ingested_at");
-//! ```
 
 use crate::StoreError;
 use arrow::array::{ArrayRef, TimestampMicrosecondArray, new_null_array};
@@ -162,5 +155,24 @@ mod tests {
         assert_eq!(span_records(&up).unwrap(), span_records(&now).unwrap());
         // Already current: unchanged.
         assert_eq!(upgrade(Table::Spans, now.clone()), now);
+    }
+}
+
+#[cfg(test)]
+mod module_example {
+    use super::{stored_schema, time_column};
+    use overtime_model::Table;
+
+    #[test]
+    fn stored_schemas_name_the_time_column() {
+        assert_eq!(time_column(Table::Spans), "start_time");
+        assert_eq!(
+            stored_schema(Table::Rejected)
+                .fields()
+                .last()
+                .unwrap()
+                .name(),
+            "ingested_at"
+        );
     }
 }

@@ -30,22 +30,6 @@
 //!   manifest says which.
 //! - **A new process never appends to an old segment**: open replays every
 //!   live segment and starts a fresh one.
-//!
-//! ```
-//! use overtime_store::wal::{decode_payload, encode_payload};
-//! use overtime_model::{Checkpoint, Table, RejectedColumns, RejectedRecord};
-//! let mut c = RejectedColumns::new();
-//! c.append(&RejectedRecord::new("edge.log", 1, "format_mismatch", "bad", b"x"));
-//! // As the store writes it: conformed, `ingested_at` stamped.
-//! let batch = overtime_store::tables::conform(Table::Rejected, c.finish(), 42).unwrap();
-//! let ck = Checkpoint { source: "file:edge.log".into(), position: "offset=2".into() };
-//! let bytes = encode_payload(Table::Rejected, 42, Some(&ck), &batch).unwrap();
-//! let rec = decode_payload(&bytes).unwrap();
-//! assert_eq!(rec.table, Table::Rejected);
-//! assert_eq!(rec.checkpoint, Some(ck));
-//! assert_eq!(rec.batch, batch);
-//! assert_eq!(rec.encoded_len, bytes.len());
-//! ```
 
 use crate::StoreError;
 use arrow::ipc::reader::StreamReader;
@@ -66,10 +50,15 @@ const PAYLOAD_VERSION: u8 = 1;
 /// One decoded WAL record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WalRecord {
+    /// The table the batch belongs to.
     pub table: Table,
     /// When the store accepted the batch (µs since the epoch).
     pub written_us: i64,
+    /// The source's position written with the batch; `None` for a source
+    /// without positions (OTLP).
     pub checkpoint: Option<Checkpoint>,
+    /// The rows, in the schema the store held when it wrote them (read
+    /// older records through the store to get the current schema).
     pub batch: RecordBatch,
     /// Bytes of the encoded payload (what replay charges to the budget:
     /// decoded IPC batches share the payload's buffers).
@@ -243,12 +232,8 @@ pub struct Wal {
 
 impl Wal {
     /// Opens the log in `dir` with `live` (seq, bytes) segments already
-    /// replayed, starting a fresh segment after the last of them.
-    pub fn open(dir: &Path, live: Vec<(u64, u64)>, fsync: bool) -> Result<Wal, StoreError> {
-        Wal::open_after(dir, live, fsync, 0)
-    }
-
-    /// [`Wal::open`], numbering the fresh segment past `after` too (the
+    /// replayed, starting a fresh segment after the last of them and past
+    /// `after` (the
     /// highest flush sequence already used by this collector's files in
     /// object storage, so a lost `data_dir` never reuses a file name).
     pub fn open_after(
@@ -396,4 +381,34 @@ pub fn truncate_segment(path: &Path, len: u64) -> Result<(), StoreError> {
     f.set_len(len)
         .and_then(|_| f.sync_all())
         .map_err(|e| StoreError::io("truncating torn WAL tail", path, e))
+}
+
+#[cfg(test)]
+mod module_example {
+    use super::{decode_payload, encode_payload};
+    use overtime_model::{Checkpoint, RejectedColumns, RejectedRecord, Table};
+
+    #[test]
+    fn a_payload_round_trips_with_its_checkpoint() {
+        let mut c = RejectedColumns::new();
+        c.append(&RejectedRecord::new(
+            "edge.log",
+            1,
+            "format_mismatch",
+            "bad",
+            b"x",
+        ));
+        // As the store writes it: conformed, `ingested_at` stamped.
+        let batch = crate::tables::conform(Table::Rejected, c.finish(), 42).unwrap();
+        let ck = Checkpoint {
+            source: "file:edge.log".into(),
+            position: "offset=2".into(),
+        };
+        let bytes = encode_payload(Table::Rejected, 42, Some(&ck), &batch).unwrap();
+        let rec = decode_payload(&bytes).unwrap();
+        assert_eq!(rec.table, Table::Rejected);
+        assert_eq!(rec.checkpoint, Some(ck));
+        assert_eq!(rec.batch, batch);
+        assert_eq!(rec.encoded_len, bytes.len());
+    }
 }

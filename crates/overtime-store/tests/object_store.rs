@@ -16,7 +16,7 @@ use arrow::util::pretty::pretty_format_batches;
 use common::*;
 use datafusion::prelude::SessionContext;
 use overtime_model::{RecordSink, Table};
-use overtime_store::objects::{Bucket, parse_key};
+use overtime_store::format::{Bucket, parse_key};
 use overtime_store::{Store, StoreConfig};
 use overtime_test_support::s3rver::S3rver;
 use std::path::Path;

@@ -8,8 +8,8 @@ use arrow::array::{Array, AsArray, Int64Array};
 use datafusion::prelude::SessionContext;
 use overtime_model::{RecordSink, Table, span_records, span_schema};
 use overtime_store::Store;
-use overtime_store::segment::{list_files, open_segment, write_segment};
-use overtime_store::wal::{decode_payload, encode_payload};
+use overtime_store::format::{decode_payload, encode_payload};
+use overtime_store::format::{list_files, open_segment, write_segment};
 
 /// `spans` as an older version wrote them: without the last three columns.
 fn old_spans(first: u64, n: u64) -> arrow::record_batch::RecordBatch {

@@ -4,7 +4,7 @@ use crate::common;
 use common::*;
 use overtime_model::{Checkpoint, RecordSink, Table};
 use overtime_store::Store;
-use overtime_store::wal::{HEADER_LEN, list_segments, segment_path};
+use overtime_store::format::{HEADER_LEN, list_segments, segment_path};
 use std::fs;
 use std::path::Path;
 
