@@ -72,8 +72,10 @@ mod module_example {
     #[test]
     fn a_saved_manifest_loads_back_equal() {
         let dir = tempfile::tempdir().unwrap();
-        let mut m = Manifest::default();
-        m.flushed_through = 7;
+        let mut m = Manifest {
+            flushed_through: 7,
+            ..Default::default()
+        };
         m.checkpoints
             .insert("file:edge.log".into(), "offset=10".into());
         m.save(dir.path(), true).unwrap();
