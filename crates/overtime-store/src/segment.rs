@@ -233,6 +233,19 @@ fn writer_props(t: Table, bucket_start_us: i64, min_us: i64, max_us: i64) -> Wri
     b.build()
 }
 
+/// The earliest and latest event time (µs) of a segment's rows, by the
+/// table's time column; the bucket's start for an empty batch.
+fn row_time_bounds(t: Table, bucket_start_us: i64, rows: &RecordBatch) -> (i64, i64) {
+    let ts = rows
+        .column_by_name(time_column(t))
+        .expect("time column")
+        .as_primitive::<TimestampMicrosecondType>();
+    (
+        arrow::compute::min(ts).unwrap_or(bucket_start_us),
+        arrow::compute::max(ts).unwrap_or(bucket_start_us),
+    )
+}
+
 /// Writes one sorted bucket as `dir/<bucket>-<seq>.parquet` (temp file,
 /// fsync, rename) and returns it opened.
 pub fn write_segment(
@@ -243,12 +256,7 @@ pub fn write_segment(
     rows: &RecordBatch,
     fsync: bool,
 ) -> Result<SegmentFile, StoreError> {
-    let ts = rows
-        .column_by_name(time_column(t))
-        .expect("time column")
-        .as_primitive::<TimestampMicrosecondType>();
-    let min_us = arrow::compute::min(ts).unwrap_or(bucket_start_us);
-    let max_us = arrow::compute::max(ts).unwrap_or(bucket_start_us);
+    let (min_us, max_us) = row_time_bounds(t, bucket_start_us, rows);
     let name = format!("{}-{flush_seq:016}.parquet", bucket_name(bucket_start_us));
     let path = dir.join(&name);
     let tmp = dir.join(format!("{name}.tmp"));
@@ -320,12 +328,7 @@ pub fn write_object(
     bucket_start_us: i64,
     rows: &RecordBatch,
 ) -> Result<SegmentFile, StoreError> {
-    let ts = rows
-        .column_by_name(time_column(t))
-        .expect("time column")
-        .as_primitive::<TimestampMicrosecondType>();
-    let min_us = arrow::compute::min(ts).unwrap_or(bucket_start_us);
-    let max_us = arrow::compute::max(ts).unwrap_or(bucket_start_us);
+    let (min_us, max_us) = row_time_bounds(t, bucket_start_us, rows);
     let key = obj.key.to_string();
     let path = PathBuf::from(obj.bucket.display_key(&key));
     let props = writer_props(t, bucket_start_us, min_us, max_us);
