@@ -49,6 +49,7 @@ pub struct LabeledStats {
     pub group: String,
     /// The bootstrap list (`brokers`), label `brokers`.
     pub brokers: String,
+    /// The source's counters ([`KafkaSource::stats`](crate::KafkaSource::stats)).
     pub stats: Arc<KafkaStats>,
 }
 
@@ -59,6 +60,7 @@ pub struct KafkaCollector {
 }
 
 impl KafkaCollector {
+    /// A collector of `sources` (none: it declares no family).
     pub fn new(sources: Vec<LabeledStats>) -> Self {
         KafkaCollector { sources }
     }

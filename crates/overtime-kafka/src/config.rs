@@ -48,6 +48,7 @@ const OWNED_KEYS: [&str; 6] = [
 /// One topic and the format of its messages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicConfig {
+    /// The topic's name, as the brokers know it.
     pub topic: String,
     /// What each message holds, one record per message: an nginx line
     /// (of a gateway layer, the `source` of its rows), a JSONL span (an
@@ -63,6 +64,7 @@ pub struct KafkaSourceConfig {
     pub brokers: String,
     /// The consumer group; collectors sharing it share the partitions.
     pub group_id: String,
+    /// The topics read, each in its format; no topic twice.
     pub topics: Vec<TopicConfig>,
     /// A partition's batch is written when it holds this many messages…
     pub batch_max_messages: usize,
@@ -81,29 +83,49 @@ pub struct KafkaSourceConfig {
 /// A configuration that cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// `brokers` is empty or blank.
     #[error("kafka: `brokers` is empty")]
     NoBrokers,
+    /// `group_id` is empty or blank.
     #[error("kafka: `group_id` is empty")]
     NoGroup,
+    /// No topic to read.
     #[error("kafka: no topics configured")]
     NoTopics,
+    /// A topic listed twice (its name).
     #[error("kafka: topic `{0}` is configured twice")]
     DuplicateTopic(String),
+    /// `batch_max_messages` is 0.
     #[error("kafka: `batch_max_messages` must be at least 1")]
     ZeroBatch,
+    /// `max_prefetch_kbytes` is 0.
     #[error("kafka: `max_prefetch_kbytes` must be at least 1")]
     ZeroPrefetch,
+    /// An `extra` (`librdkafka_options`) key the source sets itself (the
+    /// key).
     #[error("kafka: `{0}` is set by overtime itself and cannot be changed in `extra`")]
     OwnedSetting(String),
+    /// A topic's settings cannot be used (its `log_format` does not
+    /// compile…).
     #[error("kafka: topic `{topic}`: {reason}")]
-    Topic { topic: String, reason: String },
+    Topic {
+        /// The topic's name.
+        topic: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A topic's `format` is not one of the names the config accepts.
     #[error("kafka topic {0}: format must be nginx, jsonl or otlp-proto")]
     UnknownFormat(String),
     /// A `librdkafka_options` value `env:NAME` whose variable is unset or
     /// empty. Names the option and the variable, never a value.
     #[error("kafka option {option}: environment variable {variable} is not set")]
-    MissingEnv { option: String, variable: String },
+    MissingEnv {
+        /// The `librdkafka_options` key whose value named the variable.
+        option: String,
+        /// The environment variable's name.
+        variable: String,
+    },
 }
 
 impl KafkaSourceConfig {

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 /// One message as taken from the consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Msg {
+    /// The message's offset in its partition.
     pub offset: i64,
     /// `None` for a null (tombstone) payload.
     pub payload: Option<Vec<u8>>,
@@ -29,8 +30,14 @@ pub struct Msg {
 pub struct Decoded {
     /// The table the records go to (`gateway_requests` or `spans`).
     pub table: Table,
+    /// The good records, in offset order, in `table`'s schema (no rows
+    /// when every message was bad).
     pub records: RecordBatch,
+    /// One `rejected` row per bad or empty message (or bad span of an OTLP
+    /// request), in offset order, at `topic/partition@offset`.
     pub rejected: RecordBatch,
+    /// The rejected rows counted by reason code (`bad_json`,
+    /// `empty_message`…); empty when nothing was rejected.
     pub rejected_by_reason: BTreeMap<String, u64>,
 }
 
@@ -48,7 +55,7 @@ pub struct Decoder {
 }
 
 /// `topic/partition@offset`, where a rejected message was.
-pub fn message_position(topic: &str, partition: i32, offset: i64) -> String {
+pub(crate) fn message_position(topic: &str, partition: i32, offset: i64) -> String {
     format!("{topic}/{partition}@{offset}")
 }
 
@@ -81,7 +88,7 @@ impl Decoder {
     /// Decodes `msgs` (all of `partition`, in offset order).
     ///
     /// ```
-    /// use overtime_kafka::decode::{Decoder, Msg};
+    /// use overtime_kafka::{Decoder, Msg};
     /// use overtime_parse::{record::RecordFormat, spans::SpanFormat};
     /// let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
     /// let out = d.decode(3, &[Msg { offset: 17, payload: Some(b"{not json".to_vec()) }]);

@@ -29,20 +29,25 @@
 //!
 //! Producers must key messages by trace id so that a trace's records meet
 //! on one partition: see `docs/kafka.md`.
+//!
+//! Besides the source, the root exports its counters ([`KafkaStats`], and
+//! [`KafkaCollector`] for `/metrics`) and the pure message [`Decoder`]
+//! the consumer uses, for a test or tool that decodes messages without a
+//! broker.
+
+#![warn(missing_docs)]
 
 mod collector;
-pub mod config;
+mod config;
 mod context;
-pub mod decode;
+mod decode;
 mod run;
 mod settings;
 mod stats;
 
 pub use collector::{KafkaCollector, LabeledStats};
-pub use config::{
-    ConfigError, DEFAULT_AUTO_OFFSET_RESET, DEFAULT_BATCH_MAX_MESSAGES, DEFAULT_BATCH_MAX_MS,
-    DEFAULT_GROUP_ID, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, TopicConfig,
-};
+pub use config::{ConfigError, DEFAULT_BATCH_MAX_MESSAGES, KafkaSourceConfig, TopicConfig};
+pub use decode::{Decoded, Decoder, Msg};
 pub use settings::{KafkaSourceSettings, TopicSettings};
 pub use stats::KafkaStats;
 
@@ -55,10 +60,13 @@ use tokio_util::sync::CancellationToken;
 /// Why the source could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum KafkaSourceError {
+    /// The configuration cannot run (checked before any client is made).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// librdkafka refused to create the consumer or to subscribe.
     #[error("kafka client: {0}")]
     Client(KafkaError),
+    /// The source thread panicked (only seen from [`KafkaSource::join`]).
     #[error("the kafka source thread panicked")]
     Panicked,
 }

@@ -91,6 +91,7 @@ pub struct KafkaSourceSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopicSettings {
+    /// The topic's name, as the brokers know it.
     pub topic: String,
     /// `nginx`, `jsonl` or `otlp-proto`.
     pub format: String,

@@ -26,7 +26,7 @@
 
 use crate::support;
 
-use overtime_kafka::decode::{Decoder, Msg};
+use overtime_kafka::{Decoder, Msg};
 use overtime_parse::record::RecordFormat;
 use overtime_parse::spans::SpanFormat;
 use overtime_test_support::net::{free_port, get, wait_for};
