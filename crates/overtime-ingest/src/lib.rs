@@ -17,6 +17,13 @@
 //! - A source acknowledges only what the sink made durable (`write` is
 //!   `Ok`), and treats `SinkError::Full` as backpressure: wait and retry
 //!   the same data, never drop it. See `docs/ingest.md`.
+//!
+//! Each source is its module's curated surface (`overtime-config` embeds
+//! [`file_tail::FileSourceSettings`] and [`otlp::OtlpSettings`] by these
+//! paths); their internals (rotation, batching, decode gate, the reader
+//! threads) are private.
+
+#![warn(missing_docs)]
 
 pub mod file_tail;
 pub mod offline;

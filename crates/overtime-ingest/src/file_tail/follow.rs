@@ -30,7 +30,7 @@ const CHUNK: usize = 256 * 1024;
 /// A line longer than this is cut and delivered in pieces (each piece
 /// usually rejected): a writer that never ends its line must not make the
 /// tail buffer without bound.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// The file being read.
 struct Current {

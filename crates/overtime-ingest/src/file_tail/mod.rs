@@ -61,7 +61,6 @@ mod follow;
 mod position;
 mod settings;
 
-pub use follow::MAX_LINE;
 pub use position::{BadPosition, FilePosition};
 pub use settings::{FileSettingsError, FileSourceSettings};
 
@@ -77,6 +76,8 @@ use tokio_util::sync::CancellationToken;
 /// One tailed file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileSourceConfig {
+    /// The file tailed; it need not exist yet. Its checkpoint source is
+    /// `file:<path>` ([`source_name`]).
     pub path: PathBuf,
     /// What the file's lines are (an nginx log of a gateway layer, JSONL
     /// spans or OTLP JSON lines).
@@ -133,7 +134,9 @@ pub enum FileTailError {
     /// so only ever seen in `last_error`).
     #[error("{path}: {source}")]
     Io {
+        /// The file being read.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
@@ -155,20 +158,23 @@ pub struct FileTailStats {
     pub rejected: AtomicU64,
     /// Successful sink writes.
     pub batches: AtomicU64,
-    /// Times the sink answered `Full`, and the total wait that caused.
+    /// Times the sink answered `Full`.
     pub backpressure_waits: AtomicU64,
+    /// The total wait those answers caused, in milliseconds.
     pub backpressure_ms: AtomicU64,
     /// Sink writes that failed (retried with backoff).
     pub sink_errors: AtomicU64,
-    /// Rotations by rename followed, truncations (copytruncate) seen.
+    /// Rotations by rename followed.
     pub rotations: AtomicU64,
+    /// Truncations (copytruncate) seen.
     pub truncations: AtomicU64,
     /// Restarts whose checkpoint matched neither the file nor `<path>.1`
     /// (the file was rotated more than once while the tail was down).
     pub lost_positions: AtomicU64,
-    /// Unfinished last lines delivered when their file was left, and
-    /// lines cut at [`MAX_LINE`].
+    /// Unfinished last lines delivered when their file was left.
     pub partial_lines: AtomicU64,
+    /// Lines longer than 16 MiB, cut and delivered in pieces (each piece
+    /// usually rejected).
     pub cut_lines: AtomicU64,
     /// Read errors (retried).
     pub io_errors: AtomicU64,

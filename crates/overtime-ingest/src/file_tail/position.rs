@@ -22,8 +22,12 @@ use std::str::FromStr;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FilePosition {
+    /// The file's inode number.
     pub inode: u64,
+    /// Bytes from the start of the file to just after the last delivered
+    /// line.
     pub offset: u64,
+    /// Lines of that file delivered (the next one is `line + 1`).
     pub line: u64,
 }
 

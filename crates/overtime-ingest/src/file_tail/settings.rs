@@ -39,6 +39,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileSourceSettings {
+    /// The file to tail (it may not exist yet).
     pub path: PathBuf,
     /// `nginx`, `jsonl` or `otlp-json`.
     pub kind: String,
@@ -62,19 +63,33 @@ pub struct FileSourceSettings {
 /// A `[[file]]` block that cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum FileSettingsError {
+    /// `kind` is none of `nginx`, `jsonl`, `otlp-json`.
     #[error("file {}: kind must be nginx, jsonl or otlp-json, not {kind:?}", path.display())]
-    Kind { path: PathBuf, kind: String },
+    Kind {
+        /// The block's `path`.
+        path: PathBuf,
+        /// The `kind` given.
+        kind: String,
+    },
+    /// An nginx log with neither `format` nor `nginx_conf` + `format_name`.
     #[error(
         "file {}: an nginx log needs `format` (built-in name or body) or `nginx_conf` + `format_name`",
         path.display()
     )]
-    NoFormat { path: PathBuf },
+    NoFormat {
+        /// The block's `path`.
+        path: PathBuf,
+    },
+    /// The `nginx_conf` could not be read.
     #[error("reading {}", path.display())]
     ReadConf {
+        /// The `nginx_conf` path.
         path: PathBuf,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
+    /// The format given (or found in `nginx_conf`) does not compile.
     #[error(transparent)]
     Format(#[from] FormatError),
 }

@@ -19,12 +19,12 @@
 //!   (`--nginx-log`, `--log-format`…): they are what the user typed.
 
 mod files;
-pub mod format_check;
+mod format_check;
 mod progress;
 mod read;
 
-pub use files::{Compression, expand, rotation_order};
-pub use read::FileStats;
+use files::{Compression, expand};
+use read::FileStats;
 
 use overtime_diagnose::batch::{BatchError, BatchOptions, BatchOutput, Engine, TraceHook};
 use overtime_diagnose::{DiagnoseConfig, LayerConfig, layer_index};
@@ -46,7 +46,9 @@ pub enum OfflineError {
     /// A file could not be opened.
     #[error("cannot read {}: {source}", path.display())]
     Read {
+        /// The file, as found from the inputs given.
         path: PathBuf,
+        /// The open's error.
         #[source]
         source: std::io::Error,
     },
@@ -67,12 +69,16 @@ fn input(msg: impl Into<String>) -> OfflineError {
 /// format comes from and its layer's name.
 #[derive(Debug, Clone, Default)]
 pub struct NginxLogInput {
+    /// A file, a glob (`access.log*`) or a directory of rotated logs;
+    /// plain, `.gz` or `.zst`.
     pub path: PathBuf,
     /// A built-in format name or a `log_format` body; wins over
     /// `nginx_conf` + `format_name`.
     pub log_format: Option<String>,
     /// nginx.conf for `format_name` and the layer's read timeout.
     pub nginx_conf: Option<PathBuf>,
+    /// The `log_format` to take from `nginx_conf` (`None`: the format
+    /// must be given as `log_format`).
     pub format_name: Option<String>,
     /// The gateway layer (default: the first file's name).
     pub layer: Option<String>,
@@ -91,8 +97,8 @@ pub struct Inputs {
     pub config: DiagnoseConfig,
     /// Parser and engine threads (default: all cores).
     pub threads: Option<usize>,
-    /// Bytes the engine keeps in memory (default:
-    /// [`default_memory_limit`]).
+    /// Bytes the engine keeps in memory (default: a quarter of the
+    /// machine's memory, between 256 and 512 MiB).
     pub memory_limit: Option<usize>,
     /// Where spill files go (default: `$TMPDIR`).
     pub temp_dir: Option<PathBuf>,
@@ -175,16 +181,19 @@ fn machine_memory() -> Option<u64> {
 /// 512 MiB (the engine's own needs come on top, see
 /// docs/diagnose-at-scale.md), at least 256 MiB. More buys no speed: the
 /// work is parsing and verdicts, not the spill files (measured there).
-pub fn default_memory_limit() -> usize {
+pub(crate) fn default_memory_limit() -> usize {
     let quarter = machine_memory().map_or(512 << 20, |m| m / 4);
     quarter.clamp(256 << 20, 512 << 20) as usize
 }
 
 /// What a run read and found.
 pub struct Run {
+    /// The batch engine's result: verdicts, incidents, latency table and
+    /// counts.
     pub output: BatchOutput,
     /// One line per input file: records read and rejected, by reason.
     pub report_lines: Vec<String>,
+    /// How much was read, and how long it took.
     pub totals: ReadTotals,
 }
 
@@ -293,6 +302,7 @@ pub struct ReadTotals {
     pub bytes_read: u64,
     /// Bytes of text (decompressed).
     pub text_bytes: u64,
+    /// Wall time from the first read to the last record parsed.
     pub read_time: std::time::Duration,
 }
 
@@ -377,8 +387,12 @@ pub fn parse_only(
 
 /// Every record of a run's inputs, in input order, held in memory.
 pub struct Loaded {
+    /// Every gateway log's records as `gateway_requests` batches, in
+    /// input order (layer by layer, file by file, line by line).
     pub gateway: Vec<arrow::record_batch::RecordBatch>,
+    /// Every span read, in input order (not deduplicated).
     pub spans: Vec<overtime_model::SpanRecord>,
+    /// The diagnosis config with its `layers` filled in from the logs.
     pub config: DiagnoseConfig,
     /// One line per input file: records read and rejected, by reason.
     pub report_lines: Vec<String>,

@@ -24,6 +24,7 @@ use std::fmt;
 pub struct BearerToken(String);
 
 impl BearerToken {
+    /// The token a request must carry (`Authorization: Bearer <token>`).
     pub fn new(token: impl Into<String>) -> Self {
         BearerToken(token.into())
     }

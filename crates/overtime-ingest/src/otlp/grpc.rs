@@ -23,7 +23,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use overtime_model::RecordSink;
 use overtime_parse::spans::{ParsedSpans, spans_from_otlp_request};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -34,7 +33,7 @@ use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 /// The `source` written in rows and rejections received over gRPC.
-pub const GRPC_SOURCE: &str = "otlp-grpc";
+const GRPC_SOURCE: &str = "otlp-grpc";
 
 struct GrpcReceiver {
     sink: Arc<dyn RecordSink>,
@@ -60,7 +59,7 @@ fn resource_exhausted(stats: &OtlpStats, retry_after_ms: u64) -> Status {
 /// configured bearer token or the sink pushes back early
 /// ([`RecordSink::backpressure`]); counts the request.
 #[derive(Clone)]
-pub struct ExportGuard {
+struct ExportGuard {
     sink: Arc<dyn RecordSink>,
     stats: Arc<OtlpStats>,
     token: Option<BearerToken>,
@@ -134,20 +133,8 @@ impl TraceService for GrpcReceiver {
 }
 
 /// The `TraceService` server behind its [`ExportGuard`]
-/// interceptor, to add to a tonic router next to other services.
-///
-/// ```
-/// use overtime_ingest::otlp::{otlp_grpc_service, OtlpConfig};
-/// # struct Nowhere;
-/// # impl overtime_model::RecordSink for Nowhere {
-/// #     fn write(&self, _: overtime_model::Table, _: arrow::record_batch::RecordBatch,
-/// #              _: Option<overtime_model::Checkpoint>) -> Result<(), overtime_model::SinkError> { Ok(()) }
-/// #     fn checkpoint(&self, _: &str) -> Option<String> { None }
-/// # }
-/// let svc = otlp_grpc_service(std::sync::Arc::new(Nowhere), Default::default(), OtlpConfig::default());
-/// let _router = tonic::transport::Server::builder().add_service(svc);
-/// ```
-pub fn otlp_grpc_service(
+/// interceptor, as [`serve_otlp_grpc_on`] serves it.
+fn otlp_grpc_service(
     sink: Arc<dyn RecordSink>,
     stats: Arc<OtlpStats>,
     cfg: OtlpConfig,
@@ -170,18 +157,8 @@ pub fn otlp_grpc_service(
     InterceptedService::new(server, early)
 }
 
-/// Serves OTLP/gRPC on `addr` (4317 by convention) until `shutdown`.
-pub async fn serve_otlp_grpc(
-    addr: SocketAddr,
-    sink: Arc<dyn RecordSink>,
-    stats: Arc<OtlpStats>,
-    shutdown: CancellationToken,
-) -> Result<(), OtlpServeError> {
-    let listener = super::bind(addr).await?;
-    serve_otlp_grpc_on(listener, sink, stats, OtlpConfig::default(), shutdown).await
-}
-
-/// Serves OTLP/gRPC on a bound listener until `shutdown`.
+/// Serves OTLP/gRPC on a bound listener (4317 by convention) until
+/// `shutdown`.
 pub async fn serve_otlp_grpc_on(
     listener: tokio::net::TcpListener,
     sink: Arc<dyn RecordSink>,

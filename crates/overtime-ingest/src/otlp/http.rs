@@ -30,13 +30,12 @@ use overtime_parse::spans::{ParsedSpans, parse_otlp_json_line, spans_from_otlp_r
 use prost::Message;
 use serde_json::Value;
 use std::io::Read;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tokio_util::sync::CancellationToken;
 
 /// The `source` written in rows and rejections received over HTTP.
-pub const HTTP_SOURCE: &str = "otlp-http";
+const HTTP_SOURCE: &str = "otlp-http";
 
 /// A `google.rpc.Status` (code and message; no details).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -62,24 +61,20 @@ struct Receiver {
     decodes: DecodeGate,
 }
 
-/// The OTLP/HTTP router with the default [`OtlpConfig`] (16 MiB bodies).
-/// Merge it into an API router, or serve it with [`serve_otlp_http`].
+/// The OTLP/HTTP router (`POST /v1/traces`) with the settings given:
+/// merge it into an API router, or serve it with [`serve_otlp_http_on`].
 ///
 /// ```
-/// use overtime_ingest::otlp::{otlp_http_router, OtlpStats};
+/// use overtime_ingest::otlp::{otlp_http_router_with, OtlpConfig};
 /// # struct Nowhere;
 /// # impl overtime_model::RecordSink for Nowhere {
 /// #     fn write(&self, _: overtime_model::Table, _: arrow::record_batch::RecordBatch,
 /// #              _: Option<overtime_model::Checkpoint>) -> Result<(), overtime_model::SinkError> { Ok(()) }
 /// #     fn checkpoint(&self, _: &str) -> Option<String> { None }
 /// # }
-/// let router: axum::Router = otlp_http_router(std::sync::Arc::new(Nowhere), Default::default());
+/// let router: axum::Router =
+///     otlp_http_router_with(std::sync::Arc::new(Nowhere), Default::default(), OtlpConfig::default());
 /// ```
-pub fn otlp_http_router(sink: Arc<dyn RecordSink>, stats: Arc<OtlpStats>) -> Router {
-    otlp_http_router_with(sink, stats, OtlpConfig::default())
-}
-
-/// [`otlp_http_router`] with explicit settings.
 pub fn otlp_http_router_with(
     sink: Arc<dyn RecordSink>,
     stats: Arc<OtlpStats>,
@@ -99,18 +94,8 @@ pub fn otlp_http_router_with(
         .with_state(rx)
 }
 
-/// Binds `addr` and serves [`otlp_http_router`] until `shutdown`.
-pub async fn serve_otlp_http(
-    addr: SocketAddr,
-    sink: Arc<dyn RecordSink>,
-    stats: Arc<OtlpStats>,
-    shutdown: CancellationToken,
-) -> Result<(), OtlpServeError> {
-    let listener = super::bind(addr).await?;
-    serve_otlp_http_on(listener, sink, stats, OtlpConfig::default(), shutdown).await
-}
-
-/// Serves the OTLP/HTTP router on a bound listener until `shutdown`.
+/// Serves the OTLP/HTTP router on a bound listener (4318 by convention)
+/// until `shutdown`.
 pub async fn serve_otlp_http_on(
     listener: tokio::net::TcpListener,
     sink: Arc<dyn RecordSink>,

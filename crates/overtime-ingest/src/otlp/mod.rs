@@ -26,14 +26,15 @@
 //!   so decoded requests cannot pile up in memory.
 //!
 //! ```no_run
-//! use overtime_ingest::otlp::{otlp_http_router, serve_otlp_grpc, OtlpStats};
+//! use overtime_ingest::otlp::{serve_otlp_grpc_on, serve_otlp_http_on, OtlpConfig, OtlpStats};
 //! # async fn run(sink: std::sync::Arc<dyn overtime_model::RecordSink>) {
 //! let stats = std::sync::Arc::new(OtlpStats::default());
 //! let stop = tokio_util::sync::CancellationToken::new();
-//! let router = otlp_http_router(sink.clone(), stats.clone());
 //! let http = tokio::net::TcpListener::bind("0.0.0.0:4318").await.unwrap();
-//! tokio::spawn(async move { axum::serve(http, router).await });
-//! serve_otlp_grpc("0.0.0.0:4317".parse().unwrap(), sink, stats, stop).await.unwrap();
+//! let grpc = tokio::net::TcpListener::bind("0.0.0.0:4317").await.unwrap();
+//! let cfg = OtlpConfig::default();
+//! tokio::spawn(serve_otlp_http_on(http, sink.clone(), stats.clone(), cfg.clone(), stop.clone()));
+//! serve_otlp_grpc_on(grpc, sink, stats, cfg, stop).await.unwrap();
 //! # }
 //! ```
 
@@ -45,8 +46,8 @@ mod http;
 mod settings;
 
 pub use auth::BearerToken;
-pub use grpc::{ExportGuard, otlp_grpc_service, serve_otlp_grpc, serve_otlp_grpc_on};
-pub use http::{otlp_http_router, otlp_http_router_with, serve_otlp_http, serve_otlp_http_on};
+pub use grpc::serve_otlp_grpc_on;
+pub use http::{otlp_http_router_with, serve_otlp_http_on};
 pub use settings::OtlpSettings;
 
 use std::collections::BTreeMap;
@@ -54,7 +55,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Default largest request body: 16 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// Receiver settings, as the receivers run with them; the `[otlp]` section
 /// of the TOML config is [`OtlpSettings`], whose `build()` makes one.
@@ -95,8 +96,9 @@ impl Default for OtlpConfig {
 /// Counters of the OTLP receivers (both transports), monotonic.
 #[derive(Debug, Default)]
 pub struct OtlpStats {
-    /// Export requests received (HTTP, gRPC), whatever their outcome.
+    /// Export requests received over HTTP, whatever their outcome.
     pub http_requests: AtomicU64,
+    /// Export requests received over gRPC, whatever their outcome.
     pub grpc_requests: AtomicU64,
     /// Spans stored.
     pub spans: AtomicU64,
@@ -149,24 +151,13 @@ impl OtlpStats {
     }
 }
 
-/// Binds `addr` for a receiver, naming it in the error.
-async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, OtlpServeError> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| OtlpServeError::Bind { addr, source })
-}
-
 /// Why a receiver could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpServeError {
-    #[error("binding {addr}: {source}")]
-    Bind {
-        addr: std::net::SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The HTTP server stopped on an I/O error.
     #[error("OTLP/HTTP server: {0}")]
     Http(#[source] std::io::Error),
+    /// The gRPC server stopped on a transport error.
     #[error("OTLP/gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
 }
