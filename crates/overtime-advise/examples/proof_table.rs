@@ -5,7 +5,7 @@
 use overtime_advise::stats::{Rng, percentile};
 use overtime_advise::synth::{self, Cut, Law, SEED_CLASSES};
 use overtime_advise::{Advice, AdviseOptions, advise};
-use overtime_diagnose::report::{BUCKETS, bucket_of};
+use overtime_diagnose::{BUCKETS, bucket_of};
 
 const LAW: Law = Law {
     base_ms: 800.0,

@@ -7,7 +7,7 @@ use crate::extract::{Attempt, CallFacts, Class, Dataset, End};
 use crate::latency_model::{self, LatencyModel, Sample};
 use crate::lognormal::{self, TailFit};
 use crate::stats::{KaplanMeier, Obs, percentile};
-use overtime_diagnose::report::{BUCKETS, bucket_of};
+use overtime_diagnose::{BUCKETS, bucket_of};
 use overtime_model::Outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use crate::advice::GroupAdvice;
 use crate::extract::{CallFacts, Class, Dataset};
 use crate::stats::percentile;
 use overtime_diagnose::fmt::dur;
-use overtime_diagnose::report::{BUCKETS, bucket_of};
+use overtime_diagnose::{BUCKETS, bucket_of};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

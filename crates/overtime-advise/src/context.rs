@@ -9,7 +9,7 @@ use crate::latency_model::LatencyModel;
 use crate::lognormal::{self, LogNormal, TailFit};
 use crate::stats::KaplanMeier;
 use crate::stats::{Obs, Rng, percentile};
-use overtime_diagnose::report::bucket_of;
+use overtime_diagnose::bucket_of;
 use std::collections::BTreeMap;
 
 /// The laws and habits the replay needs.

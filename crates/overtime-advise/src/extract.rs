@@ -7,8 +7,8 @@
 use crate::AdviseError;
 use arrow::record_batch::RecordBatch;
 use overtime_diagnose::calls::{self, CallKind};
-use overtime_diagnose::timeouts::{LayerTimeout, layer_timeouts};
-use overtime_diagnose::{DiagnoseConfig, Trace, assemble, outcome, tree};
+use overtime_diagnose::{DiagnoseConfig, Trace, assemble_tables, outcome, tree};
+use overtime_diagnose::{LayerTimeout, layer_timeouts};
 use overtime_model::{GatewayRows, Outcome, SpanRecord, SpanStatus, Stage};
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -438,7 +438,7 @@ pub fn dataset(
     for l in &mut layers {
         l.timeout = timeouts.get(&l.name).cloned();
     }
-    let assembled = assemble::assemble_tables(gateway, spans, true)?;
+    let assembled = assemble_tables(gateway, spans, true)?;
     let traces = assembled.traces;
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())

@@ -23,7 +23,7 @@
 
 use crate::model_fit::{Params, Slots, fit_form, n_params, quality};
 use crate::stats::{cdf, quantile_z};
-use overtime_diagnose::report::{BUCKETS, bucket_of};
+use overtime_diagnose::{BUCKETS, bucket_of};
 use serde::{Deserialize, Serialize};
 
 /// One call for the fit.

@@ -6,7 +6,7 @@
 use crate::latency_model::{Form, Sample};
 use crate::optim::minimize;
 use crate::stats::{ln_pdf, ln_sf, percentile};
-use overtime_diagnose::report::bucket_of;
+use overtime_diagnose::bucket_of;
 
 /// Which parameter each input-token bucket uses (its own base in the
 /// additive form, its own σ in every form): its own when it has enough

@@ -22,7 +22,7 @@ use crate::context::Context;
 use crate::extract::{CallFacts, Class, End, TraceFacts};
 use crate::proposal::Proposal;
 use crate::stats::Rng;
-use overtime_diagnose::report::{BUCKETS, bucket_of};
+use overtime_diagnose::{BUCKETS, bucket_of};
 use overtime_model::Outcome;
 use serde::{Deserialize, Serialize};
 

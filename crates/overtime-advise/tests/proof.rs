@@ -70,9 +70,9 @@ fn bucket_truth() -> Vec<(&'static str, f64)> {
     let mut by: [Vec<f64>; 4] = Default::default();
     for _ in 0..400_000 {
         let (t, _, ms) = LAW.draw(&mut rng);
-        by[overtime_diagnose::report::bucket_of(t as i64)].push(ms);
+        by[overtime_diagnose::bucket_of(t as i64)].push(ms);
     }
-    overtime_diagnose::report::BUCKETS
+    overtime_diagnose::BUCKETS
         .iter()
         .zip(by.iter())
         .map(|(b, v)| (*b, percentile(v, 0.99).unwrap()))

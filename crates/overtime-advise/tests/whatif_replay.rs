@@ -5,7 +5,7 @@
 use overtime_advise::synth::{self, Cut};
 use overtime_advise::{Attempt, CallFacts, Class, Dataset, End, Fate, LayerFacts, TraceFacts};
 use overtime_advise::{Proposal, WhatIfOptions, whatif};
-use overtime_diagnose::timeouts::LayerTimeout;
+use overtime_diagnose::LayerTimeout;
 use overtime_model::{Outcome, Stage};
 
 fn call(class: Class, name: &str, attempts: &[(f64, f64, End)], timeout: Option<f64>) -> CallFacts {

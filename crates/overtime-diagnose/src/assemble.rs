@@ -19,13 +19,14 @@ pub struct Trace {
     pub id: String,
     /// Gateway records of this request, outermost layer first.
     pub gateway: Vec<GatewayRecord>,
+    /// Its spans, each span id once (empty when only gateways saw it).
     pub spans: Vec<SpanRecord>,
 }
 
 impl Trace {
     /// Puts records in a canonical order (gateway by layer and time, spans
     /// by start and id) so the verdict never depends on arrival order.
-    pub fn normalize(&mut self) {
+    pub(crate) fn normalize(&mut self) {
         self.gateway.sort_by_key(|g| (g.layer, g.time_us));
         self.spans.sort_by(|a, b| {
             a.start_us
@@ -38,8 +39,11 @@ impl Trace {
 /// A healthy request seen only by the gateway.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LightRequest {
+    /// When the gateway received it, µs since the epoch.
     pub start_us: i64,
+    /// When the gateway answered, µs since the epoch.
     pub end_us: i64,
+    /// The gateway's status; `None` when its log has none.
     pub status: Option<u16>,
     pub(crate) layer: u32,
 }
@@ -122,8 +126,12 @@ pub(crate) fn key_name(k: &Key) -> String {
 /// Requests that need a verdict, and the light ones.
 #[derive(Debug, Default)]
 pub struct Assembled {
+    /// The requests that need a verdict (every request with `all`).
     pub traces: Vec<Trace>,
+    /// The healthy requests only a gateway saw, kept light (no verdict).
     pub light: Vec<LightRequest>,
+    /// What assembly saw: spans read and duplicated, gateway records
+    /// joined by each key.
     pub stats: AssemblyStats,
 }
 
@@ -138,11 +146,9 @@ pub fn assemble_tables(
     crate::batch::assemble_in_memory(gateway, &spans, all)
 }
 
-/// [`assemble_tables`] over rows (tests and small inputs).
-pub fn assemble(
-    gateway: Vec<GatewayRecord>,
-    spans: Vec<SpanRecord>,
-) -> (Vec<Trace>, AssemblyStats) {
+/// [`assemble_tables`] over rows, for the unit tests.
+#[cfg(test)]
+fn assemble(gateway: Vec<GatewayRecord>, spans: Vec<SpanRecord>) -> (Vec<Trace>, AssemblyStats) {
     let mut cols = overtime_model::GatewayColumns::new();
     for g in &gateway {
         cols.append(g);

@@ -138,7 +138,7 @@ fn call_nodes(trace: &Trace, tree: &TraceTree) -> Vec<bool> {
 }
 
 /// The name an SRE knows a span's target by.
-pub fn component_of(s: &SpanRecord) -> String {
+pub(crate) fn component_of(s: &SpanRecord) -> String {
     let pick = match s.stage {
         Stage::Llm | Stage::Judge => s.model.as_deref().or(s.tool.as_deref()),
         Stage::Tool | Stage::Memory => s.tool.as_deref().or(s.peer.as_deref()),

@@ -59,7 +59,7 @@ impl Default for DiagnoseConfig {
 /// again keeps its first timeout. The one place that order is decided.
 ///
 /// ```
-/// use overtime_diagnose::config::layer_index;
+/// use overtime_diagnose::layer_index;
 /// let mut layers = Vec::new();
 /// assert_eq!(layer_index(&mut layers, "edge", Some(60_000.0)), 0);
 /// assert_eq!(layer_index(&mut layers, "ingress", None), 1);

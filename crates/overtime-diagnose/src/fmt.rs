@@ -23,12 +23,12 @@ pub fn pct(share: f64) -> String {
 }
 
 /// A duration or "none".
-pub fn dur_or_none(ms: Option<f64>) -> String {
+pub(crate) fn dur_or_none(ms: Option<f64>) -> String {
     ms.map(dur).unwrap_or_else(|| "none".into())
 }
 
 /// Percentile by nearest rank over unsorted values (`q` in 0..=1).
-pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn percentile(values: &[f64], q: f64) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
@@ -42,7 +42,7 @@ pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
 }
 
 /// Median (nearest rank, lower middle).
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     percentile(values, 0.5)
 }
 

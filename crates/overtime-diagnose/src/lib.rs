@@ -16,29 +16,47 @@
 //! // No spans: the verdict says what is missing instead of guessing.
 //! assert!(d.verdicts[0].root_cause.summary.contains("no spans"));
 //! ```
+//!
+//! What other crates use is re-exported here: [`diagnose`] and its
+//! variants over rows or Arrow batches with a [`DiagnoseConfig`] (built
+//! from the TOML's [`DiagnoseSettings`], its layers numbered by
+//! [`layer_index`], its thresholds a [`RuleThresholds`]); the
+//! [`IncidentReport`]s and the latency table's [`BucketRow`]s with its
+//! input-token [`BUCKETS`]; [`assemble_tables`] for the assembled
+//! [`Trace`]s; the gateway layers' [`layer_timeouts`]. The modules that stay public are
+//! the ones other crates reach into as a whole: [`batch`] (the engine of
+//! `overtime diagnose`), [`live`] (of `serve`), [`markdown`] (the
+//! reports), [`outcome`], [`tree`] and [`calls`] (one trace's analysis, for
+//! `advise`), [`verdict`] (timestamps as reports print them) and [`fmt`].
+//! The modules of assembly, configuration, rules, findings, SLI
+//! observations, reports, timeouts and settings are private.
 
-pub mod assemble;
+#![warn(missing_docs)]
+
+mod assemble;
 pub mod batch;
 pub mod calls;
 mod cause_stats;
-pub mod config;
-pub mod findings;
+mod config;
+mod findings;
 pub mod fmt;
 pub mod live;
 pub mod markdown;
-pub mod observe;
+mod observe;
 pub mod outcome;
-pub mod report;
-pub mod rules;
-pub mod settings;
-pub mod timeouts;
+mod report;
+mod rules;
+mod settings;
+mod timeouts;
 pub mod tree;
 pub mod verdict;
 
-pub use assemble::{AssemblyStats, Trace, assemble};
+pub use assemble::{Assembled, AssemblyStats, Trace, assemble_tables};
 pub use config::{DiagnoseConfig, LayerConfig, layer_index};
-pub use report::{BucketRow, IncidentReport};
+pub use report::{BUCKETS, BucketRow, IncidentReport, bucket_of};
+pub use rules::RuleThresholds;
 pub use settings::DiagnoseSettings;
+pub use timeouts::{LayerTimeout, layer_timeouts};
 
 use arrow::record_batch::RecordBatch;
 use overtime_model::{GatewayRecord, SpanRecord, Verdict};

@@ -34,11 +34,13 @@ use std::collections::{BTreeMap, VecDeque};
 const MAX_SAMPLES: usize = 10_000;
 /// Most observations waiting to be drained; beyond it the oldest are
 /// dropped (and counted).
-pub const MAX_OBSERVATIONS: usize = 100_000;
+pub(crate) const MAX_OBSERVATIONS: usize = 100_000;
 
 /// A verdict that is new or changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveVerdict {
+    /// The verdict, as `overtime diagnose` would give it on the records
+    /// seen so far.
     pub verdict: Verdict,
     /// 0 for the first verdict of a trace, then 1, 2… on revision.
     pub revision: u32,

@@ -11,7 +11,7 @@ fn opt_dur(v: Option<f64>) -> String {
 }
 
 /// The latency table as Markdown.
-pub fn latency_table(rows: &[BucketRow]) -> String {
+pub(crate) fn latency_table(rows: &[BucketRow]) -> String {
     let mut s = String::from(
         "| input tokens | calls | P50 | P90 | P99 | max | 504 share |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -40,14 +40,7 @@ fn stat_name(key: &str) -> String {
 /// counts as integers, other numbers to two decimals; a distribution as
 /// `n 22 · P50 28.1 s · P90 41.0 s · P99 58.7 s · max 60.0 s`.
 ///
-/// ```
-/// use overtime_diagnose::markdown::stat_value;
-/// let v = serde_json::json!({"p50": 536.6999999999999, "p90": 1800.0, "n": 3, "p99": null});
-/// assert_eq!(stat_value("latency_ms", &v), "n 3 · P50 537 ms · P90 1.8 s · P99 none");
-/// let t = serde_json::json!({"median": 412.0, "p90": 488.5, "threshold": 300, "n": 22});
-/// assert_eq!(stat_value("input_tokens", &t), "n 22 · median 412 · P90 488.50 · threshold 300");
-/// ```
-pub fn stat_value(key: &str, v: &serde_json::Value) -> String {
+pub(crate) fn stat_value(key: &str, v: &serde_json::Value) -> String {
     let durations = key.ends_with("_ms");
     let one = |x: &serde_json::Value| match x.as_f64() {
         None if x.is_null() => "none".to_string(),
@@ -136,12 +129,14 @@ pub struct Parts<'a> {
     pub requests: usize,
     /// Failing verdicts.
     pub failed: usize,
+    /// The incidents, in report order.
     pub incidents: &'a [IncidentReport],
     /// LLM latency over every trace.
     pub latency: &'a [BucketRow],
     /// Failing verdicts with root cause `unknown`, and the first ten of
     /// them in verdict order: (trace id, summary).
     pub unknown_count: usize,
+    /// The first of them: (trace id, summary).
     pub unknown: &'a [(&'a str, &'a str)],
 }
 
@@ -206,4 +201,24 @@ pub fn render_parts(d: &Parts) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the function became internal.
+
+    #[test]
+    fn stat_values_read_as_durations_or_numbers() {
+        use super::stat_value;
+        let v = serde_json::json!({"p50": 536.6999999999999, "p90": 1800.0, "n": 3, "p99": null});
+        assert_eq!(
+            stat_value("latency_ms", &v),
+            "n 3 · P50 537 ms · P90 1.8 s · P99 none"
+        );
+        let t = serde_json::json!({"median": 412.0, "p90": 488.5, "threshold": 300, "n": 22});
+        assert_eq!(
+            stat_value("input_tokens", &t),
+            "n 22 · median 412 · P90 488.50 · threshold 300"
+        );
+    }
 }

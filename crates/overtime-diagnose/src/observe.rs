@@ -29,13 +29,6 @@ fn family(s: Stage) -> Stage {
 
 /// The route: the outermost gateway's request path without its query
 /// string, else the root span's name.
-///
-/// ```
-/// use overtime_diagnose::{observe::route, Trace};
-/// use overtime_model::GatewayRecord;
-/// let t = Trace { gateway: vec![GatewayRecord { uri: Some("/v1/agent/chat?user=7".into()), ..Default::default() }], ..Default::default() };
-/// assert_eq!(route(&t), "/v1/agent/chat");
-/// ```
 pub fn route(trace: &Trace) -> String {
     if let Some(uri) = trace.gateway.iter().find_map(|g| g.uri.as_deref()) {
         let path = uri.split(['?', '#']).next().unwrap_or(uri);
@@ -259,8 +252,9 @@ fn timeout_used(
 }
 
 /// What `trace` (normalized, with its `summary`) contributes to the SLIs,
-/// with no gateway read timeout known.
-pub fn observe(trace: &Trace, summary: &TraceSummary) -> RequestObservation {
+/// with no gateway read timeout known (the unit tests' case).
+#[cfg(test)]
+fn observe(trace: &Trace, summary: &TraceSummary) -> RequestObservation {
     observe_with_timeouts(trace, summary, &BTreeMap::new())
 }
 
@@ -529,5 +523,25 @@ mod tests {
         assert_eq!(revised[0].revision, 1);
         assert!(live.drain_observations().is_empty());
         assert_eq!(live.observations_dropped(), 0);
+    }
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn route_is_the_uri_path() {
+        use super::route;
+        use crate::Trace;
+        use overtime_model::GatewayRecord;
+        let t = Trace {
+            gateway: vec![GatewayRecord {
+                uri: Some("/v1/agent/chat?user=7".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(route(&t), "/v1/agent/chat");
     }
 }

@@ -40,6 +40,8 @@ pub struct StreamGap {
     /// Span index of the streaming span (for chunks whose parent never
     /// arrived: the first of them).
     pub span: usize,
+    /// The longest silence between stream events (or from the last of
+    /// them to the end), ms.
     pub gap_ms: f64,
     /// The gap ran into the end of the request (the cut came in it).
     pub at_end: bool,
@@ -195,7 +197,7 @@ fn top_spans<'a>(trace: &'a Trace, tree: &TraceTree) -> Vec<&'a SpanRecord> {
 /// timeout is not known): nginx logs exactly that when
 /// `proxy_read_timeout` fires mid-stream. Also when the service ran on
 /// past the gateway's end and its span says the client went away.
-pub fn cut_stream(
+pub(crate) fn cut_stream(
     trace: &Trace,
     tree: &TraceTree,
     gw: &GatewayRecord,
@@ -276,7 +278,7 @@ pub fn owning_service(trace: &Trace, tree: &TraceTree) -> Option<String> {
 }
 
 /// The request's budget and where it came from (docs/diagnosis.md `budget.source`).
-pub fn budget(
+pub(crate) fn budget(
     trace: &Trace,
     tree: &TraceTree,
     gw_timeout_ms: Option<f64>,
@@ -344,6 +346,7 @@ pub fn service_answer(trace: &Trace, tree: &TraceTree) -> Option<ServiceAnswer> 
 /// What the service itself answered.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceAnswer {
+    /// The HTTP status its server span recorded.
     pub status: u16,
     /// Its span ended in a timeout (whatever status went out).
     pub timed_out: bool,

@@ -233,15 +233,6 @@ impl LatencyAcc {
     }
 }
 
-/// LLM latency by input-token bucket over `traces`.
-pub fn latency_table<'a>(traces: impl Iterator<Item = &'a TraceSummary>) -> Vec<BucketRow> {
-    let mut acc = LatencyAcc::default();
-    for t in traces {
-        acc.add(&SummaryLite::of(t));
-    }
-    acc.rows()
-}
-
 /// The totals and latency of the requests that started in one window.
 #[derive(Debug, Clone, Default)]
 struct WindowAcc {
@@ -497,11 +488,6 @@ fn run_span(run: &[(&Verdict, &TraceSummary)]) -> (i64, i64) {
 /// (transitively): incidents that overlap in time share one headline
 /// denominator, so their shares add up for whoever reads them together.
 ///
-/// ```
-/// use overtime_diagnose::report::overlap_scopes;
-/// let s = overlap_scopes(&[(0, 10), (5, 20), (30, 40), (18, 25)]);
-/// assert_eq!(s, vec![(0, 25), (0, 25), (30, 40), (0, 25)]);
-/// ```
 pub fn overlap_scopes(spans: &[(i64, i64)]) -> Vec<(i64, i64)> {
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|&i| spans[i]);
@@ -569,4 +555,16 @@ fn headline_share(
 /// Median of `f` over the run's values, formatted.
 pub(crate) fn med_dur(values: &[f64]) -> String {
     median(values).map(dur).unwrap_or_else(|| "?".into())
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn overlapping_spans_share_one_scope() {
+        use super::overlap_scopes;
+        let s = overlap_scopes(&[(0, 10), (5, 20), (30, 40), (18, 25)]);
+        assert_eq!(s, vec![(0, 25), (0, 25), (30, 40), (0, 25)]);
+    }
 }

@@ -78,7 +78,7 @@ impl DiagnoseSettings {
     /// (outermost first).
     ///
     /// ```
-    /// use overtime_diagnose::{DiagnoseConfig, LayerConfig, settings::DiagnoseSettings};
+    /// use overtime_diagnose::{DiagnoseConfig, DiagnoseSettings, LayerConfig};
     /// let s: DiagnoseSettings = toml::from_str("threshold_tokens = 500").unwrap();
     /// let layers = vec![LayerConfig { name: "edge".into(), read_timeout_ms: Some(60_000.0) }];
     /// let cfg = s.build(layers);

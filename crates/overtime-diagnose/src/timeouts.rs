@@ -7,10 +7,13 @@ use std::collections::BTreeMap;
 /// A layer's read timeout and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerTimeout {
+    /// The read timeout, ms.
     pub ms: f64,
+    /// Inferred from the 504s' request times (`false`: configured).
     pub inferred: bool,
-    /// For an inferred one: how many 504s clustered, of how many.
+    /// For an inferred one: how many 504s clustered (0 when configured)…
     pub cluster: usize,
+    /// …of how many 504s (0 when configured).
     pub of: usize,
 }
 
@@ -66,12 +69,6 @@ pub fn layer_timeouts<'a>(
 
 /// The densest cluster of 504 request times, if most 504s sit in it.
 ///
-/// ```
-/// use overtime_diagnose::timeouts::infer;
-/// let t = infer(&[60001.0, 60003.0, 60000.0, 12.0, 60010.0]).unwrap();
-/// assert_eq!(t.ms, 60000.0);
-/// assert_eq!((t.cluster, t.of), (4, 5));
-/// ```
 pub fn infer(rts: &[f64]) -> Option<LayerTimeout> {
     if rts.len() < MIN_CLUSTER {
         return None;
@@ -112,4 +109,17 @@ pub fn infer(rts: &[f64]) -> Option<LayerTimeout> {
         cluster: n,
         of: v.len(),
     })
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn infer_finds_the_cluster_of_cut_requests() {
+        use super::infer;
+        let t = infer(&[60001.0, 60003.0, 60000.0, 12.0, 60010.0]).unwrap();
+        assert_eq!(t.ms, 60000.0);
+        assert_eq!((t.cluster, t.of), (4, 5));
+    }
 }

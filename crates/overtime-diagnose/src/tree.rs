@@ -23,12 +23,16 @@ use std::collections::HashMap;
 pub struct Node {
     /// Index into `Trace::spans`; `None` for the gateway or a synthetic root.
     pub span: Option<usize>,
-    /// Effective interval (skew-shifted, clamped to the parent), µs.
+    /// Effective interval (skew-shifted, clamped to the parent): its
+    /// start, µs since the epoch.
     pub start_us: i64,
+    /// The effective interval's end, µs since the epoch.
     pub end_us: i64,
     /// The span's own end after the skew shift, before clamping.
     pub raw_end_us: i64,
+    /// Index of the parent node; `None` for the root.
     pub parent: Option<usize>,
+    /// Indexes of the child nodes (empty for a leaf).
     pub children: Vec<usize>,
     /// Exclusive time on the critical path, µs.
     pub critical_us: i64,
@@ -60,9 +64,15 @@ impl Node {
     }
 }
 
+/// A trace's timeline as a tree: the gateway (or a synthetic root) over
+/// the spans, each node with its share of the critical path.
 #[derive(Debug, Clone)]
 pub struct TraceTree {
+    /// Every node; indexes into it are what `root`, `parent` and
+    /// `children` hold.
     pub nodes: Vec<Node>,
+    /// Index of the root node (the gateway's record, a root span, or a
+    /// synthetic root over several).
     pub root: usize,
     /// The gateway record the root stands for, if any.
     pub gateway: Option<usize>,
@@ -170,19 +180,23 @@ fn adopt_orphans(
 }
 
 impl TraceTree {
+    /// The root's duration, µs.
     pub fn elapsed_us(&self) -> i64 {
         let r = &self.nodes[self.root];
         r.end_us - r.start_us
     }
+    /// The root's start, µs since the epoch (what `…_ms after the
+    /// request's start` values count from).
     pub fn origin_us(&self) -> i64 {
         self.nodes[self.root].start_us
     }
-    /// Node index of span `i`.
-    pub fn node_of_span(&self, i: usize) -> Option<usize> {
+    /// Node index of span `i` (for the unit tests).
+    #[cfg(test)]
+    fn node_of_span(&self, i: usize) -> Option<usize> {
         self.nodes.iter().position(|n| n.span == Some(i))
     }
     /// Critical time of the subtree under `node`, itself included.
-    pub fn subtree_critical_us(&self, node: usize) -> i64 {
+    pub(crate) fn subtree_critical_us(&self, node: usize) -> i64 {
         let mut total = 0;
         let mut stack = vec![node];
         while let Some(n) = stack.pop() {

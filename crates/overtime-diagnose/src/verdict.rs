@@ -18,19 +18,29 @@ use std::collections::BTreeMap;
 /// An LLM call as the report's latency table sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmCallSample {
+    /// The model called: the call's component (the span's name when it
+    /// names no model).
     pub model: String,
+    /// Prompt tokens; `None` when the span does not say.
     pub input_tokens: Option<i64>,
+    /// The call's duration, ms.
     pub duration_ms: f64,
 }
 
 /// What the incident report needs of every trace, failed or not.
 #[derive(Debug, Clone)]
 pub struct TraceSummary {
+    /// The trace's id (empty for a light request, which has no verdict).
     pub trace_id: String,
+    /// When the request started, µs since the epoch.
     pub start_us: i64,
+    /// When it ended, µs since the epoch.
     pub end_us: i64,
+    /// How the request ended.
     pub outcome: Outcome,
+    /// The outermost gateway's status; `None` when no gateway logged it.
     pub gateway_status: Option<u16>,
+    /// Its LLM calls (empty for none).
     pub llm_calls: Vec<LlmCallSample>,
     /// The dominant call of a failed trace (for per-cause statistics).
     pub dominant: Option<Call>,
@@ -40,7 +50,7 @@ pub struct TraceSummary {
 
 impl TraceSummary {
     /// A healthy request seen only by the gateway.
-    pub fn light(l: &crate::assemble::LightRequest) -> Self {
+    pub(crate) fn light(l: &crate::assemble::LightRequest) -> Self {
         TraceSummary {
             trace_id: String::new(),
             start_us: l.start_us,
@@ -63,7 +73,7 @@ pub fn rfc3339(us: i64) -> String {
 
 /// Diagnoses one trace. Returns its summary, and its verdict when it
 /// failed (or when every trace is asked for).
-pub fn diagnose_trace(
+pub(crate) fn diagnose_trace(
     trace: &Trace,
     timeouts: &BTreeMap<String, LayerTimeout>,
     cfg: &DiagnoseConfig,

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use chrono::Utc;
 use overtime_alert::{Alert, AlertSender};
 use overtime_config::Config;
-use overtime_diagnose::report::IncidentReport;
+use overtime_diagnose::IncidentReport;
 use overtime_jira::{IncidentEvent, Notifier};
 use overtime_server::metrics::Metrics;
 use std::collections::{BTreeMap, HashMap};

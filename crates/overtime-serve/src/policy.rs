@@ -26,7 +26,7 @@
 //! a [`Action::Page`] or an [`Action::Ticket`] is returned — a
 //! [`Sighting`] carries the fingerprint for it.
 
-use overtime_diagnose::report::IncidentReport;
+use overtime_diagnose::IncidentReport;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 

@@ -78,7 +78,7 @@ impl Ingest<'_> {
 
     /// Routes the rows of a batch that is input number `file` as a whole,
     /// in row order (batches from a store, built in memory).
-    pub fn gateway_in_row_order(
+    pub(crate) fn gateway_in_row_order(
         &mut self,
         batch: &arrow::record_batch::RecordBatch,
         file: u32,

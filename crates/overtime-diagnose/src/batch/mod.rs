@@ -17,12 +17,12 @@
 //! 4. **Merge**: verdicts in (start, trace id) order, incidents from the
 //!    failing traces and a stream of every trace's compact summary.
 
-pub mod codec;
+mod codec;
 mod gateway_wire;
 mod ingest;
 mod partition;
-pub mod results;
-pub mod spill;
+mod results;
+mod spill;
 
 pub use codec::{Seq, seq};
 pub use ingest::Ingest;
@@ -48,25 +48,35 @@ use std::sync::{Arc, Mutex};
 /// What can stop a batch run.
 #[derive(Debug, thiserror::Error)]
 pub enum BatchError {
+    /// A spill file or the temp dir could not be written or read.
     #[error("{path}: {error}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         error: std::io::Error,
     },
+    /// The spill dir could not be made (why, in words).
     #[error("{0}")]
     Spill(String),
+    /// A spill file read back is not what was written.
     #[error(transparent)]
     Corrupt(#[from] codec::Corrupt),
+    /// An Arrow batch given lacks a column of its table, or has it in
+    /// another type.
     #[error(transparent)]
     Model(#[from] overtime_model::ModelError),
+    /// The verdicts could not be written out.
     #[error("writing the output: {0}")]
     Output(std::io::Error),
+    /// [`BatchOptions::cancel`] was set.
     #[error("interrupted")]
     Interrupted,
 }
 
 impl BatchError {
-    pub fn io(path: &Path, error: std::io::Error) -> Self {
+    /// An [`BatchError::Io`] on `path`.
+    pub(crate) fn io(path: &Path, error: std::io::Error) -> Self {
         BatchError::Io {
             path: path.to_path_buf(),
             error,
@@ -94,7 +104,9 @@ pub struct BatchOptions {
     pub input_bytes_hint: u64,
     /// Set to stop the run ([`BatchError::Interrupted`]).
     pub cancel: Arc<AtomicBool>,
+    /// Told the progress of the steps after reading; `None`: nobody.
     pub progress: Option<ProgressHook>,
+    /// Shown every request that needed a verdict; `None`: nobody.
     pub on_trace: Option<TraceHook>,
 }
 
@@ -143,6 +155,8 @@ fn partition_target(limit: usize, threads: usize) -> u64 {
 }
 
 impl Engine {
+    /// A run of `cfg` within `opts`' memory and threads; its temp dir is
+    /// made only if it spills.
     pub fn new(cfg: DiagnoseConfig, opts: BatchOptions) -> Self {
         let target = partition_target(opts.memory_limit, opts.threads);
         // Encoded records are ~0.8x the text they came from.
@@ -164,11 +178,6 @@ impl Engine {
     /// Whether any data went to disk so far.
     pub fn spilled(&self) -> bool {
         self.spill.used()
-    }
-
-    /// Number of trace partitions.
-    pub fn partitions(&self) -> usize {
-        self.n
     }
 
     fn check_cancel(&self) -> Result<(), BatchError> {
@@ -415,9 +424,11 @@ impl Engine {
 
 /// The result of a batch run.
 pub struct BatchOutput {
+    /// Failing traces grouped by (kind, component), with their reports.
     pub incidents: Vec<IncidentReport>,
     /// LLM latency by input-token bucket over all traces.
     pub latency: Vec<BucketRow>,
+    /// How the records were joined into traces.
     pub stats: AssemblyStats,
     /// Requests seen.
     pub summaries_len: usize,
@@ -426,11 +437,17 @@ pub struct BatchOutput {
     /// Failing verdicts with root cause `unknown`, and the first few of
     /// them in output order: (trace id, summary).
     pub unknown_count: usize,
+    /// The first of them: (trace id, summary).
     pub unknown: Vec<(String, String)>,
+    /// Each gateway layer's read timeout, configured or inferred, by
+    /// layer name (no entry: neither).
     pub timeouts: BTreeMap<String, LayerTimeout>,
+    /// Wall time of each phase, for `OVERTIME_PROFILE`.
     pub timings: Vec<(&'static str, std::time::Duration)>,
     /// Whether the run used its temp dir.
     pub spilled: bool,
+    /// Every verdict, in (start, trace id) order, read from memory or
+    /// the spill files.
     pub verdicts: Verdicts,
 }
 
@@ -489,7 +506,7 @@ pub(crate) fn ingest_in_memory(
 
 impl BatchOutput {
     /// Everything in memory, as [`crate::Diagnosis`].
-    pub fn into_diagnosis(self) -> Result<crate::Diagnosis, BatchError> {
+    pub(crate) fn into_diagnosis(self) -> Result<crate::Diagnosis, BatchError> {
         Ok(crate::Diagnosis {
             verdicts: self.verdicts.collect()?,
             incidents: self.incidents,

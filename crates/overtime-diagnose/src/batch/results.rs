@@ -268,6 +268,7 @@ pub fn verdict_json(v: &Verdict) -> Vec<u8> {
 /// Every verdict of the run, sorted by (start, trace id) on the way out.
 pub struct Verdicts {
     runs: Vec<Run>,
+    /// How many verdicts there are.
     pub count: usize,
     /// Kept until the verdicts are out: dropping it removes the temp dir.
     _dir: std::sync::Arc<SpillDir>,

@@ -13,27 +13,13 @@
 //! - **Thresholds are named settings.** Every number a rule compares with
 //!   is a field of [`RuleThresholds`] (`[diagnose.rules]` in the config),
 //!   documented there, its default written once.
-//!
-//! ```
-//! use overtime_diagnose::rules::{CALL_RULES, TRACE_RULES};
-//! let names: Vec<&str> = TRACE_RULES.iter().map(|r| r.name()).collect();
-//! assert_eq!(names, ["stream_idle_gap", "no_critical_path", "gateway_timeout_mismatch",
-//!                    "serial_budget_exhaustion", "dominant_call"]);
-//! assert_eq!(CALL_RULES.first().unwrap().name(), "pool_wait");
-//! ```
 
 mod call_rules;
-pub mod evidence;
+mod evidence;
 mod trace_rules;
 
-pub use call_rules::{
-    CALL_RULES, ConnectSlow, ConnectionPoolWait, JudgeCall, LlmCall, LlmRetries, Retries, ToolCall,
-    UpstreamWait, call_kind, component_for, largest_llm_phase,
-};
-pub use trace_rules::{
-    DominantCall, GatewayTimeoutMismatch, NoCriticalPath, SerialBudgetExhaustion, StreamIdleGap,
-    TRACE_RULES,
-};
+pub use call_rules::{call_kind, component_for};
+pub use trace_rules::TRACE_RULES;
 
 use crate::calls::Call;
 use crate::fmt::dur;
@@ -141,6 +127,10 @@ pub type Decision = (RootCause, Vec<Contributing>);
 /// A rule over the whole trace.
 pub trait TraceRule: Sync {
     /// The rule's name, as the kind it decides or what it looks for.
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "the rules' order is tested by name")
+    )]
     fn name(&self) -> &'static str;
     /// The decision, when the rule holds for this trace.
     fn decide(&self, f: &Facts) -> Option<Decision>;
@@ -150,6 +140,10 @@ pub trait TraceRule: Sync {
 /// contributing ones.
 pub trait CallRule: Sync {
     /// The rule's name.
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "the rules' order is tested by name")
+    )]
     fn name(&self) -> &'static str;
     /// The call's kind, when this rule recognises the call.
     fn kind(&self, c: &Call, f: &Facts) -> Option<K>;
@@ -197,4 +191,27 @@ fn contributing(f: &Facts, dominant: &Call, root: Option<K>) -> Vec<Contributing
         });
     }
     out
+}
+
+#[cfg(test)]
+mod doc_examples {
+    //! What were doc examples before the module became internal.
+
+    #[test]
+    fn rules_run_in_this_order() {
+        use super::TRACE_RULES;
+        use super::call_rules::CALL_RULES;
+        let names: Vec<&str> = TRACE_RULES.iter().map(|r| r.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "stream_idle_gap",
+                "no_critical_path",
+                "gateway_timeout_mismatch",
+                "serial_budget_exhaustion",
+                "dominant_call"
+            ]
+        );
+        assert_eq!(CALL_RULES.first().unwrap().name(), "pool_wait");
+    }
 }
