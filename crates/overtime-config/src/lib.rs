@@ -13,7 +13,7 @@
 //!   it is (as Vector's components own theirs): `[store]` is
 //!   [`StoreConfig`], `[otlp]` [`OtlpSettings`], `[[file]]`
 //!   [`FileSourceSettings`], `[[kafka]]` [`KafkaSourceSettings`],
-//!   `[diagnose]` [`DiagnoseSettings`], and `[sql]`, `[slo]`, `[alerts]`,
+//!   `[diagnose]` [`DiagnoseSettings`], `[cluster]` [`ClusterConfig`], and `[sql]`, `[slo]`, `[alerts]`,
 //!   `[jira]` likewise. Each key, its default and its documentation are
 //!   written once, in the owning crate; the binary calls the sections'
 //!   `build()` and never copies a field from one struct to another.
@@ -36,6 +36,7 @@ pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
 pub use overtime_kafka::KafkaSourceSettings;
 pub use overtime_server::SqlConfig;
+pub use overtime_server::cluster::ClusterConfig;
 pub use overtime_slo::SloConfig;
 pub use overtime_store::StoreConfig;
 
@@ -84,6 +85,9 @@ pub struct Config {
     pub diagnose: DiagnoseSettings,
     /// Bounds of `POST /api/sql` and `overtime query` (timeout, rows, memory).
     pub sql: SqlConfig,
+    /// The other collectors sharing the bucket, asked for their unflushed
+    /// rows and live verdicts (docs/deploy.md).
+    pub cluster: ClusterConfig,
     /// SLIs, SLOs, breakers and alert thresholds (docs/metrics.md).
     pub slo: SloConfig,
     /// Where the collector sends its own alerts (Alertmanager v2, webhook).

@@ -56,6 +56,11 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let store = Store::open(cfg.store.clone())
         .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
     let d = &cfg.diagnose;
+    let peers = overtime_server::cluster::Peers::new(
+        &cfg.cluster,
+        secrets.api_token.clone(),
+        store.collector_id(),
+    );
     let state = Arc::new(AppState {
         live: Mutex::new(d.live(plan.diagnose.clone())),
         store: Arc::new(store),
@@ -64,6 +69,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         token: secrets.api_token.clone(),
         ready: AtomicBool::new(false),
         metrics: Metrics::new(cfg.slo.clone()),
+        peers: Arc::new(peers),
     });
     let since = pipeline::now_us() - d.keep_ms as i64 * 1000;
     pipeline::replay_recent(&state, since)

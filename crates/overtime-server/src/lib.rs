@@ -13,6 +13,7 @@
 pub mod advice_api;
 pub mod api;
 pub mod auth;
+pub mod cluster;
 pub mod error;
 pub mod metrics;
 pub mod pipeline;
@@ -44,6 +45,9 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// `/metrics` and `/api/slo`: SLOs, totals, pipeline health.
     pub metrics: metrics::Metrics,
+    /// The other collectors sharing the bucket (`[cluster]`); empty when
+    /// this one answers alone.
+    pub peers: Arc<cluster::Peers>,
 }
 
 impl AppState {
@@ -79,6 +83,7 @@ impl AppState {
             token: None,
             ready: AtomicBool::new(true),
             metrics: metrics::Metrics::default(),
+            peers: Arc::new(cluster::Peers::new(&Default::default(), None, "")),
         }
     }
 }
@@ -97,11 +102,27 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/advice", get(advice_api::get_advice))
         .route("/api/whatif", post(advice_api::post_whatif))
         .route("/metrics", get(metrics::get_metrics))
+        .route("/api/cluster/unflushed", get(cluster::get_unflushed))
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
         ))
         .merge(ui_routes::open())
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            name_the_collector,
+        ))
         .with_state(state)
+}
+
+/// Every answer says which collector gave it ([`cluster::COLLECTOR_HEADER`]).
+async fn name_the_collector(
+    axum::extract::State(s): axum::extract::State<Arc<AppState>>,
+    mut resp: axum::response::Response,
+) -> axum::response::Response {
+    if let Some(v) = cluster::collector_header(&s.store) {
+        resp.headers_mut().insert(cluster::COLLECTOR_HEADER, v);
+    }
+    resp
 }

@@ -19,7 +19,7 @@ use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 use overtime_diagnose::IncidentReport;
 use overtime_model::Verdict;
-use overtime_store::Store;
+use overtime_store::{PeerSource, Store};
 use std::sync::Arc;
 
 /// Longest SQL text accepted.
@@ -59,6 +59,18 @@ pub fn session(
     incidents: &[IncidentReport],
     limits: &SqlConfig,
 ) -> Result<SessionContext, SqlError> {
+    session_with_peers(store, verdicts, incidents, limits, None)
+}
+
+/// [`session`] whose store tables also read the peers' unflushed rows
+/// (`crate::cluster`).
+pub fn session_with_peers(
+    store: &Store,
+    verdicts: &[(u32, Verdict)],
+    incidents: &[IncidentReport],
+    limits: &SqlConfig,
+    peers: Option<Arc<dyn PeerSource>>,
+) -> Result<SessionContext, SqlError> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(limits.memory_bytes, 1.0)
         .build_arc()
@@ -68,7 +80,7 @@ pub fn session(
         runtime,
     );
     store
-        .register(&ctx)
+        .register_with_peers(&ctx, peers)
         .map_err(|e| SqlError::Failed(e.to_string()))?;
     crate::sql_guard::install(&ctx, limits.memory_bytes);
     let v = verdicts_batch(verdicts.iter().map(|(r, v)| (*r, v)));

@@ -5,4 +5,5 @@
 
 mod advice;
 mod api;
+mod cluster;
 mod metrics;

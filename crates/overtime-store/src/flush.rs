@@ -121,6 +121,7 @@ impl Inner {
                 st.files[idx(f.table)].push(Arc::new(f));
             }
             st.frozen = None;
+            st.flushed_through = sealed;
         }
         self.reserved.fetch_sub(frozen.bytes(), Ordering::SeqCst);
         self.flushes.fetch_add(1, Ordering::Relaxed);

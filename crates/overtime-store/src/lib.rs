@@ -13,6 +13,7 @@
 //!   └─ one Parquet file per table per hour: sorted by time, bloom(trace_id),
 //!      page statistics → manifest(flushed_through, checkpoints) → WAL truncated
 //! read: trace(id) · scan(table, from, to) · register(ctx) for SQL
+//!   (each optionally joined with peers' unflushed rows: unflushed())
 //! ```
 //!
 //! Files under `data_dir`: `wal/<seq>.wal`, `MANIFEST.json`,
@@ -42,6 +43,7 @@ mod flush;
 mod manifest;
 mod memtable;
 mod objects;
+mod peers;
 mod provider;
 mod read;
 mod segment;
@@ -52,6 +54,7 @@ mod wal;
 pub use config::StoreConfig;
 pub use error::StoreError;
 pub use flush::{FlushReport, RetentionReport};
+pub use peers::{PeerSource, Unflushed};
 pub use store::{RETRY_AFTER_MS, Store, StoreStats, TableStats};
 
 /// The formats on disk and in the bucket, for the crash, recovery and

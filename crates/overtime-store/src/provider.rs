@@ -25,6 +25,7 @@
 //! ```
 
 use crate::StoreError;
+use crate::peers::PeerSource;
 use crate::segment::Source;
 use crate::store::{Inner, Store};
 use crate::tables::{stored_schema, time_column, trace_column};
@@ -57,6 +58,17 @@ impl Store {
     /// (replacing tables of those names), and with `[store] url` the
     /// object store the Parquet files are read from.
     pub fn register(&self, ctx: &SessionContext) -> Result<(), StoreError> {
+        self.register_with_peers(ctx, None)
+    }
+
+    /// [`Store::register`], with every scan also asking `peers` for their
+    /// unflushed rows in the scan's time range (and trace, when the query
+    /// names one), merged as `peers.rs` describes.
+    pub fn register_with_peers(
+        &self,
+        ctx: &SessionContext,
+        peers: Option<Arc<dyn PeerSource>>,
+    ) -> Result<(), StoreError> {
         if let Some(b) = &self.inner.bucket {
             let url = ObjectStoreUrl::parse(b.base()).map_err(|source| StoreError::DataFusion {
                 table: b.base().to_string(),
@@ -73,6 +85,7 @@ impl Store {
             let provider = StoreTable {
                 table: t,
                 inner: self.inner.clone(),
+                peers: peers.clone(),
             };
             ctx.register_table(t.as_str(), Arc::new(provider))
                 .map_err(df)?;
@@ -85,6 +98,7 @@ impl Store {
 pub struct StoreTable {
     table: Table,
     inner: Arc<Inner>,
+    peers: Option<Arc<dyn PeerSource>>,
 }
 
 impl fmt::Debug for StoreTable {
@@ -235,18 +249,24 @@ impl TableProvider for StoreTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let schema = self.schema();
         let ext = |e: StoreError| DataFusionError::External(Box::new(e));
+        let (lo, hi) = time_bounds(filters, time_column(self.table));
+        let trace = trace_column(self.table).and_then(|c| trace_literal(filters, c));
+        let answers = match &self.peers {
+            Some(p) => p.unflushed(self.table, lo, hi, trace).await,
+            None => Vec::new(),
+        };
         let (mem, files) = if self.inner.bucket.is_some() {
             // Listing the bucket blocks: off the async worker.
             let (inner, table) = (self.inner.clone(), self.table);
-            tokio::task::spawn_blocking(move || inner.snapshot(table))
+            tokio::task::spawn_blocking(move || inner.snapshot_with(table, &answers))
                 .await
                 .map_err(|e| DataFusionError::External(Box::new(e)))?
                 .map_err(ext)?
         } else {
-            self.inner.snapshot(self.table).map_err(ext)?
+            self.inner
+                .snapshot_with(self.table, &answers)
+                .map_err(ext)?
         };
-        let (lo, hi) = time_bounds(filters, time_column(self.table));
-        let trace = trace_column(self.table).and_then(|c| trace_literal(filters, c));
         let files: Vec<_> = files
             .into_iter()
             .filter(|f| f.overlaps(lo, hi) && trace.is_none_or(|t| f.may_hold_trace(t)))

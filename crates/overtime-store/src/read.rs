@@ -25,6 +25,7 @@
 
 use crate::StoreError;
 use crate::memtable::{filter_time, filter_trace};
+use crate::peers::Unflushed;
 use crate::store::{Inner, Store};
 use arrow::record_batch::RecordBatch;
 use overtime_model::Table;
@@ -37,9 +38,22 @@ impl Store {
         &self,
         trace_id: &str,
     ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), StoreError> {
+        self.trace_with(trace_id, &[], &[])
+    }
+
+    /// [`Store::trace`] joined with the peers' unflushed rows of the trace
+    /// (`gateway` and `spans`: their answers for each table; see
+    /// [`Store::unflushed`]): every row of the trace, wherever it is, once.
+    pub fn trace_with(
+        &self,
+        trace_id: &str,
+        gateway: &[Unflushed],
+        spans: &[Unflushed],
+    ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), StoreError> {
         Ok((
-            self.inner.trace_rows(Table::GatewayRequests, trace_id)?,
-            self.inner.trace_rows(Table::Spans, trace_id)?,
+            self.inner
+                .trace_rows(Table::GatewayRequests, trace_id, gateway)?,
+            self.inner.trace_rows(Table::Spans, trace_id, spans)?,
         ))
     }
 
@@ -69,8 +83,13 @@ impl Store {
 }
 
 impl Inner {
-    fn trace_rows(&self, t: Table, trace_id: &str) -> Result<Vec<RecordBatch>, StoreError> {
-        let (mem, files) = self.snapshot(t)?;
+    fn trace_rows(
+        &self,
+        t: Table,
+        trace_id: &str,
+        peers: &[Unflushed],
+    ) -> Result<Vec<RecordBatch>, StoreError> {
+        let (mem, files) = self.snapshot_with(t, peers)?;
         let mut out = Vec::new();
         for f in files.iter().filter(|f| f.may_hold_trace(trace_id)) {
             self.files_scanned.fetch_add(1, Ordering::Relaxed);

@@ -81,6 +81,10 @@ pub(crate) struct State {
     pub frozen: Option<Memtable>,
     pub files: [Vec<Arc<SegmentFile>>; 3],
     pub checkpoints: BTreeMap<String, String>,
+    /// The flush sequence of the newest published flush (the manifest's
+    /// `flushed_through`): our files up to it are visible, rows after it
+    /// are in the memtable. Peers are told it with their unflushed rows.
+    pub flushed_through: u64,
 }
 
 #[derive(Default)]

@@ -8,6 +8,7 @@ mod common;
 mod crash;
 mod object_store;
 mod parquet_sql;
+mod peers;
 mod queries;
 mod retention_checkpoints;
 mod schema_upgrade;

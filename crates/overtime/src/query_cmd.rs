@@ -15,9 +15,11 @@ use anyhow::{Context, Result};
 use arrow::record_batch::RecordBatch;
 use overtime_config::Config;
 use overtime_model::Table;
+use overtime_server::cluster::Peers;
 use overtime_server::sql;
 use overtime_store::Store;
 use std::io::Read;
+use std::sync::Arc;
 
 pub fn run(a: QueryArgs) -> Result<()> {
     let text = sql_text(&a)?;
@@ -112,8 +114,23 @@ async fn local(a: &QueryArgs, text: &str, mut cfg: Config) -> Result<(Vec<Record
     } else {
         (Vec::new(), Vec::new())
     };
-    let ctx = sql::session(&store, &verdicts, &incidents, &cfg.sql)?;
+    // With [cluster] peers, their unflushed rows too (docs/deploy.md).
+    let token = std::env::var(&cfg.server.token_env)
+        .ok()
+        .filter(|t| !t.is_empty());
+    let peers = Arc::new(Peers::new(&cfg.cluster, token, store.collector_id()));
+    let asked = (!peers.is_empty()).then(|| peers.query());
+    let source = asked
+        .clone()
+        .map(|p| p as Arc<dyn overtime_store::PeerSource>);
+    let ctx = sql::session_with_peers(&store, &verdicts, &incidents, &cfg.sql, source)?;
     let r = sql::run(&ctx, text, &cfg.sql).await?;
+    for u in asked.map(|p| p.report().unanswered).unwrap_or_default() {
+        eprintln!(
+            "warning: peer {} did not answer ({}): its unflushed rows are missing",
+            u.peer, u.error
+        );
+    }
     Ok((r.batches, r.truncated))
 }
 
@@ -137,6 +154,19 @@ async fn remote(
         .await
         .with_context(|| format!("POST {endpoint}"))?;
     let status = resp.status();
+    if let Some(report) = resp
+        .headers()
+        .get(overtime_server::api::PEERS_HEADER)
+        .and_then(|v| serde_json::from_slice::<serde_json::Value>(v.as_bytes()).ok())
+    {
+        for u in report["unanswered"].as_array().into_iter().flatten() {
+            eprintln!(
+                "warning: peer {} did not answer ({}): its unflushed rows are missing",
+                u["peer"].as_str().unwrap_or("?"),
+                u["error"].as_str().unwrap_or("?")
+            );
+        }
+    }
     let body = resp
         .bytes()
         .await

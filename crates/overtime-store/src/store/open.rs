@@ -208,6 +208,7 @@ impl Store {
                 frozen: None,
                 files,
                 checkpoints,
+                flushed_through: manifest.flushed_through,
             }),
             reserved,
             flush_lock: Mutex::new(()),

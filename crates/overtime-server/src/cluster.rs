@@ -1,0 +1,395 @@
+//! `[cluster]`: the other collectors this one asks for what they have not
+//! flushed yet, so that its SQL, trace lookup and trace search answer for
+//! every collector (docs/deploy.md, "Several collectors").
+//!
+//! Design rules:
+//! - Collectors share one bucket (`[store] url`): flushed rows are read
+//!   from there; a peer is asked only for its unflushed rows
+//!   (`GET /api/cluster/unflushed`, Arrow IPC) and its live verdicts
+//!   (`local=1` on the trace endpoints, which never fans out again).
+//! - A query never fails because a peer is slow or down: each peer gets
+//!   `peer_timeout_ms`, all are asked at once, and the answer says which
+//!   peers did not respond and why ([`PeerReport`]).
+//! - One `peers` list can serve every collector: a collector recognises
+//!   itself by its collector id in the answer and ignores it.
+//!
+//! ```
+//! use overtime_server::cluster::ClusterConfig;
+//! let c: ClusterConfig = toml::from_str(r#"peers = ["http://collector-b:8080"]"#).unwrap();
+//! assert_eq!(c.peer_timeout_ms, 2_000);
+//! ```
+
+use crate::error::ApiError;
+use arrow::record_batch::RecordBatch;
+use async_trait::async_trait;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use overtime_model::Table;
+use overtime_store::{PeerSource, Store, Unflushed};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The header naming the answering collector.
+pub const COLLECTOR_HEADER: &str = "x-overtime-collector";
+/// The header with the answering collector's newest published flush.
+pub const FLUSHED_THROUGH_HEADER: &str = "x-overtime-flushed-through";
+
+/// `[cluster]`: which collectors to ask and how long to wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Base URLs of the other collectors' APIs (`http://host:8080`). May
+    /// list this collector too. Empty: this collector answers alone.
+    pub peers: Vec<String>,
+    /// How long a query waits for one peer, in ms; a peer that takes
+    /// longer is reported as not responding.
+    pub peer_timeout_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            peers: Vec::new(),
+            peer_timeout_ms: 2_000,
+        }
+    }
+}
+
+/// How a peer is reached: its URLs, the wait, the token to send.
+#[derive(Debug)]
+pub struct Peers {
+    urls: Vec<String>,
+    timeout: Duration,
+    token: Option<String>,
+    self_id: String,
+    http: reqwest::Client,
+}
+
+/// A peer that did not answer, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unanswered {
+    /// The peer's URL as configured.
+    pub peer: String,
+    /// What went wrong: a timeout, a refused connection, an error status.
+    pub error: String,
+}
+
+/// Which peers a query asked and which did not answer; in every answer
+/// that used them (`"peers"` in JSON, headers with Arrow).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PeerReport {
+    /// Peers configured (this collector excluded once recognised).
+    pub asked: usize,
+    /// The ones that did not answer in time or answered with an error.
+    pub unanswered: Vec<Unanswered>,
+}
+
+impl Peers {
+    /// The peers of `cfg`, sending `token` as a bearer token (collectors
+    /// of one deployment share it); `self_id` is this store's collector id.
+    pub fn new(cfg: &ClusterConfig, token: Option<String>, self_id: &str) -> Peers {
+        Peers {
+            urls: cfg
+                .peers
+                .iter()
+                .map(|u| u.trim_end_matches('/').to_string())
+                .filter(|u| !u.is_empty())
+                .collect(),
+            timeout: Duration::from_millis(cfg.peer_timeout_ms.max(1)),
+            token,
+            self_id: self_id.to_string(),
+            // No idle pool: SQL scans ask from the query's own runtime,
+            // which ends with the query, and a pooled connection would
+            // die with it.
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// No peers configured.
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty()
+    }
+
+    /// One query's use of the peers: it remembers who did not answer.
+    pub fn query(self: &Arc<Self>) -> Arc<PeerQuery> {
+        Arc::new(PeerQuery {
+            peers: self.clone(),
+            unanswered: Mutex::new(BTreeMap::new()),
+            itself: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// The peers as one query sees them (a [`PeerSource`] for the store).
+#[derive(Debug)]
+pub struct PeerQuery {
+    peers: Arc<Peers>,
+    unanswered: Mutex<BTreeMap<String, String>>,
+    /// URLs that turned out to be this collector.
+    itself: Mutex<Vec<String>>,
+}
+
+impl PeerQuery {
+    /// Who was asked and who did not answer, so far.
+    pub fn report(&self) -> PeerReport {
+        let itself = self.itself.lock().expect("peer lock").clone();
+        PeerReport {
+            asked: self
+                .peers
+                .urls
+                .iter()
+                .filter(|u| !itself.contains(u))
+                .count(),
+            unanswered: self
+                .unanswered
+                .lock()
+                .expect("peer lock")
+                .iter()
+                .map(|(peer, error)| Unanswered {
+                    peer: peer.clone(),
+                    error: error.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    fn failed(&self, url: &str, why: String) {
+        self.unanswered
+            .lock()
+            .expect("peer lock")
+            .entry(url.to_string())
+            .or_insert(why);
+    }
+
+    async fn get(&self, url: &str, path_and_query: &str) -> Result<reqwest::Response, String> {
+        let mut req = self
+            .peers
+            .http
+            .get(format!("{url}{path_and_query}"))
+            .timeout(self.peers.timeout);
+        if let Some(t) = &self.peers.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| {
+            if e.is_timeout() {
+                format!("no answer within {} ms", self.peers.timeout.as_millis())
+            } else {
+                format!("unreachable: {e}")
+            }
+        })?;
+        let from = resp
+            .headers()
+            .get(COLLECTOR_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !from.is_empty() && from == self.peers.self_id {
+            self.itself.lock().expect("peer lock").push(url.to_string());
+            return Err(String::new());
+        }
+        Ok(resp)
+    }
+
+    /// `GET path_and_query` on every peer at once; the JSON of each that
+    /// answered 200, with its URL. A 404 counts as an answer of `None`.
+    pub async fn get_json(&self, path_and_query: &str) -> Vec<(String, Option<serde_json::Value>)> {
+        let asks = self.peers.urls.iter().map(|url| async move {
+            let resp = match self.get(url, path_and_query).await {
+                Ok(r) => r,
+                Err(why) if why.is_empty() => return None,
+                Err(why) => {
+                    self.failed(url, why);
+                    return None;
+                }
+            };
+            let status = resp.status();
+            if status == reqwest::StatusCode::NOT_FOUND {
+                return Some((url.clone(), None));
+            }
+            if !status.is_success() {
+                self.failed(url, format!("answered {status}"));
+                return None;
+            }
+            let body = match resp.bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    self.failed(url, format!("reading: {e}"));
+                    return None;
+                }
+            };
+            match serde_json::from_slice::<serde_json::Value>(&body) {
+                Ok(v) => Some((url.clone(), Some(v))),
+                Err(e) => {
+                    self.failed(url, format!("unreadable answer: {e}"));
+                    None
+                }
+            }
+        });
+        futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    async fn unflushed_from(&self, url: &str, query: &str) -> Result<Option<Unflushed>, String> {
+        let resp = match self
+            .get(url, &format!("/api/cluster/unflushed?{query}"))
+            .await
+        {
+            Ok(r) => r,
+            Err(why) if why.is_empty() => return Ok(None),
+            Err(why) => return Err(why),
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("answered {status}"));
+        }
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let collector_id = header(COLLECTOR_HEADER).unwrap_or_default();
+        let flushed_through = header(FLUSHED_THROUGH_HEADER)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                format!("no {FLUSHED_THROUGH_HEADER} header (not an overtime collector?)")
+            })?;
+        let body = resp.bytes().await.map_err(|e| format!("reading: {e}"))?;
+        let batches = if body.is_empty() {
+            Vec::new()
+        } else {
+            arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
+                .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("unreadable Arrow answer: {e}"))?
+        };
+        Ok(Some(Unflushed {
+            collector_id,
+            flushed_through,
+            batches,
+        }))
+    }
+}
+
+#[async_trait]
+impl PeerSource for PeerQuery {
+    async fn unflushed(
+        &self,
+        table: Table,
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+        trace_id: Option<&str>,
+    ) -> Vec<Unflushed> {
+        let q = {
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            q.append_pair("table", table.as_str());
+            if let Some(f) = from_us {
+                q.append_pair("from_us", &f.to_string());
+            }
+            if let Some(t) = to_us {
+                q.append_pair("to_us", &t.to_string());
+            }
+            if let Some(id) = trace_id {
+                q.append_pair("trace_id", id);
+            }
+            q.finish()
+        };
+        let asks = self.peers.urls.iter().map(|url| {
+            let q = q.clone();
+            async move {
+                match self.unflushed_from(url, &q).await {
+                    Ok(u) => u,
+                    Err(why) => {
+                        self.failed(url, why);
+                        None
+                    }
+                }
+            }
+        });
+        futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+/// The query of `GET /api/cluster/unflushed`.
+#[derive(Debug, Deserialize)]
+pub struct UnflushedQuery {
+    /// `gateway_requests`, `spans` or `rejected`.
+    pub table: String,
+    /// Lower time bound, µs since the epoch (inclusive).
+    pub from_us: Option<i64>,
+    /// Upper time bound, µs since the epoch (exclusive).
+    pub to_us: Option<i64>,
+    /// Only this trace's rows.
+    pub trace_id: Option<String>,
+}
+
+/// `GET /api/cluster/unflushed`: this collector's unflushed rows of one
+/// table as an Arrow IPC stream, its collector id and newest published
+/// flush in headers ([`COLLECTOR_HEADER`], [`FLUSHED_THROUGH_HEADER`]).
+pub async fn get_unflushed(
+    State(s): State<Arc<crate::AppState>>,
+    Query(q): Query<UnflushedQuery>,
+) -> Result<Response, ApiError> {
+    let table = Table::ALL
+        .into_iter()
+        .find(|t| t.as_str() == q.table)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "bad_table",
+                format!("table={:?}: gateway_requests, spans or rejected", q.table),
+            )
+        })?;
+    let store = s.store.clone();
+    let u = tokio::task::spawn_blocking(move || {
+        store.unflushed(table, q.from_us, q.to_us, q.trace_id.as_deref())
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string()))?;
+    let body = ipc_stream(&u.batches)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/vnd.apache.arrow.stream"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&u.collector_id) {
+        headers.insert(COLLECTOR_HEADER, v);
+    }
+    headers.insert(FLUSHED_THROUGH_HEADER, HeaderValue::from(u.flushed_through));
+    Ok((headers, body).into_response())
+}
+
+/// Batches as one Arrow IPC stream (empty body for no batches).
+pub fn ipc_stream(batches: &[RecordBatch]) -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    if let Some(first) = batches.first() {
+        let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut buf, &first.schema())
+            .map_err(|e| e.to_string())?;
+        for b in batches {
+            w.write(b).map_err(|e| e.to_string())?;
+        }
+        w.finish().map_err(|e| e.to_string())?;
+    }
+    Ok(buf)
+}
+
+/// Adds this collector's id to every answer, so a peer that has itself in
+/// its `peers` list recognises it.
+pub fn collector_header(store: &Store) -> Option<HeaderValue> {
+    let id = store.collector_id();
+    (!id.is_empty())
+        .then(|| HeaderValue::from_str(id).ok())
+        .flatten()
+}

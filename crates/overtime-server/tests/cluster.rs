@@ -1,0 +1,284 @@
+//! Two collectors sharing one bucket, each with the other (and itself) in
+//! `[cluster] peers`, served on real sockets: what one collector holds
+//! only in its memtable or its live verdicts is found from the other —
+//! by SQL, trace lookup and trace search — each row once, whether or not
+//! it was flushed; a peer that is down or silent is named in the answer,
+//! which still comes.
+
+use overtime_model::{RecordSink, Table};
+use overtime_parse::nginx::{GatewayParser, LogFormat};
+use overtime_parse::spans::{SpanFormat, parse_span_bytes};
+use overtime_server::cluster::{ClusterConfig, Peers};
+use overtime_server::pipeline::DiagnosingSink;
+use overtime_server::{AppState, router};
+use overtime_store::{Store, StoreConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn fixture(f: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/incidents/c_dns_retry")
+        .join(f)
+}
+
+/// Incident C's gateway lines and spans as batches.
+fn incident_c() -> (
+    arrow::record_batch::RecordBatch,
+    arrow::record_batch::RecordBatch,
+) {
+    let body = std::fs::read_to_string(fixture("log_format.txt")).unwrap();
+    let mut p = GatewayParser::new(LogFormat::compile(&body).unwrap(), "access", 0);
+    p.push_bytes(&std::fs::read(fixture("access.log")).unwrap(), 1);
+    let spans = parse_span_bytes(
+        SpanFormat::Jsonl,
+        &std::fs::read(fixture("spans.jsonl")).unwrap(),
+        "spans.jsonl",
+    );
+    (p.finish().0, spans.to_batches().0)
+}
+
+struct Collector {
+    state: Arc<AppState>,
+    url: String,
+}
+
+fn open_store(dir: &Path, bucket: &Path, id: &str) -> Store {
+    Store::open(StoreConfig {
+        data_dir: dir.to_path_buf(),
+        url: Some(format!("file://{}", bucket.display())),
+        collector_id: Some(id.into()),
+        flush_interval_ms: 0,
+        // The fixtures are older than the default retention.
+        retention_age_hours: None,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// A collector on a real socket whose peers are `peers` (filled in later
+/// through the returned handle's URL list when it must include itself).
+async fn start(store: Store, peers: Vec<String>, timeout_ms: u64) -> Collector {
+    let id = store.collector_id().to_string();
+    let cluster = ClusterConfig {
+        peers,
+        peer_timeout_ms: timeout_ms,
+    };
+    let state = Arc::new(AppState {
+        peers: Arc::new(Peers::new(&cluster, None, &id)),
+        ..AppState::with_defaults(store)
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Collector { state, url }
+}
+
+/// Two listeners bound up front, so each collector can name both.
+async fn two_ports() -> (tokio::net::TcpListener, tokio::net::TcpListener) {
+    (
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    )
+}
+
+async fn serve_on(l: tokio::net::TcpListener, store: Store, peers: Vec<String>) -> Collector {
+    let id = store.collector_id().to_string();
+    let cluster = ClusterConfig {
+        peers,
+        ..Default::default()
+    };
+    let state = Arc::new(AppState {
+        peers: Arc::new(Peers::new(&cluster, None, &id)),
+        ..AppState::with_defaults(store)
+    });
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    Collector { state, url }
+}
+
+async fn get(url: &str) -> (u16, serde_json::Value) {
+    let r = reqwest::get(url).await.unwrap();
+    let status = r.status().as_u16();
+    let body = r.bytes().await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or_default())
+}
+
+async fn sql(c: &Collector, q: &str) -> serde_json::Value {
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/sql", c.url))
+        .body(serde_json::json!({ "sql": q }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{q}");
+    serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
+}
+
+async fn count(c: &Collector, table: &str) -> u64 {
+    let v = sql(c, &format!("SELECT count(*) AS n FROM {table}")).await;
+    v["rows"][0]["n"].as_u64().unwrap()
+}
+
+/// Two collectors on one bucket, each listing both URLs (itself too).
+async fn pair() -> (Collector, Collector, [tempfile::TempDir; 3]) {
+    let dirs = [
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    ];
+    let (la, lb) = two_ports().await;
+    let urls = vec![
+        format!("http://{}", la.local_addr().unwrap()),
+        format!("http://{}", lb.local_addr().unwrap()),
+    ];
+    let a = open_store(dirs[0].path(), dirs[2].path(), "collector-a");
+    let b = open_store(dirs[1].path(), dirs[2].path(), "collector-b");
+    let a = serve_on(la, a, urls.clone()).await;
+    let b = serve_on(lb, b, urls).await;
+    (a, b, dirs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_on_one_collector_counts_every_row_of_the_other_once_before_and_after_its_flush() {
+    let (a, b, _dirs) = pair().await;
+    let (gw, spans) = incident_c();
+    let (n_gw, n_spans) = (gw.num_rows() as u64, spans.num_rows() as u64);
+    a.state
+        .store
+        .write(Table::GatewayRequests, gw.clone(), None)
+        .unwrap();
+    a.state
+        .store
+        .write(Table::Spans, spans.clone(), None)
+        .unwrap();
+
+    // Only in a's memtable: b counts it through a's answer.
+    assert_eq!(count(&b, "spans").await, n_spans);
+    assert_eq!(count(&b, "gateway_requests").await, n_gw);
+    let answer = sql(&b, "SELECT count(*) AS n FROM spans").await;
+    assert_eq!(answer["peers"]["asked"], 1, "b recognised itself: {answer}");
+    assert_eq!(answer["peers"]["unanswered"], serde_json::json!([]));
+
+    // Flushed to the bucket: read from there, not also from a's memtable.
+    a.state.store.flush().unwrap();
+    assert_eq!(count(&b, "spans").await, n_spans);
+    assert_eq!(count(&b, "gateway_requests").await, n_gw);
+
+    // New rows on a, half flushed: still each once, from both sides.
+    a.state.store.write(Table::Spans, spans, None).unwrap();
+    assert_eq!(count(&b, "spans").await, 2 * n_spans);
+    assert_eq!(count(&a, "spans").await, 2 * n_spans);
+    // b's own rows count too, seen from a.
+    b.state
+        .store
+        .write(Table::GatewayRequests, gw, None)
+        .unwrap();
+    assert_eq!(count(&a, "gateway_requests").await, 2 * n_gw);
+    assert_eq!(count(&b, "gateway_requests").await, 2 * n_gw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_only_the_other_collector_judged_is_found_and_searched_from_either() {
+    let (a, b, _dirs) = pair().await;
+    let (gw, spans) = incident_c();
+    let sink = DiagnosingSink {
+        state: a.state.clone(),
+    };
+    sink.write(Table::GatewayRequests, gw, None).unwrap();
+    sink.write(Table::Spans, spans, None).unwrap();
+    overtime_server::pipeline::tick(&a.state);
+
+    let (_, on_a) = get(&format!("{}/api/traces?limit=1000&local=1", a.url)).await;
+    let total = on_a["total"].as_u64().unwrap();
+    assert!(total > 0, "incident C has failing traces: {on_a}");
+    // b has none of its own, and lists a's.
+    let (status, on_b) = get(&format!("{}/api/traces?limit=1000", b.url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(on_b["total"].as_u64(), Some(total), "{on_b}");
+    assert_eq!(on_b["traces"], on_a["traces"]);
+    let (_, local_b) = get(&format!("{}/api/traces?local=1", b.url)).await;
+    assert_eq!(local_b["total"], 0, "local=1 never asks the peers");
+
+    // Looked up from b: a's live verdict, its revision and all.
+    let first = &on_a["traces"][0];
+    let id = first["trace_id"].as_str().unwrap();
+    let (status, v) = get(&format!("{}/api/traces/{id}", b.url)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["trace_id"], id);
+    assert_eq!(v["root_cause"]["kind"], first["kind"]);
+    assert_eq!(v["revision"], first["revision"]);
+    assert_eq!(v["peers"]["unanswered"], serde_json::json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_the_other_collector_holds_unflushed_is_diagnosed_from_its_rows() {
+    let (a, b, _dirs) = pair().await;
+    let (gw, spans) = incident_c();
+    // Written to a's store only: no live verdict anywhere.
+    a.state
+        .store
+        .write(Table::GatewayRequests, gw, None)
+        .unwrap();
+    a.state.store.write(Table::Spans, spans, None).unwrap();
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("truth.json")).unwrap()).unwrap();
+    let (id, t) = truth["failing"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .expect("truth names a failing trace");
+    let kind = t["kind"].as_str().unwrap();
+    let (status, v) = get(&format!("{}/api/traces/{id}", b.url)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["root_cause"]["kind"], kind, "{v}");
+    assert_eq!(v["root_cause"]["component"], t["component"], "{v}");
+    // The same verdict once a has flushed it into the bucket.
+    a.state.store.flush().unwrap();
+    let (_, after) = get(&format!("{}/api/traces/{id}", b.url)).await;
+    assert_eq!(after["root_cause"], v["root_cause"]);
+    assert_eq!(after["timeline"], v["timeline"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_that_are_down_or_silent_are_named_and_the_answer_still_comes() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    }; // closed again: connections are refused
+    // Accepts connections (the kernel's backlog) and never answers.
+    let silent_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://{}", silent_listener.local_addr().unwrap());
+    let store = open_store(dirs[0].path(), dirs[1].path(), "collector-b");
+    let (gw, _) = incident_c();
+    let n = gw.num_rows() as u64;
+    store.write(Table::GatewayRequests, gw, None).unwrap();
+    let b = start(store, vec![down.clone(), silent.clone()], 300).await;
+
+    let answer = sql(&b, "SELECT count(*) AS n FROM gateway_requests").await;
+    assert_eq!(answer["rows"][0]["n"].as_u64(), Some(n));
+    assert_eq!(answer["peers"]["asked"], 2);
+    let unanswered = answer["peers"]["unanswered"].as_array().unwrap();
+    let why = |peer: &str| {
+        unanswered
+            .iter()
+            .find(|u| u["peer"] == peer)
+            .and_then(|u| u["error"].as_str())
+            .unwrap_or_else(|| panic!("{peer} not named: {answer}"))
+            .to_string()
+    };
+    assert!(why(&down).contains("unreachable"), "{answer}");
+    assert!(why(&silent).contains("no answer within 300 ms"), "{answer}");
+
+    // A lookup that finds nothing says where it could not look.
+    let (status, v) = get(&format!("{}/api/traces/{}", b.url, "ab".repeat(16))).await;
+    assert_eq!(status, 404);
+    assert!(v["error"].as_str().unwrap().contains(&silent), "{v}");
+    let (status, list) = get(&format!("{}/api/traces", b.url)).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["peers"]["unanswered"].as_array().unwrap().len(), 2);
+    drop(silent_listener);
+}
