@@ -173,7 +173,7 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
         acked.len()
     );
 
-    wait_for(PATIENCE_SECS, "all 300 nginx lines stored", || {
+    wait_for(2 * PATIENCE_SECS, "all 300 nginx lines stored", || {
         query(api, "SELECT count(*) AS n FROM gateway_requests")[0]["n"] == 300
     });
     let per_uri = query(
