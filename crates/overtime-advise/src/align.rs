@@ -187,15 +187,17 @@ pub(crate) fn align(
                 dur(need),
                 target * 100.0
             ),
-            Some(b) if b < need => format!(
-                "{} is shorter than the {} the downstream calls need",
+            // The rule is strict: a budget equal to what the calls need
+            // ends together with a chain that uses all of its timeouts.
+            Some(b) if b <= need => format!(
+                "{} is not longer than the {} the downstream calls need",
                 dur(b),
                 dur(need)
             ),
             Some(b) => format!("{} covers the {} needed", dur(b), dur(need)),
         };
         let budget_final = match budget_now {
-            Some(b) if b >= need && b < floor_of(&steps).unwrap_or(f64::INFINITY) => b,
+            Some(b) if b > need && b < floor_of(&steps).unwrap_or(f64::INFINITY) => b,
             _ => budget_rec,
         };
         steps.push(AlignStep {

@@ -1,4 +1,5 @@
 //! Every integration test of overtime-advise, in one test binary.
 
+mod alignment;
 mod proof;
 mod whatif_replay;

@@ -236,6 +236,57 @@ fn a_503_sent_after_the_gateways_504_is_a_semantic_mask() {
 }
 
 #[test]
+fn a_503_the_service_sent_before_the_gateways_504_is_a_semantic_mask() {
+    // The reverse order of the test above: the service gave up first and
+    // answered 503 in time, yet the client saw 504 (nginx's
+    // `error_page 503 =504`, or an intercepting gateway).
+    let mut b = served(54, 504, 3_000.0, 2_500.0);
+    b.spans[0].http_status = Some(503);
+    b.spans[0].status = SpanStatus::Error;
+    b.tool("2", "agent-api", "crm_api", 10.0, 2_490.0).status = SpanStatus::Cancelled;
+    let v = verdict(b, 3_000.0);
+    let mask = v
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::SemanticMask)
+        .unwrap_or_else(|| panic!("{:#?}", v.findings));
+    assert!(mask.summary.contains("answered 503"), "{}", mask.summary);
+    assert!(mask.summary.contains("client saw 504"), "{}", mask.summary);
+    assert!(
+        !mask.summary.contains("closed connection"),
+        "it answered before the gateway did: {}",
+        mask.summary
+    );
+}
+
+#[test]
+fn a_504_the_service_sent_that_the_client_saw_as_a_503_is_a_semantic_mask() {
+    // The reverse statuses: the service's own upstream timed out and it
+    // answered 504; the gateway in front turned that into a 503.
+    for (service_end, late) in [(2_500.0, false), (4_000.0, true)] {
+        let mut b = served(55, 503, 3_000.0, service_end);
+        b.spans[0].http_status = Some(504);
+        b.spans[0].status = SpanStatus::Error;
+        b.tool("2", "agent-api", "crm_api", 10.0, service_end - 10.0)
+            .status = SpanStatus::Timeout;
+        let v = verdict(b, 3_000.0);
+        let mask = v
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::SemanticMask)
+            .unwrap_or_else(|| panic!("service at {service_end} ms: {:#?}", v.findings));
+        assert!(mask.summary.contains("answered 504"), "{}", mask.summary);
+        assert!(mask.summary.contains("client saw 503"), "{}", mask.summary);
+        assert_eq!(
+            mask.summary.contains("closed connection"),
+            late,
+            "{}",
+            mask.summary
+        );
+    }
+}
+
+#[test]
 fn no_semantic_mask_when_the_service_answered_what_the_client_saw_or_no_timeout_late() {
     // Same status; a late success; a late failure that was no timeout.
     for (gateway, service) in [(503, 503), (504, 200), (504, 502)] {

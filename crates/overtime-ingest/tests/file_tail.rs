@@ -20,6 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio_util::sync::CancellationToken;
 
+/// Seconds a wait for the tail to catch up may take before the test calls
+/// it a hang: generous, so a slow, loaded machine still passes.
+const PATIENCE_SECS: u64 = 60;
+
 fn nginx_kind() -> RecordFormat {
     RecordFormat::nginx(
         LogFormat::compile("'$status $request_id'").unwrap(),
@@ -107,7 +111,7 @@ fn appends_and_partial_lines() {
     append(&path, 0, 20);
     let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "first 20 rows", || rows(&sink) == 20);
+    wait_for(PATIENCE_SECS, "first 20 rows", || rows(&sink) == 20);
     // A line written in two pieces is read only once it is whole.
     let mut f = OpenOptions::new().append(true).open(&path).unwrap();
     f.write_all(b"503 r2").unwrap();
@@ -116,7 +120,7 @@ fn appends_and_partial_lines() {
     assert_eq!(rows(&sink), 20, "a partial line was parsed");
     f.write_all(b"0\n").unwrap();
     append(&path, 21, 30);
-    wait_for(10, "all rows", || rows(&sink) == 30);
+    wait_for(PATIENCE_SECS, "all rows", || rows(&sink) == 30);
     assert_exactly_once(&sink, 0, 30);
     let g = sink.gateway();
     let r20 = g.iter().find(|r| r.request_id.as_deref() == Some("r20"));
@@ -137,7 +141,9 @@ fn appends_and_partial_lines() {
         .unwrap()
         .write_all(b"not a status line at all\n200 r30\n")
         .unwrap();
-    wait_for(10, "the line after the bad one", || rows(&sink) == 31);
+    wait_for(PATIENCE_SECS, "the line after the bad one", || {
+        rows(&sink) == 31
+    });
     assert_eq!(sink.rejected().len(), 1);
     assert_eq!(sink.rejected()[0].line, 31);
     // Words after the format's last value are text outside the format.
@@ -153,7 +159,7 @@ fn rotation_by_rename_mid_stream() {
     append(&path, 0, 10);
     let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "first rows", || rows(&sink) == 10);
+    wait_for(PATIENCE_SECS, "first rows", || rows(&sink) == 10);
     // The writer keeps its handle: lines written after the rename still go
     // to the old file (as nginx does until reopen), and a partial line
     // there is finished later.
@@ -164,7 +170,7 @@ fn rotation_by_rename_mid_stream() {
     std::thread::sleep(std::time::Duration::from_millis(40));
     old.write_all(b"1\n").unwrap();
     append(&dir.path().join("access.log.1"), 12, 20);
-    wait_for(10, "all rows", || rows(&sink) == 30);
+    wait_for(PATIENCE_SECS, "all rows", || rows(&sink) == 30);
     assert_exactly_once(&sink, 0, 30);
     assert_eq!(tail.stats().rotations.load(Relaxed), 1);
     let p = position(&sink, &path);
@@ -180,7 +186,7 @@ fn copytruncate_mid_stream() {
     append(&path, 0, 15);
     let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "first rows", || rows(&sink) == 15);
+    wait_for(PATIENCE_SECS, "first rows", || rows(&sink) == 15);
     // What logrotate's copytruncate does: copy, then truncate in place.
     fs::copy(&path, dir.path().join("access.log.1")).unwrap();
     File::options()
@@ -189,11 +195,11 @@ fn copytruncate_mid_stream() {
         .unwrap()
         .set_len(0)
         .unwrap();
-    wait_for(10, "truncation seen", || {
+    wait_for(PATIENCE_SECS, "truncation seen", || {
         tail.stats().truncations.load(Relaxed) == 1
     });
     append(&path, 15, 25);
-    wait_for(10, "rows after truncation", || rows(&sink) == 25);
+    wait_for(PATIENCE_SECS, "rows after truncation", || rows(&sink) == 25);
     assert_exactly_once(&sink, 0, 25);
     let p = position(&sink, &path);
     assert_eq!((p.line, p.offset), (10, fs::metadata(&path).unwrap().len()));
@@ -207,7 +213,7 @@ fn restart_resumes_from_checkpoint() {
     append(&path, 0, 50);
     let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "rows", || rows(&sink) == 50);
+    wait_for(PATIENCE_SECS, "rows", || rows(&sink) == 50);
     stop(tail, token);
     // Written while the tail is down, plus a partial line.
     append(&path, 50, 80);
@@ -218,7 +224,7 @@ fn restart_resumes_from_checkpoint() {
         .write_all(b"200 r8")
         .unwrap();
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "rows after restart", || rows(&sink) == 80);
+    wait_for(PATIENCE_SECS, "rows after restart", || rows(&sink) == 80);
     // Stopped again while the sink is full: the undelivered batch is read
     // again after the restart, not lost and not doubled.
     sink.set_full(true);
@@ -228,11 +234,15 @@ fn restart_resumes_from_checkpoint() {
         .unwrap()
         .write_all(b"0\n200 r81\n")
         .unwrap();
-    wait_for(10, "a full answer", || sink.full_answers.load(Relaxed) > 0);
+    wait_for(PATIENCE_SECS, "a full answer", || {
+        sink.full_answers.load(Relaxed) > 0
+    });
     stop(tail, token);
     sink.set_full(false);
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "rows after the second restart", || rows(&sink) == 82);
+    wait_for(PATIENCE_SECS, "rows after the second restart", || {
+        rows(&sink) == 82
+    });
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert_exactly_once(&sink, 0, 82);
     let lines: Vec<u64> = sink.gateway().iter().map(|r| r.line).collect();
@@ -247,14 +257,14 @@ fn restart_after_rotation_while_down() {
     append(&path, 0, 30);
     let sink = Arc::new(RecordingSink::new());
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "rows", || rows(&sink) == 30);
+    wait_for(PATIENCE_SECS, "rows", || rows(&sink) == 30);
     stop(tail, token);
     // While down: more lines, rotation, lines in the new file.
     append(&path, 30, 40);
     fs::rename(&path, dir.path().join("access.log.1")).unwrap();
     append(&path, 40, 55);
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "rows after restart", || rows(&sink) == 55);
+    wait_for(PATIENCE_SECS, "rows after restart", || rows(&sink) == 55);
     std::thread::sleep(std::time::Duration::from_millis(150));
     assert_exactly_once(&sink, 0, 55);
     assert_eq!(tail.stats().lost_positions.load(Relaxed), 0);
@@ -271,7 +281,7 @@ fn full_sink_waits_and_resumes() {
     sink.set_full(true);
     append(&path, 0, 20);
     let (tail, token) = start(config(&path), &sink);
-    wait_for(10, "three full answers", || {
+    wait_for(PATIENCE_SECS, "three full answers", || {
         sink.full_answers.load(Relaxed) >= 3
     });
     assert_eq!(rows(&sink), 0);
@@ -282,7 +292,9 @@ fn full_sink_waits_and_resumes() {
     assert!(tail.stats().lines() <= 7);
     sink.set_full(false);
     append(&path, 20, 40);
-    wait_for(10, "rows after the sink drained", || rows(&sink) == 40);
+    wait_for(PATIENCE_SECS, "rows after the sink drained", || {
+        rows(&sink) == 40
+    });
     assert_exactly_once(&sink, 0, 40);
     assert!(tail.stats().backpressure_ms.load(Relaxed) >= 90);
     stop(tail, token);
@@ -306,7 +318,7 @@ fn span_files_and_bad_checkpoint() {
         ..FileSourceConfig::new(&path, RecordFormat::Spans(SpanFormat::Jsonl))
     };
     let (tail, token) = start(cfg.clone(), &sink);
-    wait_for(10, "spans and the rejection", || {
+    wait_for(PATIENCE_SECS, "spans and the rejection", || {
         sink.rows(Table::Spans) == 5 && sink.rows(Table::Rejected) == 1
     });
     assert_eq!(sink.rejected()[0].reason, "bad_json");
@@ -324,7 +336,7 @@ fn span_files_and_bad_checkpoint() {
     };
     bad.write(Table::Spans, empty, Some(cp)).unwrap();
     let (tail, _token) = start(cfg, &bad);
-    wait_for(10, "the tail to stop", || tail.is_finished());
+    wait_for(PATIENCE_SECS, "the tail to stop", || tail.is_finished());
     let err = tail.join().unwrap_err();
     assert!(err.to_string().contains("somewhere"), "{err}");
 }

@@ -17,6 +17,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Seconds a wait for the tail to catch up may take before the test calls
+/// it a hang: generous, so a slow, loaded machine still passes.
+const PATIENCE_SECS: u64 = 60;
+
 /// Answers every request with a small 200, one connection at a time.
 fn upstream() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -83,14 +87,16 @@ fn real_nginx_rotated_by_rename_and_reopen() {
         get(port, i);
     }
     nginx.reopen();
-    wait_for(10, "nginx to create the new log", || log.exists());
+    wait_for(PATIENCE_SECS, "nginx to create the new log", || {
+        log.exists()
+    });
     for i in 150..300 {
         get(port, i);
         if i % 50 == 0 {
             std::thread::sleep(Duration::from_millis(30));
         }
     }
-    wait_for(20, "300 rows", || {
+    wait_for(PATIENCE_SECS, "300 rows", || {
         sink.rows(overtime_model::Table::GatewayRequests) >= 300
     });
     std::thread::sleep(Duration::from_millis(200));

@@ -152,6 +152,75 @@ async fn whatif_replays_the_stored_traces_and_names_the_ones_that_change() {
 }
 
 #[tokio::test]
+async fn whatif_takes_a_toml_proposal_and_the_504s_go_as_it_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(dir.path(), None);
+    // The model calls may finish, with a budget and a gateway that outlive
+    // them: the same change as `set` above, as the TOML a file would hold.
+    let toml = r#"
+[llm."deepseek-v4-pro"]
+timeout = "130s"
+
+[service]
+budget = "160s"
+
+[gateway.access]
+read_timeout = "180s"
+"#;
+    let req = serde_json::json!({
+        "proposal": toml,
+        "from": "2026-11-25T00:00:00Z", "to": "2026-11-26T00:00:00Z", "seed": 3,
+    });
+    let (status, _, body) = call(&s, "POST", "/api/whatif", &req.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let w = json(&body);
+    let mut keys: Vec<&str> = w["proposal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "gateway.access.read_timeout=180s",
+            "llm.deepseek-v4-pro.timeout=130s",
+            "service.budget=160s"
+        ],
+        "the report says what the proposal set"
+    );
+    assert_eq!(w["before"]["gateway_timeout"], 30.0);
+    assert!(
+        w["after"]["gateway_timeout"].as_f64().unwrap() <= 5.0,
+        "the 504s go: {}",
+        w["after"]
+    );
+    let changed = w["changed"].as_array().unwrap();
+    assert!(changed.len() >= 25, "{changed:?}");
+    assert!(
+        changed.iter().all(|c| c["before"] == "gateway_timeout"),
+        "{changed:?}"
+    );
+
+    // Only a shorter model timeout: the service's 503 still comes after
+    // nginx's 504, so the 504s stay.
+    let req = serde_json::json!({
+        "proposal": "[llm.\"deepseek-v4-pro\"]\ntimeout = \"20s\"\n",
+        "from": "2026-11-25T00:00:00Z", "to": "2026-11-26T00:00:00Z",
+    });
+    let (status, _, body) = call(&s, "POST", "/api/whatif", &req.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let w = json(&body);
+    assert_eq!(w["proposal"][0], "llm.deepseek-v4-pro.timeout=20s");
+    assert!(
+        w["after"]["gateway_timeout"].as_f64().unwrap() >= 30.0,
+        "{}",
+        w["after"]
+    );
+}
+
+#[tokio::test]
 async fn a_bad_proposal_is_a_400_that_says_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let s = state(dir.path(), None);

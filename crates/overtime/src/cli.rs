@@ -185,8 +185,9 @@ pub struct DiagnoseArgs {
     #[arg(long = "parse-only", hide = true)]
     pub parse_only: bool,
     /// Diagnose even when most lines of a gateway log do not match its
-    /// format, or the format gives neither $status nor $request_time
-    /// (otherwise an error: the format is likely wrong).
+    /// format, the format gives neither $status nor $request_time, or most
+    /// records of a span file are rejected (otherwise an error: the format
+    /// or the flag is likely wrong).
     #[arg(long = "allow-rejects")]
     pub allow_rejects: bool,
 }

@@ -146,6 +146,102 @@ fn whatif_on_incident_a_keeps_the_black_hole_and_finds_the_proposal_that_ends_it
 }
 
 #[test]
+fn whatif_reads_a_proposal_file_and_the_504s_go_as_the_file_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("proposal.toml");
+    // Let the model calls finish, with a budget and a gateway that outlive
+    // them — the same change as the --set test above, written as a file.
+    std::fs::write(
+        &file,
+        r#"
+[llm."deepseek-v4-pro"]
+timeout = "130s"
+
+[service]
+budget = "160s"
+
+[gateway.access]
+read_timeout = "180s"
+"#,
+    )
+    .unwrap();
+    let w = json(&overtime(
+        "whatif",
+        &["--proposal", file.to_str().unwrap(), "--json"],
+    ));
+    let mut keys: Vec<&str> = w["proposal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "gateway.access.read_timeout=180s",
+            "llm.deepseek-v4-pro.timeout=130s",
+            "service.budget=160s"
+        ],
+        "the report says what the file proposed"
+    );
+    assert_eq!(w["before"]["gateway_timeout"], 30.0);
+    assert!(
+        w["after"]["gateway_timeout"].as_f64().unwrap() <= 5.0,
+        "the 504s go: {}",
+        w["after"]
+    );
+    assert!(
+        w["now_finish"].as_f64().unwrap() >= 25.0,
+        "{}",
+        w["now_finish"]
+    );
+    let changed = w["changed"].as_array().unwrap();
+    assert!(changed.len() >= 25, "{changed:?}");
+    assert!(
+        changed
+            .iter()
+            .all(|c| c["before"] == "gateway_timeout" && c["after"] != "gateway_timeout"),
+        "{changed:?}"
+    );
+
+    // A file that only shortens the model timeout keeps the black hole:
+    // the service's 503 still comes after nginx's 504.
+    std::fs::write(&file, "[llm.\"deepseek-v4-pro\"]\ntimeout = \"20s\"\n").unwrap();
+    let w = json(&overtime(
+        "whatif",
+        &["--proposal", file.to_str().unwrap(), "--json"],
+    ));
+    assert_eq!(w["proposal"][0], "llm.deepseek-v4-pro.timeout=20s");
+    assert!(
+        w["after"]["gateway_timeout"].as_f64().unwrap() >= 30.0,
+        "{}",
+        w["after"]
+    );
+
+    // --set after --proposal wins for the same key.
+    let w = json(&overtime(
+        "whatif",
+        &[
+            "--proposal",
+            file.to_str().unwrap(),
+            "--set",
+            "llm.deepseek-v4-pro.timeout=130s",
+            "--set",
+            "service.budget=160s",
+            "--set",
+            "gateway.access.read_timeout=180s",
+            "--json",
+        ],
+    ));
+    assert!(
+        w["after"]["gateway_timeout"].as_f64().unwrap() <= 5.0,
+        "{}",
+        w["after"]
+    );
+}
+
+#[test]
 fn a_proposal_naming_what_the_traces_never_saw_is_a_usage_error() {
     for (set, says) in [
         ("llm.deepseek-v3.timeout=45s", "not in the traces"),

@@ -502,6 +502,8 @@ fn a_span_file_of_random_bytes_is_rejected_line_by_line_not_fatal() {
         &random_lines(25, 0x2545f4914f6cdd1d),
     );
     let log = fixture("a_prefill", "access.log");
+    // A span file that is all garbage is an error (the next test), unless
+    // the user says to go on.
     let doc = diagnose_tolerates(
         &[
             "diagnose",
@@ -512,6 +514,7 @@ fn a_span_file_of_random_bytes_is_rejected_line_by_line_not_fatal() {
             "--spans",
             spans.to_str().unwrap(),
             "--json",
+            "--allow-rejects",
         ],
         25,
     );
@@ -526,6 +529,59 @@ fn a_span_file_of_random_bytes_is_rejected_line_by_line_not_fatal() {
         n504,
         truth_failing("a_prefill").len(),
         "every 504 still gets a verdict"
+    );
+}
+
+#[test]
+fn a_span_file_most_of_whose_records_are_rejected_is_an_error_naming_the_file_count_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two good spans, then 25 lines of random bytes: most records rejected.
+    let good: Vec<u8> = std::fs::read(fixture("a_prefill", "spans.jsonl"))
+        .unwrap()
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .take(2)
+        .flat_map(|l| l.iter().copied().chain([b'\n']))
+        .collect();
+    let mut bytes = good;
+    bytes.extend(random_lines(25, 0x2545f4914f6cdd1d));
+    let spans = tmp_file(dir.path(), "mostly-garbage.jsonl", &bytes);
+    let log = fixture("a_prefill", "access.log");
+    let out = overtime(&[
+        "diagnose",
+        "--nginx-log",
+        &log,
+        "--log-format",
+        "overtime",
+        "--spans",
+        spans.to_str().unwrap(),
+        "--json",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(&format!("{}: ", spans.display())),
+        "names the file: {err}"
+    );
+    assert!(err.contains("25 of 27 span records"), "the count: {err}");
+    assert!(
+        err.contains("first rejected, line 3: "),
+        "the first rejected record's line: {err}"
+    );
+    let reason = err
+        .split("first rejected, line 3: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_default();
+    assert!(
+        ["bad_json", "not_utf8"].contains(&reason),
+        "the first rejected record's reason: {err}"
+    );
+    assert!(err.contains("--allow-rejects"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "no report from a file that is not spans"
     );
 }
 

@@ -27,6 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
 
+/// Seconds a wait for something to happen may take before the test calls
+/// it a hang: generous, so a slow, loaded machine still passes. Waits on a
+/// whole backlog get twice as long.
+const PATIENCE_SECS: u64 = 60;
+
 const TMPFS_MIB: u64 = 24;
 /// Space left free once the filler is written.
 const LEFT_FREE: u64 = 1024 * 1024;
@@ -178,7 +183,7 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
             }
         })
     };
-    wait_for(60, "some spans acknowledged", || {
+    wait_for(PATIENCE_SECS, "some spans acknowledged", || {
         acked.lock().unwrap().len() >= 50
     });
 
@@ -186,17 +191,25 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     let filler = data.join("filler.bin");
     let filler_bytes = fill(&filler);
     let before = answers.lock().unwrap().clone();
-    wait_for(120, "OTLP refusals once the disk is full", || {
-        let now = answers.lock().unwrap().clone();
-        now.get(&503).unwrap_or(&0) - before.get(&503).unwrap_or(&0) >= 20
-    });
+    wait_for(
+        2 * PATIENCE_SECS,
+        "OTLP refusals once the disk is full",
+        || {
+            let now = answers.lock().unwrap().clone();
+            now.get(&503).unwrap_or(&0) - before.get(&503).unwrap_or(&0) >= 20
+        },
+    );
     // While full: alive, healthy, not ready, and it says why.
     let mut readyz = String::new();
-    wait_for(30, "/readyz to say the store cannot write", || {
-        let a = get(api, "/readyz").expect("readyz answers");
-        readyz = a.1;
-        a.0 == 503
-    });
+    wait_for(
+        PATIENCE_SECS,
+        "/readyz to say the store cannot write",
+        || {
+            let a = get(api, "/readyz").expect("readyz answers");
+            readyz = a.1;
+            a.0 == 503
+        },
+    );
     assert!(
         readyz.contains("No space left") || readyz.contains("os error 28"),
         "/readyz does not say why: {readyz}"
@@ -218,7 +231,7 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     );
     // The log line comes from the next tick (every 500 ms), so it can
     // follow /readyz by a moment.
-    wait_for(10, "the full disk logged on stderr", || {
+    wait_for(PATIENCE_SECS, "the full disk logged on stderr", || {
         std::fs::read_to_string(&stderr_path)
             .unwrap_or_default()
             .contains("No space left on device")
@@ -229,14 +242,14 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     // Space returns.
     std::fs::remove_file(&filler).unwrap();
     let freed_at = answers.lock().unwrap().clone();
-    wait_for(60, "OTLP accepting again", || {
+    wait_for(PATIENCE_SECS, "OTLP accepting again", || {
         *answers.lock().unwrap().get(&200).unwrap_or(&0) > freed_at.get(&200).unwrap_or(&0) + 50
     });
-    wait_for(30, "/readyz 200 again", || {
+    wait_for(PATIENCE_SECS, "/readyz 200 again", || {
         matches!(get(api, "/readyz"), Some((200, _)))
     });
     let mut tmp = Vec::new();
-    wait_for(30, "no half-written Parquet file left", || {
+    wait_for(PATIENCE_SECS, "no half-written Parquet file left", || {
         tmp.clear();
         files_named(&data, ".tmp", &mut tmp);
         tmp.is_empty()
@@ -254,9 +267,11 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     assert!(other.is_empty(), "unexpected OTLP answers: {answers:?}");
 
     let check = |api: u16, when: &str| {
-        wait_for(120, &format!("{when}: every line stored"), || {
-            sql_count(api, None, "SELECT count(*) AS n FROM gateway_requests") >= written
-        });
+        wait_for(
+            2 * PATIENCE_SECS,
+            &format!("{when}: every line stored"),
+            || sql_count(api, None, "SELECT count(*) AS n FROM gateway_requests") >= written,
+        );
         let per_uri = stored_per_uri(api);
         let want: BTreeMap<String, u64> = (0..written).map(|i| (format!("/d/{i}"), 1)).collect();
         assert!(

@@ -22,6 +22,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
 
+/// Seconds a wait for something to happen may take before the test calls
+/// it a hang: generous, so a slow, loaded machine still passes. Waits on a
+/// whole backlog get twice as long.
+const PATIENCE_SECS: u64 = 60;
+
 const CYCLES: usize = 6;
 /// Which cycle rotates the log while the collector is down.
 const ROTATE_IN: usize = 2;
@@ -148,7 +153,9 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
         serve.take().unwrap().kill9();
         if cycle == ROTATE_IN {
             rotate.store(true, Relaxed);
-            wait_for(10, "the writer to rotate", || !rotate.load(Relaxed));
+            wait_for(PATIENCE_SECS, "the writer to rotate", || {
+                !rotate.load(Relaxed)
+            });
         }
         // Down for 0–1 s while the writer goes on.
         std::thread::sleep(Duration::from_millis(rng.below(1_000)));
@@ -168,7 +175,7 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
         acked.len()
     );
 
-    wait_for(120, "every written line stored", || {
+    wait_for(2 * PATIENCE_SECS, "every written line stored", || {
         sql_count(api, None, "SELECT count(*) AS n FROM gateway_requests") >= written
     });
     let per_uri = stored_per_uri(api);
@@ -206,7 +213,7 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
     let failing_lines = written.div_ceil(FAIL_EVERY);
     let expected = failing_lines + stored.len() as u64;
     let mut seen = 0;
-    wait_for(120, "every failing trace diagnosed", || {
+    wait_for(2 * PATIENCE_SECS, "every failing trace diagnosed", || {
         seen = get_json(api, "/api/traces?limit=10000")["total"]
             .as_u64()
             .unwrap_or(0);

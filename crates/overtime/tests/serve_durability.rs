@@ -20,6 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
 
+/// Seconds a wait for something to happen may take before the test calls
+/// it a hang: generous, so a slow, loaded machine still passes. Waits on a
+/// whole backlog get twice as long.
+const PATIENCE_SECS: u64 = 60;
+
 fn nginx_get(port: u16, i: u32) {
     let (status, _) =
         http(port, "GET", &format!("/r/{i}"), "text/plain", b"").expect("nginx answers");
@@ -140,11 +145,13 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
         nginx_get(ngx, i);
     }
     nginx.reopen();
-    wait_for(10, "nginx to create the new log", || log.exists());
+    wait_for(PATIENCE_SECS, "nginx to create the new log", || {
+        log.exists()
+    });
     for i in 150..200 {
         nginx_get(ngx, i);
     }
-    wait_for(30, "some spans acknowledged", || {
+    wait_for(PATIENCE_SECS, "some spans acknowledged", || {
         acked.lock().unwrap().len() >= 50
     });
     serve.kill9();
@@ -166,7 +173,7 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
         acked.len()
     );
 
-    wait_for(60, "all 300 nginx lines stored", || {
+    wait_for(2 * PATIENCE_SECS, "all 300 nginx lines stored", || {
         query(api, "SELECT count(*) AS n FROM gateway_requests")[0]["n"] == 300
     });
     let per_uri = query(
@@ -204,7 +211,7 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
     // Every failing trace: the 30 upstream 503s and each stored OTLP trace,
     // one verdict each.
     let expected = 30 + stored.len();
-    wait_for(30, "every failing trace diagnosed", || {
+    wait_for(PATIENCE_SECS, "every failing trace diagnosed", || {
         get_json(api, "/api/traces?limit=10000")["total"].as_u64() == Some(expected as u64)
     });
     let list = get_json(api, "/api/traces?limit=10000");

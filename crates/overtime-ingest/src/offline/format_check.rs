@@ -5,10 +5,14 @@
 //! `$status` nor `$request_time` (so no request can be seen to fail or to
 //! take long), `diagnose` stops with one line that says so, shows the first
 //! rejected line and names the built-in format the first lines match, if
-//! any. `--allow-rejects` diagnoses anyway (the rejections stay counted).
+//! any. The same holds for a span file: when most of its records are
+//! rejected, `diagnose` stops naming the file, how many were rejected and
+//! why the first one was. `--allow-rejects` diagnoses anyway (the
+//! rejections stay counted).
 
 use overtime_model::GatewayRows;
 use overtime_parse::nginx::{GatewayParser, LogFormat};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Built-in formats tried on the first lines, in this order (a name the
@@ -80,6 +84,52 @@ pub fn check(p: &Parsed, head: &[u8]) -> Result<(), String> {
     ))
 }
 
+/// What one span file gave, for the check.
+pub struct SpansParsed<'a> {
+    pub path: &'a Path,
+    /// The flag the file was given with (`--spans`, `--otlp-json`, …).
+    pub flag: &'a str,
+    /// Spans read.
+    pub records: usize,
+    /// Records rejected (a line, or a message, each).
+    pub rejected: usize,
+    /// Rejections by reason code.
+    pub reasons: &'a BTreeMap<String, u64>,
+    /// The first rejected record: (position, reason code, detail) and its
+    /// raw text.
+    pub first_rejected: Option<((String, String, String), &'a str)>,
+}
+
+/// `Err(message)` when most records of a span file are rejected: the file
+/// is likely not spans, or not in the format of the flag it was given
+/// with. The message is one line: the file, the count, the first rejected
+/// record's position and reason.
+pub fn check_spans(p: &SpansParsed) -> Result<(), String> {
+    let total = p.records + p.rejected;
+    if total == 0 || p.rejected * 2 <= total {
+        return Ok(());
+    }
+    let first = match &p.first_rejected {
+        Some(((position, reason, detail), raw)) => format!(
+            "; first rejected, {position}: {reason} ({}): {}",
+            detail.trim(),
+            short(raw)
+        ),
+        None => {
+            let r: Vec<String> = p.reasons.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("; rejected as {}", r.join(", "))
+        }
+    };
+    Err(format!(
+        "{}: {} of {total} span records given with {} are rejected{first}; \
+         --spans reads JSONL spans, --otlp-json OTLP JSON, --otlp-proto OTLP protobuf \
+         (or --allow-rejects to diagnose anyway)",
+        p.path.display(),
+        p.rejected,
+        p.flag,
+    ))
+}
+
 /// The built-in format that accepts most of the first lines (at least
 /// half of them, with a status): (name, lines accepted, lines tried).
 pub fn likely_format(data: &[u8]) -> Option<(&'static str, usize, usize)> {
@@ -125,4 +175,47 @@ fn short(s: &str) -> String {
         out.push('…');
     }
     format!("{out:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spans(records: usize, rejected: usize) -> Result<(), String> {
+        let reasons = BTreeMap::from([("bad_json".to_string(), rejected as u64)]);
+        check_spans(&SpansParsed {
+            path: Path::new("/data/spans.jsonl"),
+            flag: "--spans",
+            records,
+            rejected,
+            reasons: &reasons,
+            first_rejected: Some((
+                (
+                    "line 1".into(),
+                    "bad_json".into(),
+                    "expected value at line 1 column 1".into(),
+                ),
+                "not json",
+            )),
+        })
+    }
+
+    #[test]
+    fn a_span_file_most_of_whose_records_are_rejected_is_an_error() {
+        let err = spans(10, 11).unwrap_err();
+        assert!(
+            err.starts_with("/data/spans.jsonl: 11 of 21 span records"),
+            "{err}"
+        );
+        assert!(err.contains("first rejected, line 1: bad_json"), "{err}");
+        assert!(err.contains("--allow-rejects"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+
+    #[test]
+    fn a_span_file_with_half_or_fewer_rejected_passes() {
+        assert_eq!(spans(10, 10), Ok(()));
+        assert_eq!(spans(100, 1), Ok(()));
+        assert_eq!(spans(0, 0), Ok(()));
+    }
 }

@@ -440,7 +440,8 @@ fn report_lines(plan: &Plan, stats: &[FileStats]) -> Vec<String> {
         .collect()
 }
 
-/// Does each gateway log's format fit it? (See [`format_check`].)
+/// Does each gateway log's format fit it, and is each span file mostly
+/// read? (See [`format_check`].)
 fn check_formats(plan: &Plan, stats: &[FileStats]) -> Result<(), OfflineError> {
     for l in &plan.logs {
         for f in &l.files {
@@ -464,6 +465,23 @@ fn check_formats(plan: &Plan, stats: &[FileStats]) -> Result<(), OfflineError> {
             };
             format_check::check(&p, &s.head).map_err(OfflineError::Input)?;
         }
+    }
+    for (job, s) in plan.jobs.iter().zip(stats) {
+        let RecordFormat::Spans(format) = job.format else {
+            continue;
+        };
+        let p = format_check::SpansParsed {
+            path: &job.path,
+            flag: span_flag(format),
+            records: s.records,
+            rejected: s.rejected,
+            reasons: &s.reasons,
+            first_rejected: s
+                .first_rejected_why
+                .clone()
+                .zip(s.first_rejected.as_ref().map(|(_, raw)| raw.as_str())),
+        };
+        format_check::check_spans(&p).map_err(OfflineError::Input)?;
     }
     Ok(())
 }

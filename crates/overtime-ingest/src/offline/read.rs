@@ -41,6 +41,9 @@ pub struct FileStats {
     pub status_or_time: bool,
     /// The first rejected line: (line, raw text).
     pub first_rejected: Option<(u64, String)>,
+    /// Why the first rejected record was rejected: (position, reason
+    /// code, detail), e.g. (`line 3`, `bad_json`, `expected value …`).
+    pub first_rejected_why: Option<(String, String, String)>,
     /// The start of the file's text (whole lines), for the format check.
     pub head: Vec<u8>,
 }
@@ -51,9 +54,10 @@ impl FileStats {
         *self.reasons.entry(reason.to_string()).or_default() += n;
     }
 
-    fn first(&mut self, line: u64, raw: String) {
+    fn first(&mut self, line: u64, raw: String, why: Option<(String, String, String)>) {
         if self.first_rejected.as_ref().is_none_or(|(l, _)| line < *l) {
             self.first_rejected = Some((line, raw));
+            self.first_rejected_why = why;
         }
     }
 }
@@ -377,7 +381,7 @@ fn parse_chunks(
 fn count_rejected(local: &mut FileStats, rejected: Vec<RejectedRecord>) {
     for r in rejected {
         local.reject(&r.reason, 1);
-        local.first(r.line, r.raw);
+        local.first(r.line, r.raw, Some((r.position, r.reason, r.detail)));
     }
 }
 
@@ -390,6 +394,6 @@ fn merge(into: &Mutex<FileStats>, s: FileStats) {
     }
     t.status_or_time |= s.status_or_time;
     if let Some((l, raw)) = s.first_rejected {
-        t.first(l, raw);
+        t.first(l, raw, s.first_rejected_why);
     }
 }
