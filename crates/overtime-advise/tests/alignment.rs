@@ -6,7 +6,7 @@ use overtime_advise::synth::{self, Cut};
 use overtime_advise::{
     AdviseOptions, Alignment, Attempt, CallFacts, Class, Dataset, End, LayerFacts, advise,
 };
-use overtime_diagnose::timeouts::LayerTimeout;
+use overtime_diagnose::LayerTimeout;
 use overtime_model::Stage;
 
 /// Seed 000's LLM calls (30 s timeout), each followed by a tool call of
