@@ -35,8 +35,8 @@ pub use overtime_diagnose::DiagnoseSettings;
 pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
 pub use overtime_kafka::KafkaSourceSettings;
+pub use overtime_server::ClusterConfig;
 pub use overtime_server::SqlConfig;
-pub use overtime_server::cluster::ClusterConfig;
 pub use overtime_slo::SloConfig;
 pub use overtime_store::StoreConfig;
 

@@ -11,7 +11,7 @@ use overtime_alert::{Alert, AlertSender};
 use overtime_config::Config;
 use overtime_diagnose::IncidentReport;
 use overtime_jira::{IncidentEvent, Notifier};
-use overtime_server::metrics::Metrics;
+use overtime_server::Metrics;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 

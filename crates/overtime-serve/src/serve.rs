@@ -12,7 +12,7 @@ use overtime_ingest::file_tail::{FileTail, spawn_file_tail};
 use overtime_ingest::otlp::{OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on};
 use overtime_kafka::{KafkaSource, spawn_kafka_source};
 use overtime_model::RecordSink;
-use overtime_server::metrics::Metrics;
+use overtime_server::Metrics;
 use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{AppState, router};
 use overtime_store::Store;
@@ -56,7 +56,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let store = Store::open(cfg.store.clone())
         .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
     let d = &cfg.diagnose;
-    let peers = overtime_server::cluster::Peers::new(
+    let peers = overtime_server::Peers::new(
         &cfg.cluster,
         secrets.api_token.clone(),
         store.collector_id(),

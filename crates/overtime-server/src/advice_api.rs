@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// The window read when none is given: the last 24 hours.
 const DEFAULT_WINDOW_US: i64 = 24 * 3600 * 1_000_000;
 /// Span rows read at most for one request (a narrower window beyond).
-pub const MAX_SPAN_ROWS: usize = 2_000_000;
+pub(crate) const MAX_SPAN_ROWS: usize = 2_000_000;
 
 fn parse_time(v: Option<&str>, name: &str) -> Result<Option<i64>, ApiError> {
     let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
@@ -88,7 +88,7 @@ fn markdown(text: String) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct AdviceQuery {
+pub(crate) struct AdviceQuery {
     pub from: Option<String>,
     pub to: Option<String>,
     /// The share a recommended timeout covers (default 0.99).
@@ -111,7 +111,7 @@ fn wants_markdown(format: Option<&str>) -> Result<bool, ApiError> {
 
 /// `GET /api/advice?from=&to=&target=&format=`: the advice over the
 /// window (default: the last 24 hours).
-pub async fn get_advice(
+pub(crate) async fn get_advice(
     State(s): State<Arc<AppState>>,
     Query(q): Query<AdviceQuery>,
 ) -> Result<Response, ApiError> {
@@ -140,7 +140,7 @@ pub async fn get_advice(
 /// The body of `POST /api/whatif`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WhatIfRequest {
+pub(crate) struct WhatIfRequest {
     /// `["llm.deepseek-v4-pro.timeout=45s", …]` or `{"key": "value", …}`.
     #[serde(default)]
     pub set: Option<serde_json::Value>,
@@ -160,7 +160,7 @@ fn bad(e: impl std::fmt::Display) -> ApiError {
 }
 
 /// The proposal a request carries.
-pub fn proposal_of(r: &WhatIfRequest) -> Result<Proposal, ApiError> {
+pub(crate) fn proposal_of(r: &WhatIfRequest) -> Result<Proposal, ApiError> {
     let mut p = match &r.proposal {
         Some(t) if !t.trim().is_empty() => Proposal::from_toml(t).map_err(bad)?,
         _ => Proposal::default(),
@@ -194,7 +194,7 @@ pub fn proposal_of(r: &WhatIfRequest) -> Result<Proposal, ApiError> {
 
 /// `POST /api/whatif`: every stored trace of the window replayed under
 /// the proposal.
-pub async fn post_whatif(
+pub(crate) async fn post_whatif(
     State(s): State<Arc<AppState>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {

@@ -20,14 +20,14 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-pub async fn healthz() -> impl IntoResponse {
+pub(crate) async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({"status": "ok"}))
 }
 
 /// 200 once the WAL is replayed and while the store takes data; 503
 /// while starting, and while the store cannot write (a full disk): the
 /// collector refuses data then, so a balancer should send it elsewhere.
-pub async fn readyz(State(s): State<Arc<AppState>>) -> Response {
+pub(crate) async fn readyz(State(s): State<Arc<AppState>>) -> Response {
     if s.ready.load(Ordering::Relaxed) {
         match s.store.failing() {
             None => Json(serde_json::json!({"status": "ready"})).into_response(),
@@ -49,7 +49,7 @@ pub async fn readyz(State(s): State<Arc<AppState>>) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct TraceQuery {
+pub(crate) struct TraceQuery {
     pub outcome: Option<String>,
     pub kind: Option<String>,
     /// A trace id or its prefix (case-insensitive).
@@ -65,7 +65,7 @@ pub struct TraceQuery {
 
 /// `?local=1` on the trace endpoints: answer from this collector alone.
 #[derive(Debug, Default, Deserialize)]
-pub struct LocalQuery {
+pub(crate) struct LocalQuery {
     /// `1` or `true`: do not ask the peers.
     pub local: Option<String>,
 }
@@ -98,7 +98,7 @@ fn time_param(v: &Option<String>, name: &str) -> Result<Option<String>, ApiError
         })
 }
 
-pub async fn list_traces(
+pub(crate) async fn list_traces(
     State(s): State<Arc<AppState>>,
     RawQuery(raw): RawQuery,
     Query(q): Query<TraceQuery>,
@@ -205,7 +205,7 @@ pub async fn list_traces(
     )
 }
 
-pub async fn get_trace(
+pub(crate) async fn get_trace(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
     Query(lq): Query<LocalQuery>,
@@ -290,7 +290,7 @@ pub async fn get_trace(
     }
 }
 
-pub async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
+pub(crate) async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
     let incidents = s.live.lock().expect("live state lock").incidents();
     let items: Vec<serde_json::Value> = incidents
         .iter()
@@ -305,11 +305,11 @@ pub async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct FormatQuery {
+pub(crate) struct FormatQuery {
     pub format: Option<String>,
 }
 
-pub async fn get_incident(
+pub(crate) async fn get_incident(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
     Query(q): Query<FormatQuery>,
@@ -342,7 +342,10 @@ struct SqlBody {
 
 /// `POST /api/sql`: `{"sql": "...", "format": "json"|"arrow"}`, or the SQL
 /// as a text body.
-pub async fn post_sql(State(s): State<Arc<AppState>>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn post_sql(
+    State(s): State<Arc<AppState>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad_request("bad_body", "the body is not UTF-8"))?;
     let req = match serde_json::from_str::<SqlBody>(text) {

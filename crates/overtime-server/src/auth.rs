@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 /// On every answer to a request signed in by the browser's session cookie.
-pub const SESSION_HEADER: &str = "x-overtime-session";
+pub(crate) const SESSION_HEADER: &str = "x-overtime-session";
 
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -21,7 +21,7 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-pub async fn require_token(
+pub(crate) async fn require_token(
     State(state): State<Arc<AppState>>,
     req: Request,
     next: Next,

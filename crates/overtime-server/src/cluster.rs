@@ -12,12 +12,6 @@
 //!   peers did not respond and why ([`PeerReport`]).
 //! - One `peers` list can serve every collector: a collector recognises
 //!   itself by its collector id in the answer and ignores it.
-//!
-//! ```
-//! use overtime_server::cluster::ClusterConfig;
-//! let c: ClusterConfig = toml::from_str(r#"peers = ["http://collector-b:8080"]"#).unwrap();
-//! assert_eq!(c.peer_timeout_ms, 2_000);
-//! ```
 
 use crate::error::ApiError;
 use arrow::record_batch::RecordBatch;
@@ -33,11 +27,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The header naming the answering collector.
-pub const COLLECTOR_HEADER: &str = "x-overtime-collector";
+pub(crate) const COLLECTOR_HEADER: &str = "x-overtime-collector";
 /// The header with the answering collector's newest published flush.
-pub const FLUSHED_THROUGH_HEADER: &str = "x-overtime-flushed-through";
+pub(crate) const FLUSHED_THROUGH_HEADER: &str = "x-overtime-flushed-through";
 
 /// `[cluster]`: which collectors to ask and how long to wait.
+///
+/// ```
+/// use overtime_server::ClusterConfig;
+/// let c: ClusterConfig = toml::from_str(r#"peers = ["http://collector-b:8080"]"#).unwrap();
+/// assert_eq!(c.peer_timeout_ms, 2_000);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
@@ -89,7 +89,9 @@ pub struct PeerReport {
 
 impl Peers {
     /// The peers of `cfg`, sending `token` as a bearer token (collectors
-    /// of one deployment share it); `self_id` is this store's collector id.
+    /// of one deployment share it; `None`: no `Authorization` header);
+    /// `self_id` is this store's collector id, by which a `peers` entry
+    /// that is this collector is recognised and skipped (empty: none is).
     pub fn new(cfg: &ClusterConfig, token: Option<String>, self_id: &str) -> Peers {
         Peers {
             urls: cfg
@@ -197,7 +199,10 @@ impl PeerQuery {
 
     /// `GET path_and_query` on every peer at once; the JSON of each that
     /// answered 200, with its URL. A 404 counts as an answer of `None`.
-    pub async fn get_json(&self, path_and_query: &str) -> Vec<(String, Option<serde_json::Value>)> {
+    pub(crate) async fn get_json(
+        &self,
+        path_and_query: &str,
+    ) -> Vec<(String, Option<serde_json::Value>)> {
         let asks = self.peers.urls.iter().map(|url| async move {
             let resp = match self.get(url, path_and_query).await {
                 Ok(r) => r,
@@ -323,7 +328,7 @@ impl PeerSource for PeerQuery {
 
 /// The query of `GET /api/cluster/unflushed`.
 #[derive(Debug, Deserialize)]
-pub struct UnflushedQuery {
+pub(crate) struct UnflushedQuery {
     /// `gateway_requests`, `spans` or `rejected`.
     pub table: String,
     /// Lower time bound, µs since the epoch (inclusive).
@@ -337,7 +342,7 @@ pub struct UnflushedQuery {
 /// `GET /api/cluster/unflushed`: this collector's unflushed rows of one
 /// table as an Arrow IPC stream, its collector id and newest published
 /// flush in headers ([`COLLECTOR_HEADER`], [`FLUSHED_THROUGH_HEADER`]).
-pub async fn get_unflushed(
+pub(crate) async fn get_unflushed(
     State(s): State<Arc<crate::AppState>>,
     Query(q): Query<UnflushedQuery>,
 ) -> Result<Response, ApiError> {
@@ -372,7 +377,7 @@ pub async fn get_unflushed(
 }
 
 /// Batches as one Arrow IPC stream (empty body for no batches).
-pub fn ipc_stream(batches: &[RecordBatch]) -> Result<Vec<u8>, String> {
+pub(crate) fn ipc_stream(batches: &[RecordBatch]) -> Result<Vec<u8>, String> {
     let mut buf = Vec::new();
     if let Some(first) = batches.first() {
         let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut buf, &first.schema())
@@ -387,7 +392,7 @@ pub fn ipc_stream(batches: &[RecordBatch]) -> Result<Vec<u8>, String> {
 
 /// Adds this collector's id to every answer, so a peer that has itself in
 /// its `peers` list recognises it.
-pub fn collector_header(store: &Store) -> Option<HeaderValue> {
+pub(crate) fn collector_header(store: &Store) -> Option<HeaderValue> {
     let id = store.collector_id();
     (!id.is_empty())
         .then(|| HeaderValue::from_str(id).ok())

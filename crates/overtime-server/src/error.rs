@@ -6,24 +6,28 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub reason: &'static str,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        status: StatusCode,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         ApiError {
             status,
             reason,
             message: message.into(),
         }
     }
-    pub fn not_found(what: impl Into<String>) -> Self {
+    pub(crate) fn not_found(what: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", what)
     }
-    pub fn bad_request(reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(reason: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, reason, message)
     }
 }

@@ -3,27 +3,44 @@
 //! The HTTP API of `overtime serve` (docs/interfaces.md) over the live diagnosis and
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`,
-//! `GET /api/advice` and `POST /api/whatif` ([`advice_api`]); optional
-//! bearer token on everything but health; JSON errors with a reason.
-//! `/metrics` (Prometheus) and `/api/slo` come from [`metrics`].
-//! The UI (`overtime-ui`) at `/`, its sign-in and its events endpoint come
-//! from [`ui_routes`].
-//! [`pipeline`] feeds the live diagnosis from what the sources deliver.
+//! `GET /api/advice` and `POST /api/whatif`; optional bearer token on
+//! everything but health; JSON errors with a reason. `/metrics`
+//! (Prometheus) and `/api/slo` come from [`Metrics`]. The UI
+//! (`overtime-ui`) at `/`, its sign-in and its events endpoint are mounted
+//! by the same [`router`].
+//!
+//! What other crates use:
+//! - [`AppState`] and [`router`]: what `overtime serve` shares with the
+//!   handlers, and the routes over it;
+//! - [`pipeline`]: the sinks the sources write to and the periodic tick of
+//!   the live diagnosis;
+//! - [`sql`]: the bounded, read-only SQL of `POST /api/sql` and
+//!   `overtime query`, with its limits in [`SqlConfig`] (`[sql]`);
+//! - [`Metrics`] (with [`LiveGauges`]): `/metrics` and `/api/slo`, where
+//!   the other parts register their families;
+//! - [`ClusterConfig`] (`[cluster]`), [`Peers`] and what one query learns
+//!   of them ([`PeerQuery`], [`PeerReport`], [`Unanswered`]), and the
+//!   [`PEERS_HEADER`] an Arrow answer carries that report in.
 
-pub mod advice_api;
-pub mod api;
-pub mod auth;
-pub mod cluster;
-pub mod error;
-pub mod metrics;
+#![warn(missing_docs)]
+
+mod advice_api;
+mod api;
+mod auth;
+mod cluster;
+mod error;
+mod metrics;
 pub mod pipeline;
 pub mod sql;
 mod sql_config;
-pub mod sql_guard;
-pub mod store_health;
-pub mod tables;
-pub mod ui_routes;
+mod sql_guard;
+mod store_health;
+mod tables;
+mod ui_routes;
 
+pub use api::PEERS_HEADER;
+pub use cluster::{ClusterConfig, PeerQuery, PeerReport, Peers, Unanswered};
+pub use metrics::{LiveGauges, Metrics};
 pub use sql_config::SqlConfig;
 
 use axum::Router;
@@ -36,18 +53,28 @@ use std::sync::{Arc, Mutex};
 
 /// Everything the handlers share.
 pub struct AppState {
+    /// The live diagnosis: what the sinks show it ([`pipeline`]), the
+    /// verdicts and incidents the trace and incident endpoints list.
     pub live: Mutex<LiveDiagnoser>,
+    /// The durable store the sinks write to and SQL, trace lookup and
+    /// advice read.
     pub store: Arc<Store>,
+    /// How a trace found only in the store is diagnosed
+    /// (`GET /api/traces/{id}`) and how advice assembles its window.
     pub diagnose: DiagnoseConfig,
+    /// The bounds of `POST /api/sql` (`[sql]`).
     pub sql: SqlConfig,
-    /// The bearer token, when one is required.
+    /// The bearer token every route but `/healthz` and `/readyz` needs;
+    /// `None`: no token, every route is open.
     pub token: Option<String>,
+    /// Whether `/readyz` may answer 200: false while the WAL is being
+    /// replayed at start.
     pub ready: AtomicBool,
     /// `/metrics` and `/api/slo`: SLOs, totals, pipeline health.
-    pub metrics: metrics::Metrics,
+    pub metrics: Metrics,
     /// The other collectors sharing the bucket (`[cluster]`); empty when
     /// this one answers alone.
-    pub peers: Arc<cluster::Peers>,
+    pub peers: Arc<Peers>,
 }
 
 impl AppState {
@@ -82,13 +109,15 @@ impl AppState {
             sql: SqlConfig::default(),
             token: None,
             ready: AtomicBool::new(true),
-            metrics: metrics::Metrics::default(),
-            peers: Arc::new(cluster::Peers::new(&Default::default(), None, "")),
+            metrics: Metrics::default(),
+            peers: Arc::new(Peers::new(&Default::default(), None, "")),
         }
     }
 }
 
-/// The API router.
+/// The API router: every route of docs/interfaces.md, the UI's and
+/// `/metrics`, behind the token of [`AppState::token`] (but for health
+/// and the sign-in forms); every answer names the collector that gave it.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(api::healthz))

@@ -19,15 +19,6 @@
 //! - Every family of docs/metrics.md is declared (`# HELP`, `# TYPE`) on
 //!   every scrape, with or without samples; a gauge with no value now (an
 //!   empty window) has no sample rather than a made-up one.
-//!
-//! ```
-//! use overtime_server::metrics::Metrics;
-//! let m = Metrics::new(Default::default());
-//! m.register_kafka_lag(|| [("spans/0".to_string(), 42u64)].into());
-//! let text = m.encode(&Default::default()).unwrap();
-//! assert!(text.contains("overtime_kafka_lag{topic=\"spans\",partition=\"0\"} 42\n"));
-//! assert!(text.contains("# TYPE overtime_requests_total counter\n"));
-//! ```
 
 use crate::AppState;
 use arrow::array::{Array, StringArray};
@@ -51,7 +42,7 @@ mod encode;
 mod families;
 
 /// The `Content-Type` of `/metrics`: the Prometheus text format 0.0.4.
-pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+pub(crate) const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 /// Fingerprints remembered to count incidents opened.
 const MAX_FINGERPRINTS: usize = 10_000;
 
@@ -133,6 +124,15 @@ struct Shared {
 }
 
 /// What `/metrics` exposes, shared by the pipeline and the handlers.
+///
+/// ```
+/// use overtime_server::Metrics;
+/// let m = Metrics::new(Default::default());
+/// m.register_kafka_lag(|| [("spans/0".to_string(), 42u64)].into());
+/// let text = m.encode(&Default::default()).unwrap();
+/// assert!(text.contains("overtime_kafka_lag{topic=\"spans\",partition=\"0\"} 42\n"));
+/// assert!(text.contains("# TYPE overtime_requests_total counter\n"));
+/// ```
 pub struct Metrics {
     shared: Arc<Shared>,
     registry: Mutex<Registry>,
@@ -144,15 +144,25 @@ impl Default for Metrics {
     }
 }
 
-/// Live numbers `/metrics` reads from elsewhere at scrape time.
+/// Live numbers `/metrics` reads from elsewhere at scrape time (the live
+/// diagnosis and the store), each exposed as the metric named with it
+/// (docs/metrics.md); the default is all zeros.
 #[derive(Debug, Clone, Default)]
 pub struct LiveGauges {
+    /// Traces waiting for their grace period (`overtime_pending_traces`).
     pub pending_traces: u64,
+    /// Completed requests dropped before the SLOs saw them, since start
+    /// (`overtime_observations_dropped_total`).
     pub observations_dropped: u64,
-    /// Traces diagnosed before their grace period: the live state was full.
+    /// Traces diagnosed before their grace period because the live state
+    /// was full, since start (`overtime_traces_forced_total`).
     pub traces_forced: u64,
+    /// Bytes not yet in Parquet (`overtime_memtable_bytes`).
     pub memtable_bytes: u64,
+    /// The configured memtable budget, in bytes
+    /// (`overtime_memtable_budget_bytes`).
     pub memtable_budget_bytes: u64,
+    /// The WAL's size on disk, in bytes (`overtime_wal_bytes`).
     pub wal_bytes: u64,
 }
 
@@ -228,7 +238,7 @@ impl Metrics {
     /// A source refused work before writing because the store pushed back
     /// early ([`RecordSink::backpressure`](overtime_model::RecordSink::backpressure)):
     /// counted in `overtime_backpressure_total` like a refused write.
-    pub fn count_backpressure(&self, source: &str) {
+    pub(crate) fn count_backpressure(&self, source: &str) {
         let mut p = lock(&self.shared.pipeline);
         *p.backpressure.entry(source.to_string()).or_default() += 1;
     }
@@ -236,7 +246,7 @@ impl Metrics {
     /// A stored batch the live diagnosis could not decode back into records
     /// (a schema the model does not know): its rows are durable and
     /// queryable, but no verdict will count them.
-    pub fn count_live_decode_failure(&self, table: &'static str) {
+    pub(crate) fn count_live_decode_failure(&self, table: &'static str) {
         *lock(&self.shared.pipeline)
             .live_decode_failures
             .entry(table)
@@ -246,7 +256,7 @@ impl Metrics {
     /// Counts a sink write of `source` (`file`, `otlp_http`, `otlp_grpc`,
     /// `kafka`…): rows made durable by table, rejected rows by reason, and
     /// `Full` answers as backpressure.
-    pub fn count_write(
+    pub(crate) fn count_write(
         &self,
         source: &str,
         table: Table,
@@ -306,11 +316,6 @@ impl Metrics {
         lock(&self.shared.hooks).lag.push(Box::new(f));
     }
 
-    /// Moves the SLOs' data time forward without data (an idle collector).
-    pub fn advance_to(&self, now_us: i64) {
-        lock(&self.shared.slo).advance_to(now_us);
-    }
-
     /// For an idle collector: once no request completed for `idle_us` of
     /// wall time, data time moves on as the wall clock does from the last
     /// data seen, so windows empty and alerts resolve. While requests keep
@@ -343,7 +348,7 @@ impl Metrics {
 
     /// Were the incident counters updated within `max_age`? (A scrape
     /// computes the reports itself only when nobody did recently.)
-    pub fn incidents_fresh(&self, max_age: std::time::Duration) -> bool {
+    pub(crate) fn incidents_fresh(&self, max_age: std::time::Duration) -> bool {
         lock(&self.shared.incidents)
             .updated
             .is_some_and(|t| t.elapsed() <= max_age)
@@ -378,7 +383,7 @@ fn live_gauges(s: &AppState) -> LiveGauges {
 }
 
 /// `GET /metrics`: the registry encoded now.
-pub async fn get_metrics(State(s): State<Arc<AppState>>) -> Response {
+pub(crate) async fn get_metrics(State(s): State<Arc<AppState>>) -> Response {
     let encoded = tokio::task::spawn_blocking(move || {
         let live = live_gauges(&s);
         s.metrics.encode(&live).map_err(|e| e.to_string())
@@ -397,7 +402,7 @@ pub async fn get_metrics(State(s): State<Arc<AppState>>) -> Response {
 
 /// `GET /api/slo`: the live SLO view as JSON (windows, chain health,
 /// models, tools, routes, breakers, alerts), with the data time it is at.
-pub async fn get_slo(State(s): State<Arc<AppState>>) -> Response {
+pub(crate) async fn get_slo(State(s): State<Arc<AppState>>) -> Response {
     let snap = s.metrics.slo_snapshot();
     let mut doc = serde_json::to_value(&snap).unwrap_or_default();
     doc["watermark"] = overtime_diagnose::verdict::rfc3339(snap.watermark_us).into();

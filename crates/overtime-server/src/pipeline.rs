@@ -16,6 +16,9 @@ pub fn now_us() -> i64 {
 
 /// The sink every source writes to.
 pub struct DiagnosingSink {
+    /// What it writes to (the store), shows batches to (the live
+    /// diagnosis) and counts in (the metrics, each write under the source
+    /// label its checkpoint or `source` column implies).
     pub state: Arc<AppState>,
 }
 
@@ -116,7 +119,10 @@ impl RecordSink for DiagnosingSink {
 /// label (`file`, `otlp_http`, `otlp_grpc`, `kafka`): give one to each
 /// source so `/metrics` tells them apart.
 pub struct SourceSink {
+    /// What it writes to, shows batches to and counts in, as
+    /// [`DiagnosingSink::state`].
     pub state: Arc<AppState>,
+    /// The `source` label of its writes in `/metrics`.
     pub source: &'static str,
 }
 
@@ -143,7 +149,9 @@ impl RecordSink for SourceSink {
 }
 
 /// After a restart: what the WAL brought back into the memtable goes to the
-/// live diagnosis again, so pending traces get their verdicts.
+/// live diagnosis again, so pending traces get their verdicts. `since_us`
+/// (µs since the epoch): the oldest rows replayed. An error is the store's
+/// scan failing, as text.
 pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
     for table in [Table::GatewayRequests, Table::Spans] {
         let batches = state

@@ -9,6 +9,10 @@
 //! - Time: the whole query is cancelled after `timeout_ms`.
 //! - Rows: at most `max_rows` are returned; `truncated` says when more
 //!   existed.
+//! - Size: a text of more than 64 KiB, or of more than 2 000 operators,
+//!   is refused before planning; each query is planned and run on a
+//!   thread of its own with a large stack, so deep nesting cannot
+//!   overflow a runtime worker's.
 
 use crate::SqlConfig;
 use crate::tables::{incidents_batch, verdicts_batch};
@@ -22,20 +26,30 @@ use overtime_model::Verdict;
 use overtime_store::{PeerSource, Store};
 use std::sync::Arc;
 
-/// Longest SQL text accepted.
-pub const MAX_SQL_BYTES: usize = 64 * 1024;
+/// Longest SQL text accepted, in bytes.
+pub(crate) const MAX_SQL_BYTES: usize = 64 * 1024;
 
+/// Why a query gave no rows; `POST /api/sql` answers 400 for the first
+/// two and 408 for a timeout, with [`SqlError::reason`] as the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
+    /// Not run: too long, too many operators, or not a read-only query
+    /// (DDL, DML, `SET`, `COPY`…). The text says which.
     #[error("query refused: {0}")]
     Refused(String),
+    /// Planning or running failed: a syntax error, an unknown table or
+    /// column, the memory limit reached, a guarded function's output over
+    /// it. The text is DataFusion's or the guard's message.
     #[error("query failed: {0}")]
     Failed(String),
+    /// Still running after this many ms (`timeout_ms`), and cancelled.
     #[error("query took longer than {0} ms and was cancelled")]
     Timeout(u64),
 }
 
 impl SqlError {
+    /// The stable code a client matches on: `sql_refused`, `sql_failed` or
+    /// `sql_timeout`.
     pub fn reason(&self) -> &'static str {
         match self {
             SqlError::Refused(_) => "sql_refused",
@@ -47,23 +61,20 @@ impl SqlError {
 
 /// The result of a query.
 pub struct SqlResult {
+    /// The rows, at most `max_rows` of them, in the batches DataFusion
+    /// produced them in.
     pub batches: Vec<RecordBatch>,
+    /// How many rows `batches` hold.
     pub rows: usize,
+    /// The query had more rows than `max_rows`; the rest were not read.
     pub truncated: bool,
 }
 
-/// A session with every table registered and the limits applied.
-pub fn session(
-    store: &Store,
-    verdicts: &[(u32, Verdict)],
-    incidents: &[IncidentReport],
-    limits: &SqlConfig,
-) -> Result<SessionContext, SqlError> {
-    session_with_peers(store, verdicts, incidents, limits, None)
-}
-
-/// [`session`] whose store tables also read the peers' unflushed rows
-/// (`crate::cluster`).
+/// A session with every table registered and the limits applied: the
+/// store's `gateway_requests`, `spans` and `rejected`, and `verdicts` and
+/// `incidents` from `verdicts` (revision, verdict) and `incidents`. With
+/// `peers`, the store's tables also read their unflushed rows
+/// ([`crate::Peers`]); `None`: this collector's rows only.
 pub fn session_with_peers(
     store: &Store,
     verdicts: &[(u32, Verdict)],
@@ -99,11 +110,12 @@ pub fn session_with_peers(
 /// `MAX_SQL_BYTES` can nest `1+1+…` some 30 000 deep: on a runtime
 /// worker's 2 MiB stack that overflowed and aborted the whole collector.
 /// Only the pages a query touches are ever resident.
-pub const SQL_STACK_BYTES: usize = 1 << 30;
+pub(crate) const SQL_STACK_BYTES: usize = 1 << 30;
 
 /// Runs one read-only query within the limits, on a thread of its own
-/// (see [`SQL_STACK_BYTES`]; it also keeps a heavy query off the
-/// runtime's workers, so health checks and ingestion keep their threads).
+/// (with a stack deep enough for the most nested query accepted; it also
+/// keeps a heavy query off the runtime's workers, so health checks and
+/// ingestion keep their threads).
 /// The answer comes within the time limit even when the query is stuck
 /// in a long computation; the thread then ends as soon as it can.
 pub async fn run(
@@ -157,17 +169,12 @@ pub async fn run(
 /// Most operators in one query. Planning cost grows faster than the
 /// nesting a chain of operators builds: a 6 000-term `AND` took more than
 /// 4 s and 600 MB to plan, on after the answer had timed out.
-pub const MAX_OPERATORS: usize = 2_000;
+pub(crate) const MAX_OPERATORS: usize = 2_000;
 
 /// Binary and boolean operators and `CASE` arms in `sql` (by tokens, so a
 /// string literal holding `+` counts nothing); a query that does not
 /// tokenize counts 0 and gets the parser's error instead.
-///
-/// ```
-/// use overtime_server::sql::operator_count;
-/// assert_eq!(operator_count("SELECT a + 1 FROM t WHERE b = 'x+y' AND c OR d"), 4);
-/// ```
-pub fn operator_count(sql: &str) -> usize {
+pub(crate) fn operator_count(sql: &str) -> usize {
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::keywords::Keyword;
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -251,7 +258,8 @@ fn classify(msg: String) -> SqlError {
     }
 }
 
-/// Rows as JSON objects.
+/// Rows as JSON objects, one per row, keyed by column name (as `POST
+/// /api/sql` answers and `overtime query --output json` prints them).
 pub fn to_json_rows(batches: &[RecordBatch]) -> Result<Vec<serde_json::Value>, SqlError> {
     let mut buf = Vec::new();
     {
@@ -265,4 +273,17 @@ pub fn to_json_rows(batches: &[RecordBatch]) -> Result<Vec<serde_json::Value>, S
         return Ok(Vec::new());
     }
     serde_json::from_slice(&buf).map_err(|e| SqlError::Failed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::operator_count;
+
+    #[test]
+    fn operators_are_counted_by_token_not_inside_strings() {
+        assert_eq!(
+            operator_count("SELECT a + 1 FROM t WHERE b = 'x+y' AND c OR d"),
+            4
+        );
+    }
 }

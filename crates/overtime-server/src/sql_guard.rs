@@ -42,7 +42,7 @@ const GUARDED: &[(&str, Kind)] = &[
 
 /// Registers the guarded versions in `ctx`, each refusing an output of
 /// more than `limit` bytes per batch.
-pub fn install(ctx: &SessionContext, limit: usize) {
+pub(crate) fn install(ctx: &SessionContext, limit: usize) {
     for (name, kind) in GUARDED {
         if let Ok(inner) = ctx.udf(name) {
             ctx.register_udf(ScalarUDF::new_from_impl(Bounded {

@@ -14,7 +14,7 @@ const REMIND: Duration = Duration::from_secs(60);
 static STATE: Mutex<Option<(Instant, Instant)>> = Mutex::new(None);
 
 /// Logs a change of the store's health; call it periodically.
-pub fn log_changes(store: &Store) {
+pub(crate) fn log_changes(store: &Store) {
     let failing = store.failing();
     let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
     match (failing, *st) {

@@ -36,7 +36,9 @@ fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
 }
 
 /// `verdicts` from (revision, verdict) pairs.
-pub fn verdicts_batch<'a>(verdicts: impl Iterator<Item = (u32, &'a Verdict)>) -> RecordBatch {
+pub(crate) fn verdicts_batch<'a>(
+    verdicts: impl Iterator<Item = (u32, &'a Verdict)>,
+) -> RecordBatch {
     let (mut id, mut rid, mut out, mut kind, mut comp, mut summary, mut json) = (
         StringBuilder::new(),
         StringBuilder::new(),
@@ -87,7 +89,7 @@ pub fn verdicts_batch<'a>(verdicts: impl Iterator<Item = (u32, &'a Verdict)>) ->
 }
 
 /// `incidents` from reports.
-pub fn incidents_batch(reports: &[IncidentReport]) -> RecordBatch {
+pub(crate) fn incidents_batch(reports: &[IncidentReport]) -> RecordBatch {
     let s = || StringBuilder::new();
     let (mut id, mut fp, mut kind, mut comp, mut status, mut headline, mut json) =
         (s(), s(), s(), s(), s(), s(), s());

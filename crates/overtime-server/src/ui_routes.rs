@@ -19,48 +19,38 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The cookie that carries the token.
-pub const TOKEN_COOKIE: &str = "overtime_token";
+pub(crate) const TOKEN_COOKIE: &str = "overtime_token";
 
 static FAILED_SIGN_INS: AtomicU64 = AtomicU64::new(0);
 
 /// Sign-ins refused for a wrong token since the process started.
-pub fn failed_sign_ins() -> u64 {
+#[cfg(test)]
+fn failed_sign_ins() -> u64 {
     FAILED_SIGN_INS.load(Ordering::Relaxed)
 }
 
 /// Routes that need the token (mount before the auth layer): the UI's
 /// page and assets, and the events extension of the traces API.
-pub fn protected() -> Router<Arc<AppState>> {
+pub(crate) fn protected() -> Router<Arc<AppState>> {
     overtime_ui::router().route("/api/traces/{id}/events", get(trace_events))
 }
 
 /// Routes open to everyone (mount after the auth layer): sign in and out.
-pub fn open() -> Router<Arc<AppState>> {
+pub(crate) fn open() -> Router<Arc<AppState>> {
     Router::new()
         .route("/ui/login", post(login))
         .route("/ui/logout", post(logout))
 }
 
 /// The value of `name` in an `application/x-www-form-urlencoded` body.
-///
-/// ```
-/// use overtime_server::ui_routes::form_value;
-/// assert_eq!(form_value("a=1&token=s%3Dx+y", "token").as_deref(), Some("s=x y"));
-/// assert_eq!(form_value("a=1", "token"), None);
-/// ```
-pub fn form_value(body: &str, name: &str) -> Option<String> {
+pub(crate) fn form_value(body: &str, name: &str) -> Option<String> {
     form_urlencoded::parse(body.as_bytes())
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.into_owned())
 }
 
 /// Decodes `%XX` escapes; a malformed escape is kept as written.
-///
-/// ```
-/// use overtime_server::ui_routes::percent_decode;
-/// assert_eq!(percent_decode("a%20b%zz%e2%9c%93"), "a b%zz✓");
-/// ```
-pub fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     percent_encoding::percent_decode_str(s)
         .decode_utf8_lossy()
         .into_owned()
@@ -68,13 +58,7 @@ pub fn percent_decode(s: &str) -> String {
 
 /// Percent-encodes everything but unreserved characters, so any token
 /// fits in a cookie value.
-///
-/// ```
-/// use overtime_server::ui_routes::{percent_decode, percent_encode};
-/// assert_eq!(percent_encode("a b;c=d"), "a%20b%3Bc%3Dd");
-/// assert_eq!(percent_decode(&percent_encode("t;k=✓")), "t;k=✓");
-/// ```
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, UNRESERVED_ONLY).to_string()
 }
 
@@ -86,14 +70,7 @@ const UNRESERVED_ONLY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPH
     .remove(b'~');
 
 /// The token in the request's `overtime_token` cookie, decoded.
-///
-/// ```
-/// use axum::http::{header, HeaderMap};
-/// let mut h = HeaderMap::new();
-/// h.insert(header::COOKIE, "a=1; overtime_token=s%3Bx; b=2".parse().unwrap());
-/// assert_eq!(overtime_server::ui_routes::cookie_token(&h).as_deref(), Some("s;x"));
-/// ```
-pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn cookie_token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -167,14 +144,14 @@ async fn logout(headers: HeaderMap) -> Response {
 
 /// The events of one span, offsets from the span's own start.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct SpanEvents {
+pub(crate) struct SpanEvents {
     pub events: Vec<EventAt>,
     pub dns_ms: Option<f64>,
     pub connect_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct EventAt {
+pub(crate) struct EventAt {
     pub name: String,
     /// From the span's start, ms (may be negative with a skewed clock).
     pub offset_ms: f64,
@@ -184,7 +161,7 @@ pub struct EventAt {
 /// Per span id (each span counted once however often it arrived), the
 /// events in time order and the DNS/connect fields; spans with neither
 /// are left out.
-pub fn span_events(spans: &[SpanRecord]) -> BTreeMap<String, SpanEvents> {
+pub(crate) fn span_events(spans: &[SpanRecord]) -> BTreeMap<String, SpanEvents> {
     let mut seen = HashSet::new();
     let mut out = BTreeMap::new();
     for s in spans {
@@ -259,6 +236,43 @@ async fn trace_events(
         "trace_id": id, "spans": spans, "event_count": count, "unreadable_rows": bad,
     }))
     .into_response())
+}
+
+#[cfg(test)]
+mod encoding {
+    //! The form, percent-encoding and cookie helpers of the sign-in.
+    use super::{cookie_token, form_value, percent_decode, percent_encode};
+    use axum::http::{HeaderMap, header};
+
+    #[test]
+    fn form_value_decodes_the_named_field() {
+        assert_eq!(
+            form_value("a=1&token=s%3Dx+y", "token").as_deref(),
+            Some("s=x y")
+        );
+        assert_eq!(form_value("a=1", "token"), None);
+    }
+
+    #[test]
+    fn percent_decode_keeps_a_malformed_escape() {
+        assert_eq!(percent_decode("a%20b%zz%e2%9c%93"), "a b%zz✓");
+    }
+
+    #[test]
+    fn percent_encode_escapes_all_but_unreserved_and_round_trips() {
+        assert_eq!(percent_encode("a b;c=d"), "a%20b%3Bc%3Dd");
+        assert_eq!(percent_decode(&percent_encode("t;k=✓")), "t;k=✓");
+    }
+
+    #[test]
+    fn cookie_token_reads_the_token_cookie_decoded() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "a=1; overtime_token=s%3Bx; b=2".parse().unwrap(),
+        );
+        assert_eq!(cookie_token(&h).as_deref(), Some("s;x"));
+    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@
 use overtime_model::{RecordSink, Table};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{SpanFormat, parse_span_bytes};
-use overtime_server::cluster::{ClusterConfig, Peers};
 use overtime_server::pipeline::DiagnosingSink;
 use overtime_server::{AppState, router};
+use overtime_server::{ClusterConfig, Peers};
 use overtime_store::{Store, StoreConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use arrow::record_batch::RecordBatch;
 use overtime_config::Config;
 use overtime_model::Table;
-use overtime_server::cluster::Peers;
+use overtime_server::Peers;
 use overtime_server::sql;
 use overtime_store::Store;
 use std::io::Read;
@@ -156,7 +156,7 @@ async fn remote(
     let status = resp.status();
     if let Some(report) = resp
         .headers()
-        .get(overtime_server::api::PEERS_HEADER)
+        .get(overtime_server::PEERS_HEADER)
         .and_then(|v| serde_json::from_slice::<serde_json::Value>(v.as_bytes()).ok())
     {
         for u in report["unanswered"].as_array().into_iter().flatten() {

@@ -9,19 +9,6 @@
 //! - Locks are taken one family group at a time (the SLO engine and the
 //!   incidents together, then the pipeline and the hooks), as the
 //!   recording side takes them, so a scrape never holds two it need not.
-//!
-//! ```
-//! // A collector that saw nothing yet still declares every family: the
-//! // models' P99s with no series, the live gauges with what the scrape read.
-//! let m = overtime_server::metrics::Metrics::default();
-//! let live = overtime_server::metrics::LiveGauges {
-//!     wal_bytes: 4096,
-//!     ..Default::default()
-//! };
-//! let text = m.encode(&live).unwrap();
-//! assert!(text.contains("# TYPE overtime_model_p99_seconds gauge\n# HELP "));
-//! assert!(text.contains("\novertime_wal_bytes 4096\n"));
-//! ```
 
 use super::encode::{Result, count, counter, gauge, set};
 use super::{LiveGauges, Shared, families, lock};
@@ -178,5 +165,24 @@ impl ServerFamilies {
             set(&mut gauge(e, name, help)?, &[], v)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod module_example {
+    use crate::{LiveGauges, Metrics};
+
+    /// A collector that saw nothing yet still declares every family: the
+    /// models' P99s with no series, the live gauges with what the scrape read.
+    #[test]
+    fn every_family_is_declared_before_any_data() {
+        let m = Metrics::default();
+        let live = LiveGauges {
+            wal_bytes: 4096,
+            ..Default::default()
+        };
+        let text = m.encode(&live).unwrap();
+        assert!(text.contains("# TYPE overtime_model_p99_seconds gauge\n# HELP "));
+        assert!(text.contains("\novertime_wal_bytes 4096\n"));
     }
 }

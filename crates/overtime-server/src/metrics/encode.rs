@@ -7,16 +7,6 @@
 //!   [`counter`] takes the suffix off because prometheus-client puts a
 //!   counter's back itself.
 //! - Integer values stay integers (`u64`): a count reads `3`, not `3.0`.
-//!
-//! ```
-//! let m = overtime_server::metrics::Metrics::default();
-//! let text = m.encode(&Default::default()).unwrap();
-//! // `_total` once, in the TYPE line as in the sample; a count in digits.
-//! assert!(text.contains(
-//!     "# TYPE overtime_verdict_revisions_total counter\n\
-//!      overtime_verdict_revisions_total 0\n"
-//! ));
-//! ```
 
 use overtime_slo::{CounterVec, HistogramVec};
 use prometheus_client::encoding::{
@@ -107,4 +97,20 @@ fn zip<'a>(names: &[&'a str], values: &'a [String]) -> Vec<(&'a str, &'a str)> {
         .copied()
         .zip(values.iter().map(String::as_str))
         .collect()
+}
+
+#[cfg(test)]
+mod module_example {
+    use crate::Metrics;
+
+    /// `_total` once, in the TYPE line as in the sample; a count in digits.
+    #[test]
+    fn a_counter_is_named_once_and_counts_in_digits() {
+        let m = Metrics::default();
+        let text = m.encode(&Default::default()).unwrap();
+        assert!(text.contains(
+            "# TYPE overtime_verdict_revisions_total counter\n\
+             overtime_verdict_revisions_total 0\n"
+        ));
+    }
 }

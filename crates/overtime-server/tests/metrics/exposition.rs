@@ -1,7 +1,7 @@
 //! A strict parser of the Prometheus text format (0.0.4), the look-ups the
 //! tests make in what it parsed, and `promtool check metrics`.
 
-use overtime_server::metrics::Metrics;
+use overtime_server::Metrics;
 use overtime_test_support::program::find_program;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -19,7 +19,7 @@ use overtime_diagnose::{DiagnoseConfig, LayerConfig};
 use overtime_model::{GatewayRecord, SpanRecord, gateway_records, span_records};
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{SpanFormat, parse_span_bytes};
-use overtime_server::metrics::Metrics;
+use overtime_server::Metrics;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
