@@ -48,6 +48,9 @@ pub struct AppState {
     /// The other collectors sharing the bucket (`[cluster]`); empty when
     /// this one answers alone.
     pub peers: Arc<cluster::Peers>,
+    /// The peers' traces as of the last [`cluster::refresh`], for
+    /// incidents over every collector. Locked before `live` when both are.
+    pub cluster: Mutex<cluster::ClusterView>,
 }
 
 impl AppState {
@@ -84,7 +87,35 @@ impl AppState {
             ready: AtomicBool::new(true),
             metrics: metrics::Metrics::default(),
             peers: Arc::new(cluster::Peers::new(&Default::default(), None, "")),
+            cluster: Mutex::new(cluster::ClusterView::default()),
         }
+    }
+
+    /// The incidents over this collector's traces and, with
+    /// `[cluster] peers`, every peer's that answered the last refresh:
+    /// from any collector, the report one collector given all the traffic
+    /// would make.
+    pub fn incidents(&self) -> Vec<overtime_diagnose::IncidentReport> {
+        let view = self.cluster.lock().expect("cluster view lock");
+        self.live
+            .lock()
+            .expect("live state lock")
+            .incidents_with(&view.others)
+    }
+
+    /// Does this collector page and ticket for `fingerprint`? Always when
+    /// it answers alone; with peers, when it is the fingerprint's owner
+    /// among itself and the peers that answered the last refresh
+    /// ([`cluster::owner`]), so when the owner stops answering, another
+    /// takes over.
+    pub fn owns(&self, fingerprint: &str) -> bool {
+        if self.peers.is_empty() {
+            return true;
+        }
+        let me = self.store.collector_id();
+        let view = self.cluster.lock().expect("cluster view lock");
+        let candidates = view.alive.iter().map(String::as_str).chain([me]);
+        cluster::owner(fingerprint, candidates) == Some(me)
     }
 }
 
@@ -103,6 +134,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/whatif", post(advice_api::post_whatif))
         .route("/metrics", get(metrics::get_metrics))
         .route("/api/cluster/unflushed", get(cluster::get_unflushed))
+        .route("/api/cluster/traces", get(cluster::get_traces))
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
