@@ -13,7 +13,7 @@ use overtime_parse::llm_reason::parse_llm_reason;
 use std::collections::BTreeMap;
 
 /// What a call is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CallKind {
     /// Spans of a calling stage.
     Span,
@@ -24,7 +24,8 @@ pub enum CallKind {
 }
 
 /// One call that held time in a trace: a span of a calling stage with its retries, or a wait no span covers. The rules judge these.
-#[derive(Debug, Clone)]
+/// Serialized as collectors exchange it (inside a [`TraceSummary`](crate::verdict::TraceSummary)).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Call {
     /// A span, a pool wait or the gateway's wait on its upstream.
     pub kind: CallKind,

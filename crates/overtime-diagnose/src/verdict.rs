@@ -16,7 +16,7 @@ use overtime_model::{
 use std::collections::BTreeMap;
 
 /// An LLM call as the report's latency table sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LlmCallSample {
     /// The model called: the call's component (the span's name when it
     /// names no model).
@@ -27,8 +27,9 @@ pub struct LlmCallSample {
     pub duration_ms: f64,
 }
 
-/// What the incident report needs of every trace, failed or not.
-#[derive(Debug, Clone)]
+/// What the incident report needs of every trace, failed or not; what
+/// collectors exchange so that each reports incidents over all traffic.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct TraceSummary {
     /// The trace's id (empty for a light request, which has no verdict).
     pub trace_id: String,

@@ -50,8 +50,16 @@ impl Notifications {
 
     /// Shows the incidents as they are now to the policy and carries out
     /// what it returns.
-    pub(crate) fn incidents(&mut self, reports: &[IncidentReport]) {
-        let seen: Vec<Sighting<'_>> = reports.iter().map(Sighting::from).collect();
+    /// `owns` says whether this collector speaks for a fingerprint (see
+    /// `AppState::owns`); the others' incidents are watched, not notified.
+    pub(crate) fn incidents(&mut self, reports: &[IncidentReport], owns: impl Fn(&str) -> bool) {
+        let seen: Vec<Sighting<'_>> = reports
+            .iter()
+            .map(|r| Sighting {
+                owned: owns(&r.fingerprint),
+                ..Sighting::from(r)
+            })
+            .collect();
         let actions = self.policy.step(Instant::now(), &seen);
         // The open report of an id (the first, as the policy saw them).
         let open = |id: &str| reports.iter().find(|r| r.status == "open" && r.id == id);

@@ -19,12 +19,15 @@
 //!   process (Jira's outbox remembers across restarts, so a restart never
 //!   files twice).
 //!
+//! - With several collectors, each sees every collector's incidents but
+//!   only the owner of a fingerprint pages and tickets it
+//!   ([`Sighting::owned`]). The others keep the incident's clock, so a
+//!   collector that takes over from an owner that died pages at once (the
+//!   alert's labels are the same, so Alertmanager keeps one page) and
+//!   tickets when the grace period, counted from the first sighting, is
+//!   over (the Jira notifier finds the owner's ticket and comments on it).
+//!
 //! This is the one place that decides whether a notification goes out.
-//! Several collectors sharing the work (one page and one ticket
-//! per fingerprint, however many collectors see it) is a change here
-//! alone: a predicate "this collector owns the fingerprint" checked before
-//! a [`Action::Page`] or an [`Action::Ticket`] is returned — a
-//! [`Sighting`] carries the fingerprint for it.
 
 use overtime_diagnose::IncidentReport;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -42,6 +45,8 @@ pub struct Sighting<'a> {
     pub open: bool,
     /// Gateway 504s among its failures.
     pub gateway_504: usize,
+    /// This collector speaks for the fingerprint (always, alone).
+    pub owned: bool,
 }
 
 impl<'a> From<&'a IncidentReport> for Sighting<'a> {
@@ -51,6 +56,7 @@ impl<'a> From<&'a IncidentReport> for Sighting<'a> {
             fingerprint: &r.fingerprint,
             open: r.status == "open",
             gateway_504: r.totals.gateway_504,
+            owned: true,
         }
     }
 }
@@ -122,6 +128,13 @@ impl NotifyPolicy {
         }
         self.first_seen.retain(|id, _| open.contains(id.as_str()));
         for s in incidents.iter().filter(|s| s.open) {
+            if !s.owned {
+                // Watched, not told: its wait counts from now all the same.
+                if !self.ticketed.contains(s.id) {
+                    self.first_seen.entry(s.id.to_string()).or_insert(now);
+                }
+                continue;
+            }
             if s.gateway_504 > 0 && self.paged.insert(s.id.to_string()) {
                 self.firing.insert(s.id.to_string());
                 actions.push(Action::Page {
@@ -156,6 +169,7 @@ mod tests {
             fingerprint: "llm_prefill_slow|llm",
             open: true,
             gateway_504,
+            owned: true,
         }
     }
 
@@ -330,8 +344,36 @@ mod tests {
                 id: "inc-1",
                 fingerprint: "fp",
                 open: true,
-                gateway_504: 2
+                gateway_504: 2,
+                owned: true,
             }
         );
+    }
+
+    fn elsewhere(id: &str, gateway_504: usize) -> Sighting<'_> {
+        Sighting {
+            owned: false,
+            ..open(id, gateway_504)
+        }
+    }
+
+    #[test]
+    fn an_incident_another_collector_owns_is_neither_paged_nor_ticketed() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[elsewhere("i1", 3)]), []);
+        assert_eq!(p.step(secs(t0, 60), &[elsewhere("i1", 3)]), []);
+    }
+
+    #[test]
+    fn taking_over_from_a_dead_owner_pages_at_once_and_tickets_on_the_first_sightings_clock() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[elsewhere("i1", 3)]), []);
+        // 10 s later the owner stops answering: this collector owns it now.
+        assert_eq!(p.step(secs(t0, 10), &[open("i1", 3)]), [page("i1")]);
+        // The grace period counts from the first sighting, not the takeover.
+        assert_eq!(p.step(secs(t0, 30), &[open("i1", 3)]), [ticket("i1")]);
+        assert_eq!(p.step(secs(t0, 90), &[open("i1", 3)]), []);
     }
 }

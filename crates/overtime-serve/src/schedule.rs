@@ -1,5 +1,5 @@
 //! The collector's periodic jobs, on one loop: verdicts every half second;
-//! incidents shown to the notification policy, the SLO clock advanced and
+//! the peers' traces fetched and incidents shown to the notification policy, the SLO clock advanced and
 //! the SLO alerts sent every 2 s (sooner after new verdicts); retention
 //! every hour. On stop, the senders get to flush.
 
@@ -36,14 +36,25 @@ pub(crate) async fn periodic(
         // paged within about a second of its first verdict.
         let since = last_notes.elapsed();
         if since >= Duration::from_secs(2) || (fresh > 0 && since >= Duration::from_millis(900)) {
+            // The peers' traces first: incidents are reported, paged and
+            // ticketed over every collector's traffic, each fingerprint by
+            // its one owner; /metrics counts this collector's own (the
+            // dashboards sum over collectors).
+            overtime_server::refresh_peers(&state).await;
             let s = state.clone();
-            let incidents = tokio::task::spawn_blocking(move || {
-                s.live.lock().expect("live state lock").incidents()
+            let (own, all) = tokio::task::spawn_blocking(move || {
+                let own = s.live.lock().expect("live state lock").incidents();
+                let all = if s.peers.is_empty() {
+                    own.clone()
+                } else {
+                    s.incidents()
+                };
+                (own, all)
             })
             .await
             .unwrap_or_default();
-            state.metrics.update_incidents(&incidents);
-            notes.incidents(&incidents);
+            state.metrics.update_incidents(&own);
+            notes.incidents(&all, |fingerprint| state.owns(fingerprint));
             state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
             notes.slo_alerts(&state.metrics.alerts());
             last_notes = Instant::now();

@@ -70,6 +70,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         ready: AtomicBool::new(false),
         metrics: Metrics::new(cfg.slo.clone()),
         peers: Arc::new(peers),
+        cluster: Mutex::new(Default::default()),
     });
     let since = pipeline::now_us() - d.keep_ms as i64 * 1000;
     pipeline::replay_recent(&state, since)

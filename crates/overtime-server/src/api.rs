@@ -291,7 +291,7 @@ pub(crate) async fn get_trace(
 }
 
 pub(crate) async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
-    let incidents = s.live.lock().expect("live state lock").incidents();
+    let incidents = s.incidents();
     let items: Vec<serde_json::Value> = incidents
         .iter()
         .map(|r| {
@@ -314,7 +314,7 @@ pub(crate) async fn get_incident(
     Path(id): Path<String>,
     Query(q): Query<FormatQuery>,
 ) -> Result<Response, ApiError> {
-    let incidents = s.live.lock().expect("live state lock").incidents();
+    let incidents = s.incidents();
     let r = incidents
         .into_iter()
         .find(|r| r.id == id)
@@ -361,14 +361,12 @@ pub(crate) async fn post_sql(
             ));
         }
     };
-    let (verdicts, incidents) = {
+    let incidents = s.incidents();
+    let verdicts = {
         let live = s.live.lock().expect("live state lock");
-        (
-            live.verdicts()
-                .map(|(r, v)| (r, v.clone()))
-                .collect::<Vec<_>>(),
-            live.incidents(),
-        )
+        live.verdicts()
+            .map(|(r, v)| (r, v.clone()))
+            .collect::<Vec<_>>()
     };
     let to_api = |e: sql::SqlError| {
         let status = match e {

@@ -39,7 +39,10 @@ mod tables;
 mod ui_routes;
 
 pub use api::PEERS_HEADER;
-pub use cluster::{ClusterConfig, PeerQuery, PeerReport, Peers, Unanswered};
+pub use cluster::{
+    ClusterConfig, ClusterView, PeerQuery, PeerReport, Peers, Unanswered, fingerprint_owner,
+    refresh_peers,
+};
 pub use metrics::{LiveGauges, Metrics};
 pub use sql_config::SqlConfig;
 
@@ -75,6 +78,9 @@ pub struct AppState {
     /// The other collectors sharing the bucket (`[cluster]`); empty when
     /// this one answers alone.
     pub peers: Arc<Peers>,
+    /// The peers' traces as of the last [`refresh_peers`], for
+    /// incidents over every collector. Locked before `live` when both are.
+    pub cluster: Mutex<ClusterView>,
 }
 
 impl AppState {
@@ -111,7 +117,35 @@ impl AppState {
             ready: AtomicBool::new(true),
             metrics: Metrics::default(),
             peers: Arc::new(Peers::new(&Default::default(), None, "")),
+            cluster: Mutex::new(ClusterView::default()),
         }
+    }
+
+    /// The incidents over this collector's traces and, with
+    /// `[cluster] peers`, every peer's that answered the last refresh:
+    /// from any collector, the report one collector given all the traffic
+    /// would make.
+    pub fn incidents(&self) -> Vec<overtime_diagnose::IncidentReport> {
+        let view = self.cluster.lock().expect("cluster view lock");
+        self.live
+            .lock()
+            .expect("live state lock")
+            .incidents_with(&view.others)
+    }
+
+    /// Does this collector page and ticket for `fingerprint`? Always when
+    /// it answers alone; with peers, when it is the fingerprint's owner
+    /// among itself and the peers that answered the last refresh
+    /// ([`fingerprint_owner`]), so when the owner stops answering, another
+    /// takes over.
+    pub fn owns(&self, fingerprint: &str) -> bool {
+        if self.peers.is_empty() {
+            return true;
+        }
+        let me = self.store.collector_id();
+        let view = self.cluster.lock().expect("cluster view lock");
+        let candidates = view.alive.iter().map(String::as_str).chain([me]);
+        cluster::fingerprint_owner(fingerprint, candidates) == Some(me)
     }
 }
 
@@ -132,6 +166,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/whatif", post(advice_api::post_whatif))
         .route("/metrics", get(metrics::get_metrics))
         .route("/api/cluster/unflushed", get(cluster::get_unflushed))
+        .route("/api/cluster/traces", get(cluster::get_traces))
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -6,4 +6,5 @@
 mod advice;
 mod api;
 mod cluster;
+mod cluster_incidents;
 mod metrics;

@@ -22,13 +22,16 @@
 use crate::Trace;
 use crate::assemble::{Key, hex128, key_name, sane_gateway, sane_span};
 use crate::config::DiagnoseConfig;
-use crate::report::{self, IncidentReport};
+use crate::report::IncidentReport;
 use crate::timeouts;
 use crate::verdict::{TraceSummary, diagnose_trace};
 use overtime_model::RequestObservation;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
+
+mod share;
+pub use share::{PeerMirror, SharedTraces, TracesDelta};
 
 /// Most 504 request times kept per layer for timeout inference.
 const MAX_SAMPLES: usize = 10_000;
@@ -90,7 +93,18 @@ pub struct LiveDiagnoser {
     done: FxHashMap<Key, Done>,
     request_ids: FxHashMap<String, Key>,
     samples: FxHashMap<String, VecDeque<f64>>,
+    /// Other collectors' 504 request times per layer (their `samples`),
+    /// as of the last [`LiveDiagnoser::set_peer_samples`].
+    peer_samples: FxHashMap<String, Vec<f64>>,
     summaries: VecDeque<TraceSummary>,
+    /// The sequence number of each summary (parallel to `summaries`):
+    /// what a peer's [`TracesDelta`] cursor counts.
+    summary_seq: VecDeque<u64>,
+    /// The next summary's sequence number.
+    next_seq: u64,
+    /// Traces whose summary was dropped without a replacement, with the
+    /// sequence number of the drop (bounded like the summaries).
+    tombstones: VecDeque<(u64, String)>,
     verdicts: FxHashMap<String, (u32, Verdict)>,
     observations: VecDeque<RequestObservation>,
     /// Failing verdicts as they stood when their trace's grace period
@@ -116,7 +130,11 @@ impl LiveDiagnoser {
             done: FxHashMap::default(),
             request_ids: FxHashMap::default(),
             samples: FxHashMap::default(),
+            peer_samples: FxHashMap::default(),
             summaries: VecDeque::new(),
+            summary_seq: VecDeque::new(),
+            next_seq: 1,
+            tombstones: VecDeque::new(),
             verdicts: FxHashMap::default(),
             observations: VecDeque::new(),
             settled: VecDeque::new(),
@@ -271,6 +289,8 @@ impl LiveDiagnoser {
                     self.verdicts.remove(&id);
                     if let Some(i) = self.summaries.iter().rposition(|x| x.trace_id == id) {
                         self.summaries.remove(i);
+                        self.summary_seq.remove(i);
+                        self.tombstone(id);
                     }
                 }
                 moved.extend(p.trace.gateway);
@@ -337,13 +357,15 @@ impl LiveDiagnoser {
     }
 
     fn layer_timeouts(&self) -> BTreeMap<String, timeouts::LayerTimeout> {
-        timeouts::layer_timeouts(
-            self.samples.iter().flat_map(|(src, v)| {
-                v.iter()
-                    .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
-            }),
-            &self.cfg,
-        )
+        let own = self.samples.iter().flat_map(|(src, v)| {
+            v.iter()
+                .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
+        });
+        let peers = self.peer_samples.iter().flat_map(|(src, v)| {
+            v.iter()
+                .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
+        });
+        timeouts::layer_timeouts(own.chain(peers), &self.cfg)
     }
 
     /// The final diagnosis of a waiting trace: verdict, observation (once
@@ -505,14 +527,19 @@ impl LiveDiagnoser {
                 .rposition(|x| x.trace_id == s.trace_id)
         {
             self.summaries.remove(i);
+            self.summary_seq.remove(i);
         }
         if self.summaries.len() == self.max_summaries
             && let Some(old) = self.summaries.pop_front()
-            && old.outcome != Outcome::Ok
         {
-            self.verdicts.remove(&old.trace_id);
+            self.summary_seq.pop_front();
+            if old.outcome != Outcome::Ok {
+                self.verdicts.remove(&old.trace_id);
+            }
         }
         self.summaries.push_back(s);
+        self.summary_seq.push_back(self.next_seq);
+        self.next_seq += 1;
     }
 
     /// The latest verdict of a trace, with its revision.
@@ -527,9 +554,17 @@ impl LiveDiagnoser {
 
     /// Incidents over the traces kept.
     pub fn incidents(&self) -> Vec<IncidentReport> {
-        let verdicts: Vec<Verdict> = self.verdicts.values().map(|(_, v)| v.clone()).collect();
-        let summaries: Vec<TraceSummary> = self.summaries.iter().cloned().collect();
-        report::incidents(&verdicts, &summaries, &self.cfg)
+        self.incidents_with(&[])
+    }
+
+    /// Records that `trace_id`'s summary is gone with no replacement, so
+    /// peers mirroring this diagnoser drop it too.
+    fn tombstone(&mut self, trace_id: String) {
+        if self.tombstones.len() == self.max_summaries.max(1) {
+            self.tombstones.pop_front();
+        }
+        self.tombstones.push_back((self.next_seq, trace_id));
+        self.next_seq += 1;
     }
 }
 

@@ -1,0 +1,365 @@
+//! Incidents over several collectors' traffic: what one diagnoser hands
+//! its peers, and how a peer keeps a mirror of it.
+//!
+//! Design rules:
+//! - Incremental: every summary a diagnoser keeps has a sequence number;
+//!   a peer asks for what came after its cursor ([`TracesDelta`]) and
+//!   applies it to its [`PeerMirror`], so each exchange carries only the
+//!   traces diagnosed (or revised) since the last one. A verdict travels
+//!   with its trace's newest summary (every diagnosis writes one).
+//! - Exact: the mirror drops what the diagnoser dropped — summaries it
+//!   evicted (below the delta's `oldest_seq`), replaced (same trace id)
+//!   or removed (tombstones) — so the merged incidents are the ones a
+//!   diagnoser given all the traffic would report (a trace held by
+//!   several counts once).
+//! - A diagnoser that restarted numbers from 1 again: a cursor past its
+//!   `next_seq` gets the whole state, and the mirror starts over.
+//!
+//! ```
+//! use overtime_diagnose::DiagnoseConfig;
+//! use overtime_diagnose::live::{LiveDiagnoser, PeerMirror};
+//! use overtime_model::GatewayRecord;
+//! let mut peer = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 1_000);
+//! let g = GatewayRecord { source: "edge".into(), status: Some(504), request_time_ms: Some(60_000.0),
+//!                         request_id: Some("r1".into()), trace_id: Some("ab".repeat(16)),
+//!                         time_us: 60_000_000, ..Default::default() };
+//! peer.add_gateway(vec![g], 60_000_000);
+//! peer.tick(61_000_000);
+//! let mut mirror = PeerMirror::default();
+//! mirror.apply(peer.shared_since(mirror.cursor()));
+//! // The peer's trace, its verdict with it, as the peer holds them.
+//! assert_eq!(mirror.traces().summaries.len(), 1);
+//! assert_eq!(mirror.traces().verdicts[0].1.trace_id, "ab".repeat(16));
+//! // Nothing new: the next delta is empty.
+//! assert!(peer.shared_since(mirror.cursor()).summaries.is_empty());
+//! ```
+
+use super::LiveDiagnoser;
+use crate::report::{self, IncidentReport};
+use crate::verdict::TraceSummary;
+use overtime_model::{Outcome, Verdict};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One collector's verdicts (with revisions) and trace summaries: what
+/// incident reports are made of.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SharedTraces {
+    /// Current verdicts with their revision.
+    pub verdicts: Vec<(u32, Verdict)>,
+    /// What incident reports need of every trace kept, failed or not.
+    pub summaries: Vec<TraceSummary>,
+    /// The request times (ms) of the 504s each gateway layer answered:
+    /// what its timeout is inferred from.
+    pub gateway_504_ms: BTreeMap<String, Vec<f64>>,
+}
+
+/// What changed in a diagnoser since a cursor ([`LiveDiagnoser::shared_since`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TracesDelta {
+    /// The cursor to ask from next time.
+    pub next_seq: u64,
+    /// Summaries below this sequence number were evicted.
+    pub oldest_seq: u64,
+    /// The answer holds the whole state (the cursor was unknown): start over.
+    pub full: bool,
+    /// Summaries kept since the cursor, with their sequence numbers.
+    pub summaries: Vec<(u64, TraceSummary)>,
+    /// The current verdict of each trace among `summaries` that has one.
+    pub verdicts: Vec<(u32, Verdict)>,
+    /// Traces whose summary was removed with no replacement.
+    pub removed: Vec<String>,
+    /// Every layer's 504 request times, ms (small; sent whole).
+    pub gateway_504_ms: BTreeMap<String, Vec<f64>>,
+}
+
+/// A peer's traces as mirrored here from its deltas.
+#[derive(Debug, Clone, Default)]
+pub struct PeerMirror {
+    cursor: u64,
+    summaries: BTreeMap<u64, TraceSummary>,
+    seq_of: FxHashMap<String, u64>,
+    verdicts: FxHashMap<String, (u32, Verdict)>,
+    gateway_504_ms: BTreeMap<String, Vec<f64>>,
+}
+
+impl PeerMirror {
+    /// The cursor to ask the peer from (0: everything).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Applies a delta from the peer.
+    pub fn apply(&mut self, d: TracesDelta) {
+        if d.full {
+            *self = PeerMirror::default();
+        }
+        let evicted: Vec<u64> = self
+            .summaries
+            .range(..d.oldest_seq)
+            .map(|(s, _)| *s)
+            .collect();
+        for s in evicted {
+            self.drop_seq(s);
+        }
+        for id in d.removed {
+            if let Some(s) = self.seq_of.get(&id).copied() {
+                self.drop_seq(s);
+            }
+        }
+        for (seq, s) in d.summaries {
+            if !s.trace_id.is_empty() {
+                if let Some(old) = self.seq_of.insert(s.trace_id.clone(), seq) {
+                    self.summaries.remove(&old);
+                }
+                if s.outcome == Outcome::Ok {
+                    self.verdicts.remove(&s.trace_id);
+                }
+            }
+            self.summaries.insert(seq, s);
+        }
+        for (r, v) in d.verdicts {
+            if self.seq_of.contains_key(&v.trace_id) {
+                self.verdicts.insert(v.trace_id.clone(), (r, v));
+            }
+        }
+        self.gateway_504_ms = d.gateway_504_ms;
+        self.cursor = d.next_seq;
+    }
+
+    fn drop_seq(&mut self, seq: u64) {
+        if let Some(s) = self.summaries.remove(&seq)
+            && !s.trace_id.is_empty()
+            && self.seq_of.get(&s.trace_id) == Some(&seq)
+        {
+            self.seq_of.remove(&s.trace_id);
+            self.verdicts.remove(&s.trace_id);
+        }
+    }
+
+    /// The mirrored state, for [`LiveDiagnoser::incidents_with`] and
+    /// [`LiveDiagnoser::set_peer_samples`].
+    pub fn traces(&self) -> SharedTraces {
+        let mut verdicts: Vec<(u32, Verdict)> = self.verdicts.values().cloned().collect();
+        verdicts.sort_by(|a, b| a.1.trace_id.cmp(&b.1.trace_id));
+        SharedTraces {
+            verdicts,
+            summaries: self.summaries.values().cloned().collect(),
+            gateway_504_ms: self.gateway_504_ms.clone(),
+        }
+    }
+}
+
+impl LiveDiagnoser {
+    /// What changed since `cursor` (0, or a cursor this diagnoser never
+    /// gave: everything), for a peer's [`PeerMirror`].
+    pub fn shared_since(&self, cursor: u64) -> TracesDelta {
+        let full = cursor == 0 || cursor > self.next_seq;
+        let from = if full { 0 } else { cursor };
+        let mut d = TracesDelta {
+            next_seq: self.next_seq,
+            oldest_seq: self.summary_seq.front().copied().unwrap_or(self.next_seq),
+            full,
+            gateway_504_ms: self
+                .samples
+                .iter()
+                .map(|(layer, v)| (layer.clone(), v.iter().copied().collect()))
+                .collect(),
+            ..Default::default()
+        };
+        // Sequence numbers grow along the deque: scan from the back.
+        let start = self.summary_seq.partition_point(|s| *s < from);
+        for (seq, s) in self.summary_seq.iter().zip(&self.summaries).skip(start) {
+            if let Some(v) = self.verdicts.get(&s.trace_id) {
+                d.verdicts.push(v.clone());
+            }
+            d.summaries.push((*seq, s.clone()));
+        }
+        if !full {
+            d.removed = self
+                .tombstones
+                .iter()
+                .filter(|(s, _)| *s >= from)
+                .map(|(_, id)| id.clone())
+                .collect();
+        }
+        d
+    }
+
+    /// Takes the other collectors' 504 request times into the inference of
+    /// each gateway layer's timeout, replacing the ones taken before: a
+    /// collector that saw half the 504s infers from all of them.
+    pub fn set_peer_samples(&mut self, others: &[SharedTraces]) {
+        self.peer_samples.clear();
+        for o in others {
+            for (layer, times) in &o.gateway_504_ms {
+                self.peer_samples
+                    .entry(layer.clone())
+                    .or_default()
+                    .extend(times);
+            }
+        }
+    }
+
+    /// Incidents over the traces kept here and those `others` hold: the
+    /// same reports one diagnoser given all their traffic would make. A
+    /// trace held by several counts once — here first, then the first
+    /// other that holds it, at its highest revision.
+    pub fn incidents_with(&self, others: &[SharedTraces]) -> Vec<IncidentReport> {
+        let mut verdicts: FxHashMap<&str, (u32, &Verdict)> = self
+            .verdicts
+            .iter()
+            .map(|(id, (r, v))| (id.as_str(), (*r, v)))
+            .collect();
+        for o in others {
+            for (r, v) in &o.verdicts {
+                let e = verdicts.entry(v.trace_id.as_str()).or_insert((*r, v));
+                if *r > e.0 && !self.verdicts.contains_key(&v.trace_id) {
+                    *e = (*r, v);
+                }
+            }
+        }
+        let mut seen: FxHashSet<&str> = FxHashSet::default();
+        let mut summaries: Vec<TraceSummary> = Vec::new();
+        for s in self
+            .summaries
+            .iter()
+            .chain(others.iter().flat_map(|o| o.summaries.iter()))
+        {
+            // A request seen only by a gateway has no id and lives in one
+            // collector: always counted.
+            if s.trace_id.is_empty() || seen.insert(s.trace_id.as_str()) {
+                summaries.push(s.clone());
+            }
+        }
+        let mut verdicts: Vec<Verdict> = verdicts.into_values().map(|(_, v)| v.clone()).collect();
+        verdicts.sort_by(|a, b| a.trace_id.cmp(&b.trace_id));
+        report::incidents(&verdicts, &summaries, &self.cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DiagnoseConfig;
+    use overtime_model::{GatewayRecord, SpanRecord, Stage};
+
+    fn request(i: u64, status: u16, at_s: i64) -> GatewayRecord {
+        GatewayRecord {
+            source: "edge".into(),
+            status: Some(status),
+            request_time_ms: Some(1_000.0),
+            request_id: Some(format!("r{i}")),
+            trace_id: Some(format!("{i:032x}")),
+            time_us: at_s * 1_000_000,
+            ..Default::default()
+        }
+    }
+
+    /// The trace ids a diagnoser's incidents would count, as (id, failed).
+    fn ids(t: &SharedTraces) -> Vec<(String, bool)> {
+        let mut v: Vec<(String, bool)> = t
+            .summaries
+            .iter()
+            .map(|s| (s.trace_id.clone(), s.outcome != Outcome::Ok))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn own(d: &LiveDiagnoser) -> SharedTraces {
+        let mut m = PeerMirror::default();
+        m.apply(d.shared_since(0));
+        m.traces()
+    }
+
+    #[test]
+    fn a_mirror_fed_deltas_holds_what_the_diagnoser_holds_through_evictions() {
+        // Room for 4 traces: older ones are evicted as new ones come.
+        let mut peer = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 4);
+        let mut mirror = PeerMirror::default();
+        for round in 0..5u64 {
+            let recs = (0..3).map(|k| {
+                let i = round * 3 + k;
+                request(i, if i % 2 == 0 { 504 } else { 200 }, 100 + i as i64)
+            });
+            peer.add_gateway(recs.collect(), (200 + round as i64) * 1_000_000);
+            peer.tick((300 + round as i64) * 1_000_000);
+            let delta = peer.shared_since(mirror.cursor());
+            assert!(round == 0 || !delta.full);
+            mirror.apply(delta);
+            assert_eq!(ids(&mirror.traces()), ids(&own(&peer)), "round {round}");
+            assert_eq!(mirror.traces().verdicts.len(), own(&peer).verdicts.len());
+        }
+    }
+
+    #[test]
+    fn a_cursor_from_before_a_restart_gets_the_whole_state() {
+        let mut peer = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        peer.add_gateway(vec![request(1, 504, 100)], 200_000_000);
+        peer.tick(300_000_000);
+        let d = peer.shared_since(1_000);
+        assert!(d.full);
+        let mut mirror = PeerMirror::default();
+        mirror.apply(d);
+        assert_eq!(ids(&mirror.traces()), ids(&own(&peer)));
+        assert_eq!(mirror.traces().verdicts.len(), 1);
+    }
+
+    /// A request whose minute went to a tool with no timeout, with its
+    /// gateway 504 and spans.
+    fn stuck_on_a_tool(d: &mut LiveDiagnoser, i: u64) {
+        let (start, end) = (
+            100_000_000 + i as i64 * 1_000_000,
+            160_000_000 + i as i64 * 1_000_000,
+        );
+        let tid = format!("{i:032x}");
+        let root = SpanRecord::new(
+            &tid,
+            &format!("{:016x}", 2 * i + 1),
+            "agent",
+            "POST /chat",
+            start,
+            end,
+        );
+        let mut tool = SpanRecord::new(
+            &tid,
+            &format!("{:016x}", 2 * i + 2),
+            "agent",
+            "crm_api",
+            start + 1_000,
+            end,
+        );
+        tool.parent_span_id = Some(root.span_id.clone());
+        tool.stage = Stage::Tool;
+        tool.tool = Some("crm_api".into());
+        let g = GatewayRecord {
+            request_time_ms: Some(60_000.0),
+            time_us: end,
+            ..request(i, 504, 0)
+        };
+        d.add_gateway(vec![g], end);
+        d.add_spans(vec![root, tool], end);
+    }
+
+    #[test]
+    fn merged_incidents_count_a_trace_both_collectors_hold_once() {
+        let mut a = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        let mut b = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        for d in [&mut a, &mut b] {
+            for i in 1..=6 {
+                stuck_on_a_tool(d, i);
+            }
+            d.tick(300_000_000);
+        }
+        let alone = a.incidents();
+        assert_eq!(alone.len(), 1);
+        assert_eq!(alone[0].trace_count, 6);
+        let merged = a.incidents_with(&[own(&b)]);
+        assert_eq!(
+            serde_json::to_value(&alone).unwrap(),
+            serde_json::to_value(&merged).unwrap()
+        );
+    }
+}
