@@ -32,7 +32,7 @@
 //! use std::time::{Duration, Instant};
 //!
 //! let mut policy = NotifyPolicy::new(Duration::from_secs(30));
-//! let incident = Sighting { id: "i1", fingerprint: "fp", open: true, gateway_504: 1 };
+//! let incident = Sighting { id: "i1", fingerprint: "fp", open: true, gateway_504: 1, owned: true };
 //! let t0 = Instant::now();
 //! assert_eq!(policy.step(t0, &[incident]), [Action::Page { incident_id: "i1".into() }]);
 //! assert_eq!(

@@ -23,12 +23,6 @@ pub(crate) const TOKEN_COOKIE: &str = "overtime_token";
 
 static FAILED_SIGN_INS: AtomicU64 = AtomicU64::new(0);
 
-/// Sign-ins refused for a wrong token since the process started.
-#[cfg(test)]
-fn failed_sign_ins() -> u64 {
-    FAILED_SIGN_INS.load(Ordering::Relaxed)
-}
-
 /// Routes that need the token (mount before the auth layer): the UI's
 /// page and assets, and the events extension of the traces API.
 pub(crate) fn protected() -> Router<Arc<AppState>> {
@@ -281,6 +275,11 @@ mod tests {
     //! store fed with incident C through the pipeline's sink.
     use super::*;
     use crate::pipeline::DiagnosingSink;
+
+    /// Sign-ins refused for a wrong token since the process started.
+    fn failed_sign_ins() -> u64 {
+        FAILED_SIGN_INS.load(Ordering::Relaxed)
+    }
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;

@@ -69,8 +69,12 @@ fn auth(token: &str) -> String {
     format!("Bearer {token}")
 }
 
-/// Path parameters filled with things that exist.
+/// Path parameters filled with things that exist (and a query a route
+/// needs: a peer's unflushed rows are asked for one table).
 fn concrete(path: &str, trace: &str, incident: &str) -> String {
+    if path == "/api/cluster/unflushed" {
+        return format!("{path}?table=spans");
+    }
     path.replace("/api/traces/{id}", &format!("/api/traces/{trace}"))
         .replace("/api/incidents/{id}", &format!("/api/incidents/{incident}"))
         .replace("{file}", "app.js")
