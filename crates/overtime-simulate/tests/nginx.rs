@@ -35,6 +35,9 @@ fn nginx_logs_504s_with_its_own_timings() {
     }
 }
 
+/// How far under a timeout nginx's cached clock can put `$request_time`.
+const NGINX_CLOCK_SLACK_MS: f64 = 50.0;
+
 #[test]
 fn nginx_cuts_a_silent_stream_and_logs_200() {
     require_nginx();
@@ -45,6 +48,13 @@ fn nginx_cuts_a_silent_stream_and_logs_200() {
     for t in cut {
         let g = r.line(t["request_id"].as_str().unwrap());
         assert_eq!(g.status, Some(200));
-        assert!(g.request_time_ms.unwrap() >= r.summary.read_timeout_ms);
+        // Cut by proxy_read_timeout: nginx measures both ends on its cached
+        // clock (updated once per event-loop turn), so on a loaded machine
+        // $request_time can read a few ms under the timeout it fired.
+        let (took, limit) = (g.request_time_ms.unwrap(), r.summary.read_timeout_ms);
+        assert!(
+            took >= limit - NGINX_CLOCK_SLACK_MS,
+            "request_time {took} ms, proxy_read_timeout {limit} ms"
+        );
     }
 }
