@@ -76,7 +76,7 @@ fn is_local(v: &Option<String>) -> bool {
 
 /// The peers to ask for this request, unless it is itself a peer's
 /// `local=1` request or no peers are configured.
-fn peer_query(s: &AppState, local: &Option<String>) -> Option<Arc<PeerQuery>> {
+pub(crate) fn peer_query(s: &AppState, local: &Option<String>) -> Option<Arc<PeerQuery>> {
     (!is_local(local) && !s.peers.is_empty()).then(|| s.peers.query())
 }
 

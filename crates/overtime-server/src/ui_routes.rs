@@ -202,10 +202,21 @@ async fn trace_events(
             format!("{id:?} is not a trace id (32 hex)"),
         ));
     }
+    // The spans a peer has not flushed yet too (docs/deploy.md).
+    let from_peers = match crate::api::peer_query(&s, &None) {
+        Some(pq) => {
+            use overtime_store::PeerSource;
+            pq.unflushed(overtime_model::Table::Spans, None, None, Some(&id))
+                .await
+        }
+        None => Vec::new(),
+    };
     let store = s.store.clone();
     let lookup = id.clone();
     let (rows, bad) = tokio::task::spawn_blocking(move || -> Result<_, String> {
-        let (_, batches) = store.trace(&lookup).map_err(|e| e.to_string())?;
+        let (_, batches) = store
+            .trace_with(&lookup, &[], &from_peers)
+            .map_err(|e| e.to_string())?;
         let mut rows = Vec::new();
         let mut bad = 0usize;
         for b in &batches {

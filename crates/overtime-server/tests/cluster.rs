@@ -235,6 +235,11 @@ async fn a_trace_the_other_collector_holds_unflushed_is_diagnosed_from_its_rows(
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["root_cause"]["kind"], kind, "{v}");
     assert_eq!(v["root_cause"]["component"], t["component"], "{v}");
+    // The UI's timeline of it too, from a's unflushed spans.
+    let (status, events) = get(&format!("{}/api/traces/{id}/events", b.url)).await;
+    assert_eq!(status, 200, "{events}");
+    assert!(events["event_count"].as_u64().is_some(), "{events}");
+    assert!(!events["spans"].as_object().unwrap().is_empty(), "{events}");
     // The same verdict once a has flushed it into the bucket.
     a.state.store.flush().unwrap();
     let (_, after) = get(&format!("{}/api/traces/{id}", b.url)).await;
