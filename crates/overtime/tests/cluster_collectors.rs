@@ -492,7 +492,31 @@ impl Rig {
                         )
                     })
                     .collect();
-                format!("{brief:#?}")
+                // Which collector judged each failing trace live, and how:
+                // where the views part, a trace two collectors judged.
+                let held: BTreeMap<String, Vec<String>> = truth_failing()
+                    .keys()
+                    .map(|id| {
+                        let by = self
+                            .alive()
+                            .filter_map(|c| {
+                                let (st, body) = get(c.port, &format!("/api/traces/{id}?local=1"))?;
+                                let v: Value = serde_json::from_str(&body).ok()?;
+                                (st == 200).then(|| {
+                                    format!(
+                                        "{} {} rev {} ({} timeline entries)",
+                                        c.id,
+                                        v["root_cause"]["kind"],
+                                        v["revision"],
+                                        v["timeline"].as_array().map_or(0, Vec::len)
+                                    )
+                                })
+                            })
+                            .collect();
+                        (id.clone(), by)
+                    })
+                    .collect();
+                format!("{brief:#?}\nlive verdicts of the failing traces: {held:#?}")
             },
         );
         let first = self.alive().next().unwrap();
