@@ -27,6 +27,16 @@
 //! verdict, the incident has all its failures, and still one ticket and
 //! one page.
 //!
+//! Known failure, about one run in five (issue 17): a trace whose records
+//! straddle the kill — some acknowledged by the dead collector but not
+//! flushed, the rest read by a survivor after the rebalance — is judged
+//! on the survivor from part of its records, that verdict is not revised
+//! once the dead collector's rows reach the bucket, and each collector
+//! counts its own verdict of a trace first (`incidents_with`): then the
+//! collectors' incidents part (22 failures on one, 23 on the others), or
+//! the partial verdict makes a one-trace incident of another cause that
+//! gets a ticket of its own.
+//!
 //! Needs tansu (`scripts/tansu`), node and npm (s3rver) and Debian's
 //! `prometheus-alertmanager`; a missing one fails the test naming it.
 
