@@ -27,7 +27,7 @@
 //! verdict, the incident has all its failures, and still one ticket and
 //! one page.
 //!
-//! Known failure, about one run in five (issue 17): a trace whose records
+//! Known failure, 3 of 11 runs here (issue 17): a trace whose records
 //! straddle the kill — some acknowledged by the dead collector but not
 //! flushed, the rest read by a survivor after the rebalance — is judged
 //! on the survivor from part of its records, that verdict is not revised
