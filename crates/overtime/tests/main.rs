@@ -5,6 +5,7 @@
 
 mod advise_cli;
 mod cli_usage;
+mod cluster_collectors;
 mod demo;
 mod diagnose_at_scale;
 mod early_warning;

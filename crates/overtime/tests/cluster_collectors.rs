@@ -1,0 +1,877 @@
+//! Several `overtime serve` collectors working as one, every part real and
+//! started here: an S3-compatible server (s3rver) holding the Parquet of
+//! all of them (`[store] url = "s3://…"`), a tansu Kafka broker whose
+//! topics they read in one consumer group, a real Alertmanager they page
+//! and the Jira stand-in (overtime-jira's tests' own, which refuses what
+//! Jira refuses) they ticket, each collector listing all of them as
+//! `[cluster] peers`.
+//!
+//! Incident C (`tests/fixtures/incidents/c_dns_retry`, played as the
+//! last two minutes' traffic) is produced into the topics keyed by trace id, so each collector
+//! diagnoses the traces of its partitions. What a user checks then holds
+//! on every collector: SQL counts every line and span, every failing trace
+//! of the truth has its verdict, and `/api/incidents` shows the one
+//! incident with all its failures; one ticket reaches Jira and one page
+//! Alertmanager, sent by the fingerprint's owner.
+//!
+//! The second test kills the owner (SIGKILL) mid-incident while traffic
+//! flows: the survivors answer and name the dead peer, the next owner
+//! pages (same labels: still one page in Alertmanager), the Jira notifier
+//! finds the first ticket instead of filing a second. What the dead
+//! collector had acknowledged to Kafka (durable in its WAL) but not yet
+//! flushed to the bucket is out of the survivors' view while it is down —
+//! a gap this test measures and prints rather than hides (offsets are
+//! committed at the WAL, not at the bucket). It comes back on its own
+//! volume, as an orchestrator restarts it: then every produced record is
+//! counted exactly once on every collector, every failing trace has its
+//! verdict, the incident has all its failures, and still one ticket and
+//! one page.
+//!
+//! Known failure, 3 of 11 runs here (issue 17): a trace whose records
+//! straddle the kill — some acknowledged by the dead collector but not
+//! flushed, the rest read by a survivor after the rebalance — is judged
+//! on the survivor from part of its records, that verdict is not revised
+//! once the dead collector's rows reach the bucket, and each collector
+//! counts its own verdict of a trace first (`incidents_with`): then the
+//! collectors' incidents part (22 failures on one, 23 on the others), or
+//! the partial verdict makes a one-trace incident of another cause that
+//! gets a ticket of its own.
+//!
+//! Needs tansu (`scripts/tansu`), node and npm (s3rver) and Debian's
+//! `prometheus-alertmanager`; a missing one fails the test naming it.
+
+use crate::support::kafka::{Ctx, Deliveries};
+use crate::support::{Serve, fixture, serve_command, sql_answer, sql_count};
+use overtime_test_support::monitoring::Alertmanager;
+use overtime_test_support::net::{free_port, get, wait_until};
+use overtime_test_support::s3rver::S3rver;
+use overtime_test_support::tansu::Tansu;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+// The Jira stand-in of overtime-jira's tests (it refuses what Jira
+// refuses), compiled into this binary too rather than copied.
+#[path = "../../overtime-jira/tests/support/mod.rs"]
+#[allow(clippy::all, unused)]
+mod jira_standin;
+
+const INCIDENT: &str = "c_dns_retry";
+const EDGE: &str = "cluster-edge";
+const SPANS: &str = "cluster-spans";
+const PARTITIONS: u32 = 3;
+const GRACE_MS: u64 = 2_000;
+const JIRA_TOKEN_ENV: &str = "CLUSTER_JIRA_TOKEN";
+/// The generous bound of every wait: only a hang reaches it.
+const WAIT_S: u64 = 120;
+
+/// One record to produce: topic, key (the trace id), payload, and when
+/// it happened (ms) for the order of production.
+#[derive(Clone)]
+struct Rec {
+    topic: &'static str,
+    key: String,
+    payload: String,
+    at_ms: i64,
+}
+
+/// How long the played incident lasts: the fixture's half hour is
+/// played in this much recent time (each trace moved as a whole, so its
+/// own timings stay), as a collector receives live traffic.
+const PLAYED_MS: i64 = 120_000;
+
+/// Incident C's access log and spans played as recent traffic: each
+/// trace's records moved by one offset so the traces' starts keep their
+/// order and fall in the last [`PLAYED_MS`] before now; each keyed by its
+/// trace (a line without a traceparent by the trace whose spans carry its
+/// request id); in the order they happened (a gateway line when the
+/// gateway answered, a span when it ended).
+fn incident_traffic() -> Vec<Rec> {
+    let read = |f: &str| std::fs::read_to_string(fixture(INCIDENT, f)).unwrap();
+    let spans: Vec<serde_json::Map<String, Value>> = read("spans.jsonl")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lines: Vec<String> = read("access.log")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    let line_ms = |l: &str| -> i64 {
+        let (s, ms) = l.split_once(' ').unwrap().0.split_once('.').unwrap();
+        s.parse::<i64>().unwrap() * 1000 + ms.parse::<i64>().unwrap()
+    };
+    let span_start = |s: &serde_json::Map<String, Value>| s["start_time"].as_i64().unwrap();
+    let span_end = |s: &serde_json::Map<String, Value>| -> i64 {
+        span_start(s) + s["duration_ms"].as_f64().unwrap_or(0.0) as i64
+    };
+    let by_request: HashMap<String, String> = spans
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.get("request_id")?.as_str()?.to_string(),
+                s["trace_id"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let line_trace = |l: &str| -> String {
+        let field = |p: &str| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(p))
+                .map(str::to_string)
+        };
+        field("tp=00-")
+            .and_then(|tp| tp.split('-').next().map(str::to_string))
+            .or_else(|| by_request.get(&field("rid=")?).cloned())
+            .unwrap_or_else(|| panic!("no trace for line {l}"))
+    };
+    // When each trace began, in the fixture.
+    let mut began: HashMap<String, i64> = HashMap::new();
+    for s in &spans {
+        let e = began
+            .entry(s["trace_id"].as_str().unwrap().to_string())
+            .or_insert(i64::MAX);
+        *e = (*e).min(span_start(s));
+    }
+    for l in &lines {
+        let e = began.entry(line_trace(l)).or_insert(i64::MAX);
+        *e = (*e).min(line_ms(l));
+    }
+    let first = *began.values().min().unwrap();
+    let last = *began.values().max().unwrap();
+    // The last trace begins 20 s ago: it has ended by now.
+    let now_ms = (crate::support::now_ns() / 1_000_000) as i64;
+    let to = now_ms - 20_000 - PLAYED_MS;
+    let shift = |trace: &str| -> i64 {
+        let b = began[trace];
+        to + (b - first) * PLAYED_MS / (last - first).max(1) - b
+    };
+    let mut out = Vec::new();
+    for s in &spans {
+        let mut s = s.clone();
+        let key = s["trace_id"].as_str().unwrap().to_string();
+        let by = shift(&key);
+        let at = span_end(&s) + by;
+        s.insert("start_time".into(), (span_start(&s) + by).into());
+        // A streamed call's chunk events carry their own times.
+        if let Some(Value::Array(events)) = s.get_mut("events") {
+            for e in events {
+                if let Some(t) = e["time"].as_i64() {
+                    e["time"] = (t + by).into();
+                }
+            }
+        }
+        out.push(Rec {
+            topic: SPANS,
+            key,
+            payload: Value::Object(s).to_string(),
+            at_ms: at,
+        });
+    }
+    for l in &lines {
+        let key = line_trace(l);
+        let t = line_ms(l) + shift(&key);
+        let rest = l.split_once(' ').unwrap().1;
+        out.push(Rec {
+            topic: EDGE,
+            key,
+            payload: format!("{}.{:03} {rest}", t / 1000, t % 1000),
+            at_ms: t,
+        });
+    }
+    // Spans before the gateway line that ends at the same millisecond.
+    out.sort_by_key(|r| (r.at_ms, r.topic == EDGE));
+    out
+}
+
+/// The truth's failing traces: trace id → root-cause kind.
+fn truth_failing() -> BTreeMap<String, String> {
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(INCIDENT, "truth.json")).unwrap())
+            .unwrap();
+    t["failing"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, v)| (id.clone(), v["kind"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The one fingerprint of incident C's failures (kind:component).
+fn truth_fingerprint() -> String {
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(INCIDENT, "truth.json")).unwrap())
+            .unwrap();
+    let fps: BTreeSet<String> = t["failing"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| {
+            format!(
+                "{}:{}",
+                v["kind"].as_str().unwrap(),
+                v["component"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(fps.len(), 1, "incident C has one cause: {fps:?}");
+    fps.into_iter().next().unwrap()
+}
+
+/// One `overtime serve` of the group: its id, port and config.
+struct Collector {
+    id: String,
+    port: u16,
+    config: PathBuf,
+    serve: Option<Serve>,
+}
+
+impl Collector {
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Every real part and the collectors.
+struct Rig {
+    dir: tempfile::TempDir,
+    s3: S3rver,
+    broker: Tansu,
+    am: Alertmanager,
+    jira: jira_standin::Standin,
+    collectors: Vec<Collector>,
+    // Last: the stand-in's tasks run on it.
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Rig {
+    fn start(n: usize) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let s3 = S3rver::start(dir.path(), &["overtime"]);
+        let broker = Tansu::start(
+            &format!("127.0.0.1:{}", free_port()),
+            "memory://tansu/",
+            &[],
+            &dir.path().join("tansu.log"),
+        );
+        broker.create_topic(EDGE, PARTITIONS);
+        broker.create_topic(SPANS, PARTITIONS);
+        let am = Alertmanager::start();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let jira = rt.block_on(jira_standin::Standin::start(jira_standin::Flavor::Cloud, 3));
+        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let peers: Vec<String> = ports
+            .iter()
+            .map(|p| format!("\"http://127.0.0.1:{p}\""))
+            .collect();
+        let log_format = std::fs::read_to_string(fixture(INCIDENT, "log_format.txt")).unwrap();
+        let collectors = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &port)| {
+                let id = format!("collector-{}", i + 1);
+                let home = dir.path().join(&id);
+                std::fs::create_dir_all(&home).unwrap();
+                let config = home.join("overtime.toml");
+                // A short grace, so verdicts and the ticket come within
+                // seconds; an hour's quiet period, so the incident stays
+                // open however long a slow machine stretches the waits.
+                std::fs::write(
+                    &config,
+                    format!(
+                        "[server]\nlisten = \"127.0.0.1:{port}\"\n\
+                         [store]\ndata_dir = {data:?}\nurl = \"s3://overtime/cluster\"\n\
+                         collector_id = \"{id}\"\nflush_interval_ms = 1000\n\
+                         [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n\
+                         [diagnose]\ngrace_ms = {GRACE_MS}\nfailure_grace_ms = 1000\n\
+                         incident_quiet_ms = 3600000\n\
+                         [cluster]\npeers = [{peers}]\npeer_timeout_ms = 2000\n\
+                         [alerts]\nalertmanager_urls = [\"{am}\"]\nresend_interval_ms = 1000\n\
+                         external_url = \"http://127.0.0.1:{port}\"\n\
+                         [jira]\nenabled = true\nbase_url = \"{jira}\"\nproject_key = \"{project}\"\n\
+                         email = \"{email}\"\ntoken_env = \"{JIRA_TOKEN_ENV}\"\nsearch_settle_secs = 1\n\
+                         [jira.retry]\nbase_backoff_ms = 100\nmax_backoff_secs = 1\n\n\
+                         [[kafka]]\nbrokers = \"{broker}\"\ngroup_id = \"cluster\"\n\
+                         max_prefetch_kbytes = 1024\n\
+                         librdkafka_options = {{ \"session.timeout.ms\" = \"10000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
+                         [[kafka.topics]]\ntopic = \"{EDGE}\"\nformat = \"nginx\"\nlog_format = {log_format:?}\nlayer = \"access\"\n\
+                         [[kafka.topics]]\ntopic = \"{SPANS}\"\nformat = \"jsonl\"\n",
+                        data = home.join("data").display().to_string(),
+                        peers = peers.join(", "),
+                        am = am.url,
+                        jira = jira.url(),
+                        project = jira_standin::PROJECT,
+                        email = jira_standin::EMAIL,
+                        broker = broker.addr,
+                    ),
+                )
+                .unwrap();
+                Collector {
+                    id,
+                    port,
+                    config,
+                    serve: None,
+                }
+            })
+            .collect();
+        let mut rig = Rig {
+            dir,
+            s3,
+            broker,
+            am,
+            jira,
+            collectors,
+            _rt: rt,
+        };
+        for i in 0..n {
+            rig.start_collector(i);
+        }
+        rig
+    }
+
+    fn start_collector(&mut self, i: usize) {
+        let c = &self.collectors[i];
+        let mut cmd = serve_command(&c.config);
+        cmd.envs(self.s3.env())
+            .env(JIRA_TOKEN_ENV, jira_standin::TOKEN)
+            .stderr(std::fs::File::create(self.dir.path().join(format!("{}.err", c.id))).unwrap());
+        let serve = Serve::start_command(cmd, c.port);
+        self.collectors[i].serve = Some(serve);
+    }
+
+    /// The collectors running now.
+    fn alive(&self) -> impl Iterator<Item = &Collector> {
+        self.collectors.iter().filter(|c| c.serve.is_some())
+    }
+
+    /// What each collector wrote to stderr, for a failure's message.
+    fn logs(&self) -> String {
+        let mut s = String::new();
+        for c in &self.collectors {
+            let p = self.dir.path().join(format!("{}.err", c.id));
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            s += &format!("\n--- {} (last lines) ---\n", c.id);
+            for l in tail.into_iter().rev() {
+                s += l;
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    fn incidents(&self, c: &Collector) -> Vec<Value> {
+        let (status, body) = get(c.port, "/api/incidents").expect("incidents answer");
+        assert_eq!(status, 200, "{}: {body}", c.id);
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["incidents"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The pages for `fingerprint` Alertmanager lists.
+    fn pages(&self, fingerprint: &str) -> Vec<Value> {
+        self.am
+            .named(overtime_slo::alert_names::INCIDENT)
+            .into_iter()
+            .filter(|a| a["labels"]["fingerprint"] == fingerprint)
+            .collect()
+    }
+
+    /// Waits until every running collector holds `lines` gateway lines
+    /// and `spans` spans (its own, its peers' and the bucket's).
+    fn wait_for_counts(&self, lines: u64, spans: u64, what: &str) {
+        let last = std::cell::RefCell::new(String::new());
+        wait_until(
+            WAIT_S,
+            what,
+            || {
+                let mut seen = String::new();
+                let mut ok = true;
+                for c in self.alive() {
+                    let g = sql_count(c.port, None, "SELECT count(*) AS n FROM gateway_requests");
+                    let s = sql_count(c.port, None, "SELECT count(*) AS n FROM spans");
+                    seen += &format!("{}: {g} lines, {s} spans; ", c.id);
+                    ok &= g == lines && s == spans;
+                }
+                *last.borrow_mut() = seen;
+                ok
+            },
+            || {
+                format!(
+                    "want {lines} lines, {spans} spans; {}{}",
+                    last.borrow(),
+                    self.logs()
+                )
+            },
+        );
+    }
+
+    /// Waits until every running collector finds every failing trace of
+    /// the truth with its verdict's cause.
+    fn wait_for_verdicts(&self, failing: &BTreeMap<String, String>) {
+        let last = std::cell::RefCell::new(Vec::<String>::new());
+        wait_until(
+            WAIT_S,
+            "every failing trace's verdict from every collector",
+            || {
+                let mut missing = Vec::new();
+                for c in self.alive() {
+                    for (id, kind) in failing {
+                        let got = get(c.port, &format!("/api/traces/{id}"));
+                        let found = got.as_ref().is_some_and(|(st, body)| {
+                            *st == 200
+                                && serde_json::from_str::<Value>(body)
+                                    .is_ok_and(|v| v["root_cause"]["kind"] == kind.as_str())
+                        });
+                        if !found {
+                            missing.push(format!(
+                                "{} {id}: {}",
+                                c.id,
+                                got.map_or("no answer".into(), |(st, b)| {
+                                    let v: Value = serde_json::from_str(&b).unwrap_or_default();
+                                    format!(
+                                        "{st} {} {} {}",
+                                        v["outcome"],
+                                        v["root_cause"]["kind"],
+                                        v["root_cause"]["component"]
+                                    )
+                                })
+                            ));
+                        }
+                    }
+                }
+                let done = missing.is_empty();
+                *last.borrow_mut() = missing;
+                done
+            },
+            || format!("{:#?}", last.borrow().iter().take(10).collect::<Vec<_>>()),
+        );
+    }
+
+    /// Waits until every running collector lists exactly one incident,
+    /// the same one, of `fingerprint` with `count` failing traces; its id.
+    fn wait_for_one_incident(&self, fingerprint: &str, count: usize) -> String {
+        let last = std::cell::RefCell::new(BTreeMap::<String, Vec<Value>>::new());
+        wait_until(
+            WAIT_S,
+            "one incident with every failure on every collector",
+            || {
+                let seen: BTreeMap<String, Vec<Value>> = self
+                    .alive()
+                    .map(|c| (c.id.clone(), self.incidents(c)))
+                    .collect();
+                let ids: BTreeSet<String> = seen
+                    .values()
+                    .flatten()
+                    .map(|i| i["id"].as_str().unwrap_or("").to_string())
+                    .collect();
+                let ok = ids.len() == 1
+                    && seen.values().all(|l| {
+                        l.len() == 1
+                            && l[0]["fingerprint"] == fingerprint
+                            && l[0]["trace_count"] == count
+                            && l[0]["status"] == "open"
+                    });
+                *last.borrow_mut() = seen;
+                ok
+            },
+            || {
+                let seen = last.borrow();
+                let brief: BTreeMap<&String, Vec<String>> = seen
+                    .iter()
+                    .map(|(c, l)| {
+                        (
+                            c,
+                            l.iter()
+                                .map(|i| {
+                                    format!(
+                                        "{} {} traces={} {}",
+                                        i["id"], i["fingerprint"], i["trace_count"], i["status"]
+                                    )
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                // Which collector judged each failing trace live, and how:
+                // where the views part, a trace two collectors judged.
+                let held: BTreeMap<String, Vec<String>> = truth_failing()
+                    .keys()
+                    .map(|id| {
+                        let by = self
+                            .alive()
+                            .filter_map(|c| {
+                                let (st, body) = get(c.port, &format!("/api/traces/{id}?local=1"))?;
+                                let v: Value = serde_json::from_str(&body).ok()?;
+                                (st == 200).then(|| {
+                                    format!(
+                                        "{} {} rev {} ({} timeline entries)",
+                                        c.id,
+                                        v["root_cause"]["kind"],
+                                        v["revision"],
+                                        v["timeline"].as_array().map_or(0, Vec::len)
+                                    )
+                                })
+                            })
+                            .collect();
+                        (id.clone(), by)
+                    })
+                    .collect();
+                format!("{brief:#?}\nlive verdicts of the failing traces: {held:#?}")
+            },
+        );
+        let first = self.alive().next().unwrap();
+        self.incidents(first)[0]["id"].as_str().unwrap().to_string()
+    }
+
+    /// Jira's issues now (the stand-in's, and what it refused).
+    fn tickets(&self) -> (Vec<jira_standin::Issue>, Vec<String>) {
+        (self.jira.issues(), self.jira.rejections())
+    }
+
+    /// Waits until Alertmanager lists the page of `fingerprint`, then
+    /// watches it over several resend intervals: exactly one, always sent
+    /// by `owner` (its report link names the sender).
+    fn check_one_page_from(&self, fingerprint: &str, owner: &Collector) {
+        wait_until(
+            WAIT_S,
+            "the incident's page in Alertmanager",
+            || !self.pages(fingerprint).is_empty(),
+            || format!("alertmanager lists {:#?}{}", self.am.alerts(), self.logs()),
+        );
+        let deadline = Instant::now() + Duration::from_secs(6);
+        while Instant::now() < deadline {
+            let pages = self.pages(fingerprint);
+            assert_eq!(pages.len(), 1, "one page per fingerprint: {pages:#?}");
+            let link = pages[0]["annotations"]["report_url"].as_str().unwrap_or("");
+            assert!(
+                link.starts_with(&owner.url()),
+                "the page comes from the owner {} ({}): {link}",
+                owner.id,
+                owner.url()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// A producer as a gateway's and the services' shippers would run it:
+/// keyed by trace id, idempotent, one record per batch (tansu cannot
+/// fetch from inside a batch).
+fn producer(addr: &str) -> (ThreadedProducer<Ctx>, Arc<Deliveries>) {
+    let deliveries = Arc::new(Deliveries::default());
+    let p = ClientConfig::new()
+        .set("bootstrap.servers", addr)
+        .set("linger.ms", "0")
+        .set("batch.num.messages", "1")
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "120000")
+        .create_with_context(Ctx(deliveries.clone()))
+        .expect("producer");
+    (p, deliveries)
+}
+
+/// Sends `recs` (numbered from `first`), `pause` apart, and waits until
+/// the broker acknowledged each.
+fn produce(p: &ThreadedProducer<Ctx>, recs: &[Rec], first: u64, pause: Duration) {
+    for (i, r) in recs.iter().enumerate() {
+        let mut rec = BaseRecord::with_opaque_to(r.topic, Box::new(first + i as u64))
+            .key(r.key.as_str())
+            .payload(r.payload.as_str());
+        loop {
+            match p.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+    }
+    p.flush(Duration::from_secs(120))
+        .expect("the broker acknowledges every record");
+}
+
+fn count(recs: &[Rec], topic: &str) -> u64 {
+    recs.iter().filter(|r| r.topic == topic).count() as u64
+}
+
+#[test]
+fn three_collectors_in_one_group_answer_for_all_traffic_and_notify_once() {
+    let started = Instant::now();
+    let rig = Rig::start(3);
+    let traffic = incident_traffic();
+    let failing = truth_failing();
+    let fingerprint = truth_fingerprint();
+    let (p, deliveries) = producer(&rig.broker.addr);
+    produce(&p, &traffic, 0, Duration::ZERO);
+    assert!(deliveries.failed.lock().unwrap().is_empty());
+    assert_eq!(deliveries.ok.load(Relaxed), traffic.len() as u64);
+
+    // SQL on any collector counts every record, whichever collector read it.
+    rig.wait_for_counts(
+        count(&traffic, EDGE),
+        count(&traffic, SPANS),
+        "every line and span counted by every collector",
+    );
+    rig.wait_for_verdicts(&failing);
+    // The traffic really was split: each failing trace gets its live
+    // verdict from one collector, and not all from the same one.
+    let judged = || -> Vec<usize> {
+        rig.alive()
+            .map(|c| {
+                failing
+                    .keys()
+                    .filter(|id| {
+                        matches!(
+                            get(c.port, &format!("/api/traces/{id}?local=1")),
+                            Some((200, _))
+                        )
+                    })
+                    .count()
+            })
+            .collect()
+    };
+    wait_until(
+        WAIT_S,
+        "each failing trace judged live by one collector",
+        || judged().iter().sum::<usize>() == failing.len(),
+        || format!("{:?}", judged()),
+    );
+    let judged = judged();
+    assert!(
+        judged.iter().filter(|n| **n > 0).count() >= 2,
+        "the group split the failing traces: {judged:?}"
+    );
+    let incident = rig.wait_for_one_incident(&fingerprint, failing.len());
+
+    // One ticket, filed once the grace period is over, whoever owns it.
+    wait_until(
+        WAIT_S,
+        "a Jira ticket for the incident",
+        || !rig.jira.issues().is_empty(),
+        || rig.logs(),
+    );
+    // Every collector has seen the incident for more than the grace
+    // period: a non-owner that tickets would have by now.
+    std::thread::sleep(Duration::from_millis(3 * GRACE_MS + 3_000));
+    let (issues, rejected) = rig.tickets();
+    assert!(rejected.is_empty(), "Jira refused: {rejected:#?}");
+    assert_eq!(
+        issues.len(),
+        1,
+        "one ticket for incident {incident}: {:#?}",
+        issues
+            .iter()
+            .map(|i| (&i.key, &i.summary, &i.labels))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(rig.jira.count("POST", "/rest/api/3/issue"), 1);
+    let ids: Vec<&str> = rig.collectors.iter().map(|c| c.id.as_str()).collect();
+    let owner_id = overtime_server::fingerprint_owner(&fingerprint, ids).unwrap();
+    let owner = rig.collectors.iter().find(|c| c.id == owner_id).unwrap();
+    rig.check_one_page_from(&fingerprint, owner);
+    eprintln!(
+        "cluster_collectors: 3 collectors, {} records, {} failing traces found from each, \
+         judged {judged:?} by each, incident {incident} owned by {owner_id}: 1 ticket, 1 page, \
+         in {:.0?}",
+        traffic.len(),
+        failing.len(),
+        started.elapsed()
+    );
+}
+
+#[test]
+fn killing_the_owner_mid_incident_loses_nothing_acknowledged_and_files_no_second_ticket() {
+    let started = Instant::now();
+    let mut rig = Rig::start(3);
+    let traffic = incident_traffic();
+    let failing = truth_failing();
+    let fingerprint = truth_fingerprint();
+    let ids: Vec<String> = rig.collectors.iter().map(|c| c.id.clone()).collect();
+    let owner_id = overtime_server::fingerprint_owner(&fingerprint, ids.iter().map(String::as_str))
+        .unwrap()
+        .to_string();
+
+    // Up to the gateway line of the middle failing trace: the incident
+    // is under way.
+    let cut = traffic
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.topic == EDGE && failing.contains_key(&r.key))
+        .nth(failing.len() / 2)
+        .unwrap()
+        .0;
+    let (head, tail) = traffic.split_at(cut);
+    let (p, deliveries) = producer(&rig.broker.addr);
+    produce(&p, head, 0, Duration::ZERO);
+    let failing_in_head: BTreeMap<String, String> = failing
+        .iter()
+        .filter(|(id, _)| head.iter().any(|r| r.topic == EDGE && &r.key == *id))
+        .map(|(a, b)| (a.clone(), b.clone()))
+        .collect();
+    assert!(
+        !failing_in_head.is_empty() && failing_in_head.len() < failing.len(),
+        "the cut falls mid-incident"
+    );
+    rig.wait_for_counts(
+        count(head, EDGE),
+        count(head, SPANS),
+        "the first part counted by every collector",
+    );
+    rig.wait_for_verdicts(&failing_in_head);
+    wait_until(
+        WAIT_S,
+        "the owner's ticket",
+        || !rig.jira.issues().is_empty(),
+        || rig.logs(),
+    );
+    let owner = rig.collectors.iter().find(|c| c.id == owner_id).unwrap();
+    rig.check_one_page_from(&fingerprint, owner);
+
+    // The rest flows while the owner dies.
+    let killer = {
+        let tail = tail.to_vec();
+        let first = head.len() as u64;
+        std::thread::spawn(move || {
+            produce(&p, &tail, first, Duration::from_millis(5));
+        })
+    };
+    std::thread::sleep(Duration::from_millis(tail.len() as u64 * 5 / 3));
+    let i = rig
+        .collectors
+        .iter()
+        .position(|c| c.id == owner_id)
+        .unwrap();
+    rig.collectors[i].serve.take().unwrap().kill9();
+    let dead_url = rig.collectors[i].url();
+    killer.join().unwrap();
+    assert!(deliveries.failed.lock().unwrap().is_empty());
+    assert_eq!(deliveries.ok.load(Relaxed), traffic.len() as u64);
+
+    // The survivors answer, saying who did not.
+    for c in rig.alive() {
+        let a = sql_answer(c.port, None, "SELECT count(*) AS n FROM gateway_requests")
+            .expect("a survivor answers SQL");
+        assert_eq!(a.status, 200, "{}: {}", c.id, a.text());
+        let v = a.json();
+        let unanswered: Vec<&str> = v["peers"]["unanswered"]
+            .as_array()
+            .map(|u| u.iter().filter_map(|p| p["peer"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(unanswered, [dead_url.as_str()], "{}: {v}", c.id);
+    }
+    // Another collector speaks for the fingerprint now: its page (same
+    // labels, so still one).
+    let survivors: Vec<&str> = rig.alive().map(|c| c.id.as_str()).collect();
+    let heir_id = overtime_server::fingerprint_owner(&fingerprint, survivors)
+        .unwrap()
+        .to_string();
+    let heir = rig.collectors.iter().find(|c| c.id == heir_id).unwrap();
+    wait_until(
+        WAIT_S,
+        "the page re-sent by the new owner",
+        || {
+            rig.pages(&fingerprint).iter().any(|p| {
+                p["annotations"]["report_url"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with(&heir.url()))
+            })
+        },
+        || format!("{:#?}{}", rig.pages(&fingerprint), rig.logs()),
+    );
+    rig.check_one_page_from(&fingerprint, heir);
+    // What the survivors count once the group gave them the dead
+    // collector's partitions (the same on both, steady for 5 s): its
+    // flushed rows in the bucket, and what they read again from its last
+    // commit. What it had made durable in its WAL and acknowledged to
+    // Kafka but not yet flushed is out of their view until it is back.
+    let total = (count(&traffic, EDGE), count(&traffic, SPANS));
+    let counts = || -> Vec<(u64, u64)> {
+        rig.alive()
+            .map(|c| {
+                (
+                    sql_count(c.port, None, "SELECT count(*) AS n FROM gateway_requests"),
+                    sql_count(c.port, None, "SELECT count(*) AS n FROM spans"),
+                )
+            })
+            .collect()
+    };
+    let mut steady = (Vec::new(), Instant::now());
+    wait_until(
+        WAIT_S,
+        "the survivors' counts to settle",
+        || {
+            let now = counts();
+            if now != steady.0 {
+                steady = (now, Instant::now());
+            }
+            steady.0.windows(2).all(|w| w[0] == w[1])
+                && steady.1.elapsed() >= Duration::from_secs(5)
+        },
+        || format!("{:?}{}", counts(), rig.logs()),
+    );
+    let while_down = steady.0[0];
+    assert!(
+        while_down.0 >= count(head, EDGE) && while_down.0 <= total.0 && while_down.1 <= total.1,
+        "the survivors count {while_down:?} of {total:?}"
+    );
+    std::thread::sleep(Duration::from_millis(3 * GRACE_MS + 3_000));
+    let (issues, rejected) = rig.tickets();
+    assert!(rejected.is_empty(), "Jira refused: {rejected:#?}");
+    assert_eq!(
+        issues.len(),
+        1,
+        "no second ticket after the owner died: {:#?}",
+        issues
+            .iter()
+            .map(|i| (&i.key, &i.summary))
+            .collect::<Vec<_>>()
+    );
+
+    // The dead collector comes back on its volume (as an orchestrator
+    // restarts it): its WAL is flushed and every produced record is
+    // counted exactly once on every collector; it speaks for the
+    // fingerprint again and still no second ticket is filed.
+    rig.start_collector(i);
+    rig.wait_for_counts(
+        total.0,
+        total.1,
+        "every record counted once on every collector",
+    );
+    rig.wait_for_verdicts(&failing);
+    let incident = rig.wait_for_one_incident(&fingerprint, failing.len());
+    std::thread::sleep(Duration::from_millis(3 * GRACE_MS + 3_000));
+    let (issues, rejected) = rig.tickets();
+    assert!(rejected.is_empty(), "Jira refused: {rejected:#?}");
+    assert_eq!(
+        issues.len(),
+        1,
+        "no second ticket after the owner came back: {:#?}",
+        issues
+            .iter()
+            .map(|i| (&i.key, &i.summary))
+            .collect::<Vec<_>>()
+    );
+    let pages = rig.pages(&fingerprint);
+    assert_eq!(pages.len(), 1, "one page per fingerprint: {pages:#?}");
+    eprintln!(
+        "cluster_collectors: owner {owner_id} killed mid-incident, {heir_id} took over; the survivors \
+         counted {while_down:?} of {total:?} (lines, spans) while it was down, every one once it \
+         was back; incident {incident}: 1 ticket ({} comments), 1 page; in {:.0?}",
+        issues[0].comments.len(),
+        started.elapsed()
+    );
+}
