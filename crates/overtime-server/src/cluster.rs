@@ -213,35 +213,42 @@ impl PeerQuery {
         path_for: impl Fn(&str) -> String,
     ) -> Vec<(String, Option<serde_json::Value>)> {
         let path_for = &path_for;
-        let asks = self.peers.urls.iter().map(|url| async move {
-            let resp = match self.get(url, &path_for(url)).await {
-                Ok(r) => r,
-                Err(why) if why.is_empty() => return None,
-                Err(why) => {
-                    self.failed(url, why);
-                    return None;
-                }
-            };
+        self.each_peer(|url| async move {
+            let resp = self.get(url, &path_for(url)).await?;
             let status = resp.status();
             if status == reqwest::StatusCode::NOT_FOUND {
-                return Some((url.clone(), None));
+                return Ok(Some((url.to_string(), None)));
             }
             if !status.is_success() {
-                self.failed(url, format!("answered {status}"));
-                return None;
+                return Err(format!("answered {status}"));
             }
-            let body = match resp.bytes().await {
-                Ok(b) => b,
-                Err(e) => {
-                    self.failed(url, format!("reading: {e}"));
-                    return None;
-                }
-            };
-            match serde_json::from_slice::<serde_json::Value>(&body) {
-                Ok(v) => Some((url.clone(), Some(v))),
-                Err(e) => {
-                    self.failed(url, format!("unreadable answer: {e}"));
-                    None
+            let body = resp.bytes().await.map_err(|e| format!("reading: {e}"))?;
+            serde_json::from_slice::<serde_json::Value>(&body)
+                .map(|v| Some((url.to_string(), Some(v))))
+                .map_err(|e| format!("unreadable answer: {e}"))
+        })
+        .await
+    }
+
+    /// Runs `ask` on every peer at once and keeps the answers. An error
+    /// names the peer as not answering, with its reason; the empty error
+    /// is [`PeerQuery::get`]'s "that peer is this collector": skipped.
+    async fn each_peer<'a, T, F, Fut>(&'a self, ask: F) -> Vec<T>
+    where
+        F: Fn(&'a str) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<T>, String>>,
+    {
+        let asks = self.peers.urls.iter().map(|url| {
+            let answer = ask(url);
+            async move {
+                match answer.await {
+                    Ok(t) => t,
+                    Err(why) => {
+                        if !why.is_empty() {
+                            self.failed(url, why);
+                        }
+                        None
+                    }
                 }
             }
         });
@@ -253,14 +260,9 @@ impl PeerQuery {
     }
 
     async fn unflushed_from(&self, url: &str, query: &str) -> Result<Option<Unflushed>, String> {
-        let resp = match self
+        let resp = self
             .get(url, &format!("/api/cluster/unflushed?{query}"))
-            .await
-        {
-            Ok(r) => r,
-            Err(why) if why.is_empty() => return Ok(None),
-            Err(why) => return Err(why),
-        };
+            .await?;
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("answered {status}"));
@@ -316,23 +318,8 @@ impl PeerSource for PeerQuery {
             }
             q.finish()
         };
-        let asks = self.peers.urls.iter().map(|url| {
-            let q = q.clone();
-            async move {
-                match self.unflushed_from(url, &q).await {
-                    Ok(u) => u,
-                    Err(why) => {
-                        self.failed(url, why);
-                        None
-                    }
-                }
-            }
-        });
-        futures::future::join_all(asks)
-            .await
-            .into_iter()
-            .flatten()
-            .collect()
+        let q = &q;
+        self.each_peer(|url| self.unflushed_from(url, q)).await
     }
 }
 
