@@ -15,14 +15,14 @@ use overtime_store::{Store, StoreConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-fn fixture(f: &str) -> PathBuf {
+pub(crate) fn fixture(f: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/incidents/c_dns_retry")
         .join(f)
 }
 
 /// Incident C's gateway lines and spans as batches.
-fn incident_c() -> (
+pub(crate) fn incident_c() -> (
     arrow::record_batch::RecordBatch,
     arrow::record_batch::RecordBatch,
 ) {

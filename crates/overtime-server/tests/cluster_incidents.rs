@@ -4,37 +4,17 @@
 //! and exactly one of them speaks for each fingerprint — the survivor,
 //! once the other stops answering.
 
+use super::cluster::incident_c;
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::filter_record_batch;
 use arrow::record_batch::RecordBatch;
 use overtime_model::{RecordSink, Table};
-use overtime_parse::nginx::{GatewayParser, LogFormat};
-use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use overtime_server::pipeline::DiagnosingSink;
 use overtime_server::{AppState, router};
 use overtime_server::{ClusterConfig, Peers, refresh_peers};
 use overtime_store::{Store, StoreConfig};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-
-fn fixture(f: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/incidents/c_dns_retry")
-        .join(f)
-}
-
-fn incident_c() -> (RecordBatch, RecordBatch) {
-    let body = std::fs::read_to_string(fixture("log_format.txt")).unwrap();
-    let mut p = GatewayParser::new(LogFormat::compile(&body).unwrap(), "access", 0);
-    p.push_bytes(&std::fs::read(fixture("access.log")).unwrap(), 1);
-    let spans = parse_span_bytes(
-        SpanFormat::Jsonl,
-        &std::fs::read(fixture("spans.jsonl")).unwrap(),
-        "spans.jsonl",
-    );
-    (p.finish().0, spans.to_batches().0)
-}
 
 /// The rows of `b` whose trace (by `trace_id`, else by the request id a
 /// trace was joined by) falls in half `half` of the trace ids.

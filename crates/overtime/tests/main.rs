@@ -4,6 +4,7 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod advise_cli;
+mod cli_bad_input;
 mod cli_usage;
 mod cluster_collectors;
 mod demo;
