@@ -347,6 +347,7 @@ mod tests {
             llm_calls: vec![],
             dominant: None,
             stream_gap_ms: None,
+            records: 0,
         }
     }
 

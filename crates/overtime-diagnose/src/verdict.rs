@@ -47,6 +47,10 @@ pub struct TraceSummary {
     pub dominant: Option<Call>,
     /// The longest silence of a streamed response, if it streamed.
     pub stream_gap_ms: Option<f64>,
+    /// How many records (gateway lines + spans) the diagnosis saw: when
+    /// several collectors hold the same trace, the most complete wins.
+    #[serde(default)]
+    pub records: u32,
 }
 
 impl TraceSummary {
@@ -61,8 +65,14 @@ impl TraceSummary {
             llm_calls: Vec::new(),
             dominant: None,
             stream_gap_ms: None,
+            records: 1,
         }
     }
+}
+
+/// A trace's records (gateway lines + spans), saturating.
+pub(crate) fn record_count(trace: &Trace) -> u32 {
+    u32::try_from(trace.gateway.len() + trace.spans.len()).unwrap_or(u32::MAX)
 }
 
 /// RFC 3339 with milliseconds, UTC.
@@ -105,6 +115,7 @@ pub(crate) fn diagnose_trace(
         llm_calls,
         dominant: None,
         stream_gap_ms: None,
+        records: record_count(trace),
     };
     if outcome == Outcome::Ok && !cfg.all_verdicts {
         return (summary, None);

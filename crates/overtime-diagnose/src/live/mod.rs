@@ -581,5 +581,6 @@ fn light_summary(t: &Trace) -> TraceSummary {
         llm_calls: Vec::new(),
         dominant: None,
         stream_gap_ms: None,
+        records: crate::verdict::record_count(t),
     }
 }

@@ -38,7 +38,7 @@ use super::LiveDiagnoser;
 use crate::report::{self, IncidentReport};
 use crate::verdict::TraceSummary;
 use overtime_model::{Outcome, Verdict};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -204,38 +204,109 @@ impl LiveDiagnoser {
 
     /// Incidents over the traces kept here and those `others` hold: the
     /// same reports one diagnoser given all their traffic would make. A
-    /// trace held by several counts once — here first, then the first
-    /// other that holds it, at its highest revision.
+    /// trace held by several counts once, by the holder chosen by
+    /// [`most_complete`] — the same on every collector, whichever of them
+    /// is "here" — with that holder's verdict.
     pub fn incidents_with(&self, others: &[SharedTraces]) -> Vec<IncidentReport> {
-        let mut verdicts: FxHashMap<&str, (u32, &Verdict)> = self
-            .verdicts
+        let own = SharedRef {
+            verdicts: self
+                .verdicts
+                .values()
+                .map(|(r, v)| (v.trace_id.as_str(), (*r, v)))
+                .collect(),
+            summaries: self.summaries.iter().collect(),
+        };
+        let peers: Vec<SharedRef<'_>> = others
             .iter()
-            .map(|(id, (r, v))| (id.as_str(), (*r, v)))
+            .map(|o| SharedRef {
+                verdicts: o
+                    .verdicts
+                    .iter()
+                    .map(|(r, v)| (v.trace_id.as_str(), (*r, v)))
+                    .collect(),
+                summaries: o.summaries.iter().collect(),
+            })
             .collect();
-        for o in others {
-            for (r, v) in &o.verdicts {
-                let e = verdicts.entry(v.trace_id.as_str()).or_insert((*r, v));
-                if *r > e.0 && !self.verdicts.contains_key(&v.trace_id) {
-                    *e = (*r, v);
+        let mut chosen: FxHashMap<&str, Held<'_>> = FxHashMap::default();
+        let mut summaries: Vec<TraceSummary> = Vec::new();
+        for holder in std::iter::once(&own).chain(&peers) {
+            for &s in &holder.summaries {
+                // A request seen only by a gateway has no id and lives in
+                // one collector: always counted.
+                if s.trace_id.is_empty() {
+                    summaries.push(s.clone());
+                    continue;
+                }
+                let held = Held {
+                    summary: s,
+                    verdict: holder.verdicts.get(s.trace_id.as_str()).copied(),
+                };
+                match chosen.get_mut(s.trace_id.as_str()) {
+                    Some(cur) => {
+                        if most_complete(&held, cur) {
+                            *cur = held;
+                        }
+                    }
+                    None => {
+                        chosen.insert(s.trace_id.as_str(), held);
+                    }
                 }
             }
         }
-        let mut seen: FxHashSet<&str> = FxHashSet::default();
-        let mut summaries: Vec<TraceSummary> = Vec::new();
-        for s in self
-            .summaries
-            .iter()
-            .chain(others.iter().flat_map(|o| o.summaries.iter()))
-        {
-            // A request seen only by a gateway has no id and lives in one
-            // collector: always counted.
-            if s.trace_id.is_empty() || seen.insert(s.trace_id.as_str()) {
-                summaries.push(s.clone());
+        let mut held: Vec<Held<'_>> = chosen.into_values().collect();
+        held.sort_by(|a, b| a.summary.trace_id.cmp(&b.summary.trace_id));
+        let mut verdicts: Vec<Verdict> = Vec::new();
+        for h in held {
+            summaries.push(h.summary.clone());
+            if let Some((_, v)) = h.verdict {
+                verdicts.push(v.clone());
             }
         }
-        let mut verdicts: Vec<Verdict> = verdicts.into_values().map(|(_, v)| v.clone()).collect();
-        verdicts.sort_by(|a, b| a.trace_id.cmp(&b.trace_id));
         report::incidents(&verdicts, &summaries, &self.cfg)
+    }
+}
+
+/// One holder's view, borrowed: its verdicts by trace id and its summaries.
+struct SharedRef<'a> {
+    verdicts: FxHashMap<&'a str, (u32, &'a Verdict)>,
+    summaries: Vec<&'a TraceSummary>,
+}
+
+/// One holder's summary of a trace, with its verdict (and revision).
+#[derive(Clone, Copy)]
+struct Held<'a> {
+    summary: &'a TraceSummary,
+    verdict: Option<(u32, &'a Verdict)>,
+}
+
+/// Whether `a` is to be preferred to `b` (two holders of one trace id).
+/// The rule depends only on what they hold, never on who is asking, so
+/// every collector picks the same: the most records (a collector that saw
+/// only part of a trace loses to one that saw all of it), then the later
+/// end, then the higher revision, then the smaller serialized verdict and
+/// summary (any total order on content will do; ties here are copies).
+fn most_complete(a: &Held<'_>, b: &Held<'_>) -> bool {
+    use std::cmp::Ordering;
+    let key = |h: &Held<'_>| {
+        (
+            h.summary.records,
+            h.summary.end_us,
+            h.verdict.map_or(0, |(r, _)| r),
+        )
+    };
+    match key(a).cmp(&key(b)) {
+        Ordering::Greater => true,
+        Ordering::Less => false,
+        Ordering::Equal => {
+            let content = |h: &Held<'_>| {
+                (
+                    h.verdict
+                        .map(|(_, v)| serde_json::to_string(v).unwrap_or_default()),
+                    serde_json::to_string(h.summary).unwrap_or_default(),
+                )
+            };
+            content(a) < content(b)
+        }
     }
 }
 
@@ -361,5 +432,64 @@ mod tests {
             serde_json::to_value(&alone).unwrap(),
             serde_json::to_value(&merged).unwrap()
         );
+    }
+
+    #[test]
+    fn every_collector_counts_a_split_trace_by_its_most_complete_holder() {
+        // a saw only the gateway's 504 of trace 7 (it died before the
+        // spans came); b saw all of it. Whichever asks, the trace counts
+        // once with b's whole-trace verdict: one incident of 7.
+        let mut a = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        let mut b = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        for i in 1..=6 {
+            stuck_on_a_tool(&mut b, i);
+        }
+        stuck_on_a_tool(&mut b, 7);
+        let g = GatewayRecord {
+            request_time_ms: Some(60_000.0),
+            time_us: 167_000_000,
+            ..request(7, 504, 0)
+        };
+        a.add_gateway(vec![g], 167_000_000);
+        for d in [&mut a, &mut b] {
+            d.tick(300_000_000);
+        }
+        let from_a = a.incidents_with(&[own(&b)]);
+        let from_b = b.incidents_with(&[own(&a)]);
+        assert_eq!(
+            serde_json::to_value(&from_a).unwrap(),
+            serde_json::to_value(&from_b).unwrap()
+        );
+        assert_eq!(from_a.len(), 1, "{from_a:#?}");
+        assert_eq!(from_a[0].trace_count, 7);
+    }
+
+    #[test]
+    fn two_holders_with_equal_records_are_ordered_by_content_not_by_who_asks() {
+        // Same trace id, records, end and revision; different content.
+        let mut a = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        let mut b = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        a.add_gateway(vec![request(9, 504, 100)], 200_000_000);
+        b.add_gateway(vec![request(9, 502, 100)], 200_000_000);
+        for d in [&mut a, &mut b] {
+            d.tick(300_000_000);
+        }
+        let (ta, tb) = (own(&a), own(&b));
+        let held = |t: &SharedTraces| {
+            let (r, v) = &t.verdicts[0];
+            (t.summaries[0].clone(), *r, v.clone())
+        };
+        let ((sa, ra, va), (sb, rb, vb)) = (held(&ta), held(&tb));
+        assert_eq!((sa.records, sa.end_us, ra), (sb.records, sb.end_us, rb));
+        let ha = Held {
+            summary: &sa,
+            verdict: Some((ra, &va)),
+        };
+        let hb = Held {
+            summary: &sb,
+            verdict: Some((rb, &vb)),
+        };
+        // Exactly one of them wins, whichever order they are met in.
+        assert_ne!(most_complete(&ha, &hb), most_complete(&hb, &ha));
     }
 }
