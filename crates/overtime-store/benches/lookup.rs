@@ -8,54 +8,15 @@
 //! ```
 //! Prints one Markdown table (docs/store.md keeps the last run's).
 
-use overtime_model::{RecordSink, SpanColumns, SpanRecord, SpanStatus, Stage, Table};
+mod common;
+
+use common::*;
+use overtime_model::{RecordSink, Table};
 use overtime_store::{Store, StoreConfig};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-const T0: i64 = 1_764_446_400_000_000;
-const SPANS_PER_TRACE: u64 = 8;
-const BATCH: u64 = 100_000;
 const LOOKUPS: usize = 1_000;
-
-fn tid(i: u64) -> String {
-    format!("{:032x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-}
-
-/// Spans `first..first+n`: trace `i / 8`, one trace starting every 17 ms,
-/// so 10 M spans cover about 6 hours (6 hourly buckets).
-fn batch(first: u64, n: u64) -> arrow::record_batch::RecordBatch {
-    let mut c = SpanColumns::new();
-    for i in first..first + n {
-        let trace = i / SPANS_PER_TRACE;
-        let start = T0 + trace as i64 * 17_000 + (i % SPANS_PER_TRACE) as i64 * 1_000;
-        let mut s = SpanRecord::new(
-            &tid(trace),
-            &format!("{i:016x}"),
-            "agent",
-            "call",
-            start,
-            start + 250_000,
-        );
-        s.stage = if i.is_multiple_of(3) {
-            Stage::Llm
-        } else {
-            Stage::Tool
-        };
-        s.status = SpanStatus::Ok;
-        s.model = (i.is_multiple_of(3)).then(|| "deepseek-v4-pro".to_string());
-        s.input_tokens = Some((i % 900) as i64);
-        s.line = i;
-        c.append(&s);
-    }
-    c.finish()
-}
-
-fn pct(v: &mut [Duration], p: f64) -> f64 {
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i].as_secs_f64() * 1000.0
-}
 
 fn main() {
     let total: u64 = std::env::var("OVERTIME_BENCH_SPANS")
@@ -89,9 +50,7 @@ fn main() {
     let st = store.stats();
     // Ids from the Parquet part, so the DuckDB peer can find them too.
     let traces = st.tables["spans"].parquet_rows.max(SPANS_PER_TRACE) / SPANS_PER_TRACE;
-    let ids: Vec<String> = (0..LOOKUPS as u64)
-        .map(|k| tid((k * 7_919 + 13) % traces))
-        .collect();
+    let ids = lookup_ids(LOOKUPS, traces);
 
     let mut ours = Vec::with_capacity(LOOKUPS);
     for id in &ids {

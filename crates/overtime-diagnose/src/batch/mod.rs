@@ -392,11 +392,14 @@ impl Engine {
         let buf = parts.take(p, &self.spill)?;
         let a = assemble_partition(&buf, self.cfg.all_verdicts)?;
         drop(buf);
-        let out = self.diagnose_assembled(a, timeouts);
-        collector
+        let mut out = self.diagnose_assembled(a, timeouts);
+        out.sort();
+        // The collector's lock is held for the bookkeeping only.
+        let to_write = collector
             .lock()
             .expect("collector lock")
-            .add(out, &self.spill)
+            .add(out, &self.spill)?;
+        to_write.write(collector)
     }
 
     fn diagnose_assembled(

@@ -36,6 +36,11 @@ pub struct PartOut {
 }
 
 impl PartOut {
+    /// Puts the verdicts in output order (before [`Collector::add`]).
+    pub fn sort(&mut self) {
+        self.verdicts.sort_by(|a, b| order(a).cmp(&order(b)));
+    }
+
     /// Files one trace's summary and verdict.
     pub fn add(&mut self, s: TraceSummary, v: Option<Verdict>) {
         self.n_summaries += 1;
@@ -118,10 +123,48 @@ enum Run {
     File(PathBuf, usize),
 }
 
+/// Verdict runs [`Collector::add`] took out of memory: each to its file.
+#[must_use = "the verdicts are lost unless written"]
+pub struct SpillRuns(Vec<(PathBuf, Vec<Verdict>)>);
+
+impl SpillRuns {
+    /// Writes each run to its file (as `--json` prints each verdict), then
+    /// files them in `collector`.
+    pub fn write(self, collector: &std::sync::Mutex<Collector>) -> Result<(), BatchError> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let mut filed = Vec::with_capacity(self.0.len());
+        for (path, vs) in self.0 {
+            let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            let mut rec = Vec::new();
+            let mut framed = Vec::new();
+            for v in &vs {
+                rec.clear();
+                framed.clear();
+                let mut o = Out(&mut rec);
+                o.bytes(v.started_at.as_bytes());
+                o.bytes(v.trace_id.as_bytes());
+                o.bytes(&verdict_json(v));
+                frame(&mut framed, &rec);
+                w.write_all(&framed).map_err(|e| BatchError::io(&path, e))?;
+            }
+            w.flush().map_err(|e| BatchError::io(&path, e))?;
+            filed.push(Run::File(path, vs.len()));
+        }
+        let mut c = collector.lock().expect("collector lock");
+        c.runs.extend(filed);
+        Ok(())
+    }
+}
+
 /// Everything pass 2 produced, merged.
 pub struct Collector {
     budget: usize,
     mem_bytes: usize,
+    /// Verdict files named so far.
+    files: usize,
     runs: Vec<Run>,
     pub failing: Vec<(Verdict, TraceSummary)>,
     pub unknown: Vec<(String, String, String)>,
@@ -146,6 +189,7 @@ impl Collector {
         Collector {
             budget: budget / 2,
             mem_bytes: 0,
+            files: 0,
             runs: Vec::new(),
             failing: Vec::new(),
             unknown: Vec::new(),
@@ -159,8 +203,10 @@ impl Collector {
         }
     }
 
-    pub fn add(&mut self, mut p: PartOut, spill: &SpillDir) -> Result<(), BatchError> {
-        p.verdicts.sort_by(|a, b| order(a).cmp(&order(b)));
+    /// Files a partition's results (sorted by [`PartOut::sort`] first,
+    /// outside the lock). When the verdicts held pass the budget, they are
+    /// handed back to be written outside the lock ([`SpillRuns::write`]).
+    pub fn add(&mut self, mut p: PartOut, spill: &SpillDir) -> Result<SpillRuns, BatchError> {
         self.verdict_count += p.verdicts.len();
         let mut shown = 0;
         for v in &p.verdicts {
@@ -189,41 +235,27 @@ impl Collector {
         let s = &mut self.stats;
         s.spans_in += p.stats.spans_in;
         s.duplicate_spans += p.stats.duplicate_spans;
+        let mut out = SpillRuns(Vec::new());
         if p.verdicts.is_empty() {
-            return Ok(());
+            return Ok(out);
         }
         self.mem_bytes += p.verdicts.iter().map(weight).sum::<usize>();
         self.runs.push(Run::Mem(p.verdicts));
         if self.mem_bytes > self.budget {
-            self.spill_runs(spill)?;
-        }
-        Ok(())
-    }
-
-    fn spill_runs(&mut self, spill: &SpillDir) -> Result<(), BatchError> {
-        let dir = spill.path()?.to_path_buf();
-        for (i, run) in self.runs.iter_mut().enumerate() {
-            let Run::Mem(vs) = run else { continue };
-            let path = dir.join(format!("verdicts-{i}.bin"));
-            let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-            let mut rec = Vec::new();
-            let mut framed = Vec::new();
-            for v in vs.iter() {
-                rec.clear();
-                framed.clear();
-                let mut o = Out(&mut rec);
-                o.bytes(v.started_at.as_bytes());
-                o.bytes(v.trace_id.as_bytes());
-                o.bytes(&verdict_json(v));
-                frame(&mut framed, &rec);
-                w.write_all(&framed).map_err(|e| BatchError::io(&path, e))?;
+            let dir = spill.path()?.to_path_buf();
+            for run in std::mem::take(&mut self.runs) {
+                match run {
+                    Run::Mem(vs) => {
+                        let path = dir.join(format!("verdicts-{}.bin", self.files));
+                        self.files += 1;
+                        out.0.push((path, vs));
+                    }
+                    filed => self.runs.push(filed),
+                }
             }
-            w.flush().map_err(|e| BatchError::io(&path, e))?;
-            *run = Run::File(path, vs.len());
+            self.mem_bytes = 0;
         }
-        self.mem_bytes = 0;
-        Ok(())
+        Ok(out)
     }
 
     /// Failing traces in the order incident reports take them: by verdict

@@ -105,10 +105,19 @@ struct State {
 }
 
 /// `n` partitions sharing one memory budget.
+///
+/// Spilling writes outside the state lock, so the other readers keep
+/// routing while one writes: the buffers to spill are taken out (and
+/// counted as on disk) under the state lock, and the file lock is taken
+/// before the state lock is let go. Whoever reads a partition's file
+/// ([`Partitions::take`], [`Partitions::drain`]) passes through the file
+/// lock while holding the state lock, so it waits for every write counted
+/// before it; writes to one file land in the order they were counted.
 pub struct Partitions {
     name: String,
     budget: usize,
     state: Mutex<State>,
+    files: Mutex<()>,
 }
 
 impl Partitions {
@@ -121,6 +130,7 @@ impl Partitions {
                 mem_bytes: 0,
                 on_disk: vec![0; n],
             }),
+            files: Mutex::new(()),
         }
     }
 
@@ -144,36 +154,43 @@ impl Partitions {
                 buf.clear();
             }
         }
-        if st.mem_bytes > self.budget {
-            self.spill_largest(&mut st, spill)?;
+        if st.mem_bytes <= self.budget {
+            return Ok(());
         }
+        let out = self.largest(&mut st);
+        let dir = spill.path()?;
+        let files = self.files.lock().expect("partition file lock");
+        drop(st);
+        for (p, buf) in out {
+            let path = self.file(dir, p);
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(&buf))
+                .map_err(|e| BatchError::io(&path, e))?;
+        }
+        drop(files);
         Ok(())
     }
 
-    /// Spills the largest partitions until half the budget is free (the
-    /// others stay in memory: a small input past its budget by a little
-    /// spills a little).
-    fn spill_largest(&self, st: &mut State, spill: &SpillDir) -> Result<(), BatchError> {
-        let dir = spill.path()?;
+    /// Takes the largest partitions out until half the budget is free
+    /// (the others stay in memory: a small input past its budget by a
+    /// little spills a little), counted as on disk.
+    fn largest(&self, st: &mut State) -> Vec<(usize, Vec<u8>)> {
         let mut order: Vec<usize> = (0..st.mem.len()).collect();
         order.sort_unstable_by_key(|&p| std::cmp::Reverse(st.mem[p].len()));
+        let mut out = Vec::new();
         for p in order {
             if st.mem_bytes <= self.budget / 2 || st.mem[p].is_empty() {
                 break;
             }
-            let path = self.file(dir, p);
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| BatchError::io(&path, e))?;
-            f.write_all(&st.mem[p])
-                .map_err(|e| BatchError::io(&path, e))?;
-            st.on_disk[p] += st.mem[p].len() as u64;
-            st.mem_bytes -= st.mem[p].len();
-            st.mem[p] = Vec::new();
+            let buf = std::mem::take(&mut st.mem[p]);
+            st.on_disk[p] += buf.len() as u64;
+            st.mem_bytes -= buf.len();
+            out.push((p, buf));
         }
-        Ok(())
+        out
     }
 
     /// Bytes of partition `p`, in memory and on disk.
@@ -188,7 +205,12 @@ impl Partitions {
             let mut st = self.state.lock().expect("partition lock");
             let mem = std::mem::take(&mut st.mem[p]);
             st.mem_bytes -= mem.len();
-            (mem, std::mem::take(&mut st.on_disk[p]))
+            let disk = std::mem::take(&mut st.on_disk[p]);
+            if disk > 0 {
+                // Waits for the writes counted in `disk` (see the type's doc).
+                drop(self.files.lock().expect("partition file lock"));
+            }
+            (mem, disk)
         };
         if disk == 0 {
             return Ok(mem);
@@ -214,7 +236,12 @@ impl Partitions {
             let mut st = self.state.lock().expect("partition lock");
             let mem = std::mem::take(&mut st.mem[p]);
             st.mem_bytes -= mem.len();
-            (mem, std::mem::take(&mut st.on_disk[p]))
+            let disk = std::mem::take(&mut st.on_disk[p]);
+            if disk > 0 {
+                // Waits for the writes counted in `disk` (see the type's doc).
+                drop(self.files.lock().expect("partition file lock"));
+            }
+            (mem, disk)
         };
         if disk > 0 {
             let path = self.file(spill.path()?, p);
