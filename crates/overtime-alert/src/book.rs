@@ -239,6 +239,16 @@ impl AlertBook {
         out
     }
 
+    /// Stops re-sending a one-shot alert without resolving it: another
+    /// sender (the collector that owns the incident now) sends the same
+    /// alert, which keeps it firing in Alertmanager. `labels` as given to
+    /// [`AlertBook::fire_once`]. Unknown: nothing.
+    pub fn hand_over_once(&mut self, labels: &BTreeMap<String, String>) {
+        let mut merged = self.settings.extra_labels.clone();
+        merged.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.one_shots.remove(&identity(&merged));
+    }
+
     /// Alerts firing now, counted by `alertname` (`overtime_alerts_firing`).
     pub fn firing(&self) -> BTreeMap<String, usize> {
         let mut n = BTreeMap::new();

@@ -188,3 +188,20 @@ fn webhook_repeats_long_firing_alerts_on_its_own_interval() {
     }
     assert_eq!(webhook, 2, "at 300 s and 600 s");
 }
+
+#[test]
+fn a_one_shot_handed_over_is_neither_resent_nor_resolved_and_can_fire_again() {
+    let mut b = book();
+    let a = incident("inc-1");
+    b.fire_once(a.clone(), t(0));
+    b.hand_over_once(&a.labels);
+    // Past its re-send interval and its lifetime: nothing from this book.
+    for s in [60, 120, 3600, 3700] {
+        assert!(b.update(vec![], t(s)).is_empty(), "at {s} s");
+    }
+    assert!(b.firing().is_empty());
+    assert!(b.resolve_once(&a.labels, t(3800)).is_empty(), "not ours");
+    // Handed back: it fires again at once.
+    let out = b.fire_once(a, t(4000));
+    assert_eq!(statuses(&out.alertmanager), ["firing"]);
+}

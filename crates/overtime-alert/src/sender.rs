@@ -154,6 +154,12 @@ impl AlertSender {
         self.dispatch(out);
     }
 
+    /// Stops re-sending a one-shot alert without resolving it (another
+    /// collector sends it now; see [`AlertBook::hand_over_once`]).
+    pub fn hand_over_once(&self, labels: &BTreeMap<String, String>) {
+        self.book().hand_over_once(labels);
+    }
+
     /// The delivery counters and the alerts firing now.
     pub fn stats(&self) -> AlertStats {
         AlertStats {

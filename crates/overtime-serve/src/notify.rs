@@ -72,6 +72,13 @@ impl Notifications {
                         a.resolve_once(&labels, Utc::now());
                     }
                 }
+                Action::HandOverPage { incident_id } => {
+                    if let (Some(a), Some(labels)) =
+                        (&self.alerts, self.page_labels.remove(&incident_id))
+                    {
+                        a.hand_over_once(&labels);
+                    }
+                }
                 Action::Page { incident_id } => {
                     if let Some(r) = open(&incident_id) {
                         self.page(r);

@@ -26,6 +26,11 @@
 //!   alert's labels are the same, so Alertmanager keeps one page) and
 //!   tickets when the grace period, counted from the first sighting, is
 //!   over (the Jira notifier finds the owner's ticket and comments on it).
+//! - A collector that loses a fingerprint it paged (a collector it had
+//!   taken over from is back) hands the page over: it stops re-sending it
+//!   without resolving it ([`Action::HandOverPage`]), since the owner's
+//!   page with the same labels keeps the alert firing; if the fingerprint
+//!   comes back to it, it pages again (Alertmanager keeps it one page).
 //!
 //! This is the one place that decides whether a notification goes out.
 
@@ -72,6 +77,12 @@ pub enum Action {
     /// Resolve the page of this incident: it closed or disappeared.
     ResolvePage {
         /// The id of the incident whose page resolves.
+        incident_id: String,
+    },
+    /// Stop re-sending this incident's page without resolving it: another
+    /// collector owns its fingerprint now and sends the same page.
+    HandOverPage {
+        /// The id of the incident whose page is handed over.
         incident_id: String,
     },
     /// Open a Jira ticket for this incident (or comment on the open ticket
@@ -129,6 +140,12 @@ impl NotifyPolicy {
         self.first_seen.retain(|id, _| open.contains(id.as_str()));
         for s in incidents.iter().filter(|s| s.open) {
             if !s.owned {
+                if self.firing.remove(s.id) {
+                    self.paged.remove(s.id);
+                    actions.push(Action::HandOverPage {
+                        incident_id: s.id.to_string(),
+                    });
+                }
                 // Watched, not told: its wait counts from now all the same.
                 if !self.ticketed.contains(s.id) {
                     self.first_seen.entry(s.id.to_string()).or_insert(now);
@@ -375,5 +392,25 @@ mod tests {
         // The grace period counts from the first sighting, not the takeover.
         assert_eq!(p.step(secs(t0, 30), &[open("i1", 3)]), [ticket("i1")]);
         assert_eq!(p.step(secs(t0, 90), &[open("i1", 3)]), []);
+    }
+
+    #[test]
+    fn a_collector_that_loses_a_paged_fingerprint_hands_the_page_over_and_pages_again_if_it_wins_it_back()
+     {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("i1", 3)]), [page("i1")]);
+        // The owner it took over from is back: stop re-sending, no resolve.
+        assert_eq!(
+            p.step(secs(t0, 5), &[elsewhere("i1", 3)]),
+            [Action::HandOverPage {
+                incident_id: "i1".into()
+            }]
+        );
+        assert_eq!(p.step(secs(t0, 10), &[elsewhere("i1", 3)]), []);
+        // The incident closing elsewhere resolves nothing here.
+        assert_eq!(p.step(secs(t0, 15), &[]), []);
+        // Back to this collector: its page again, at once.
+        assert_eq!(p.step(secs(t0, 20), &[open("i1", 3)]), [page("i1")]);
     }
 }
