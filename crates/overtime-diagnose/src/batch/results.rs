@@ -10,7 +10,7 @@ use crate::batch::codec::{In, Out};
 use crate::batch::spill::{SpillDir, Stream, frame};
 use crate::report::{SummaryLite, bucket_of};
 use crate::verdict::TraceSummary;
-use overtime_model::{Outcome, RootCauseKind, Verdict};
+use overtime_model::{BudgetView, GatewayView, Outcome, RootCauseKind, Verdict};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{BufReader, Read, Write};
@@ -56,15 +56,24 @@ impl PartOut {
 }
 
 /// The verdict as incident reports read it: no timeline, evidence or
-/// wording of the root cause.
+/// wording of the root cause, of the gateway only its status and times.
+/// A day's failing traces are all held until the reports are made, so
+/// every byte here is paid per failure.
 fn slim(v: &Verdict) -> Verdict {
     let mut s = Verdict {
         trace_id: v.trace_id.clone(),
         request_id: None,
         started_at: v.started_at.clone(),
         outcome: v.outcome,
-        gateway: v.gateway.clone(),
-        budget: v.budget.clone(),
+        gateway: v.gateway.as_ref().map(|g| GatewayView {
+            source: String::new(),
+            upstream_status: None,
+            ..*g
+        }),
+        budget: BudgetView {
+            source: None,
+            ..v.budget
+        },
         timeline: Vec::new(),
         root_cause: v.root_cause.clone(),
         contributing: Vec::new(),
@@ -75,10 +84,19 @@ fn slim(v: &Verdict) -> Verdict {
     s
 }
 
+/// The summary as the per-cause statistics read it: the dominant call's
+/// numbers, none of its names.
 fn slim_summary(mut s: TraceSummary) -> TraceSummary {
     s.llm_calls = Vec::new();
+    s.trace_id = String::new();
     if let Some(d) = &mut s.dominant {
         d.spans = Vec::new();
+        d.attempt_critical_us = Vec::new();
+        for name in [&mut d.component, &mut d.service] {
+            *name = String::new();
+        }
+        d.error_type = None;
+        d.model = None;
     }
     s
 }
