@@ -264,7 +264,7 @@ impl Engine {
         c.sort_failing();
         let stream = c.take_summaries();
         let failing: Vec<(&Verdict, &TraceSummary)> =
-            c.failing.iter().map(|(v, s)| (v, s)).collect();
+            c.failing.iter().map(|f| (&f.0, &f.1)).collect();
         let mut latency = LatencyAcc::default();
         let incidents = crate::report::incidents_over(&failing, c.data_end, &self.cfg, |visit| {
             results::read_summaries(stream, |s| {
