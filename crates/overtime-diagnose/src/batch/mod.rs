@@ -305,10 +305,10 @@ impl Engine {
             if self.parts.size(p) == 0 {
                 continue;
             }
-            let buf = self.parts.take(p, &self.spill)?;
+            let bufs = self.parts.take(p, &self.spill)?;
             let mut links = RidLinks::default();
             let mut rows: Vec<(Seq, &str, GwHead, &[u8])> = Vec::new();
-            spill::for_each_record(&buf, |r| {
+            spill::for_each_record_in(&bufs, |r| {
                 let mut i = In::new(r);
                 match i.u8()? {
                     LINK => {

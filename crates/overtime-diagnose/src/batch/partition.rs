@@ -12,7 +12,7 @@ use crate::assemble::{
 };
 use crate::batch::BatchError;
 use crate::batch::codec::{GATEWAY, GwHead, In, SPAN, Seq, decode_gateway, decode_span};
-use crate::batch::spill::for_each_record;
+use crate::batch::spill::for_each_record_in;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 struct GwEntry<'a> {
@@ -24,10 +24,10 @@ struct GwEntry<'a> {
 
 /// Assembles the framed records of one partition. `all` materialises
 /// every request (for `all_verdicts`).
-pub fn assemble_partition(buf: &[u8], all: bool) -> Result<Assembled, BatchError> {
+pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, BatchError> {
     let mut spans: Vec<(Seq, Key, &[u8])> = Vec::new();
     let mut gws: Vec<GwEntry> = Vec::new();
-    for_each_record(buf, |r| {
+    for_each_record_in(bufs, |r| {
         let mut i = In::new(r);
         match i.u8()? {
             SPAN => {

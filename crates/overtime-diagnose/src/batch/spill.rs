@@ -98,8 +98,33 @@ pub fn for_each_record<'a>(
     Ok(())
 }
 
+/// Calls `f` with each framed record of each of `bufs` (a partition as
+/// [`Partitions::take`] gives it).
+pub fn for_each_record_in<'a>(
+    bufs: &'a [Vec<u8>],
+    mut f: impl FnMut(&'a [u8]) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
+    for b in bufs {
+        for_each_record(b, &mut f)?;
+    }
+    Ok(())
+}
+
+/// A partition's records in memory: the workers' buffers as they were
+/// handed over, never copied into one growing buffer (a day's input went
+/// through that growth twice, each time on fresh, zeroed pages).
+#[derive(Default, Clone)]
+struct Chunks {
+    bufs: Vec<Vec<u8>>,
+    /// Bytes of records.
+    len: usize,
+    /// Bytes the buffers hold (what the budget counts): up to twice `len`,
+    /// as a worker's buffer grows.
+    cap: usize,
+}
+
 struct State {
-    mem: Vec<Vec<u8>>,
+    mem: Vec<Chunks>,
     mem_bytes: usize,
     on_disk: Vec<u64>,
 }
@@ -126,7 +151,7 @@ impl Partitions {
             name: name.into(),
             budget,
             state: Mutex::new(State {
-                mem: vec![Vec::new(); n],
+                mem: vec![Chunks::default(); n],
                 mem_bytes: 0,
                 on_disk: vec![0; n],
             }),
@@ -146,13 +171,12 @@ impl Partitions {
             if buf.is_empty() {
                 continue;
             }
-            st.mem_bytes += buf.len();
-            if st.mem[p].is_empty() {
-                std::mem::swap(&mut st.mem[p], buf);
-            } else {
-                st.mem[p].extend_from_slice(buf);
-                buf.clear();
-            }
+            st.mem_bytes += buf.capacity();
+            let next = Vec::with_capacity(buf.len());
+            let chunks = &mut st.mem[p];
+            chunks.len += buf.len();
+            chunks.cap += buf.capacity();
+            chunks.bufs.push(std::mem::replace(buf, next));
         }
         if st.mem_bytes <= self.budget {
             return Ok(());
@@ -161,13 +185,13 @@ impl Partitions {
         let dir = spill.path()?;
         let files = self.files.lock().expect("partition file lock");
         drop(st);
-        for (p, buf) in out {
+        for (p, chunks) in out {
             let path = self.file(dir, p);
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&path)
-                .and_then(|mut f| f.write_all(&buf))
+                .and_then(|mut f| chunks.bufs.iter().try_for_each(|b| f.write_all(b)))
                 .map_err(|e| BatchError::io(&path, e))?;
         }
         drop(files);
@@ -177,18 +201,18 @@ impl Partitions {
     /// Takes the largest partitions out until half the budget is free
     /// (the others stay in memory: a small input past its budget by a
     /// little spills a little), counted as on disk.
-    fn largest(&self, st: &mut State) -> Vec<(usize, Vec<u8>)> {
+    fn largest(&self, st: &mut State) -> Vec<(usize, Chunks)> {
         let mut order: Vec<usize> = (0..st.mem.len()).collect();
-        order.sort_unstable_by_key(|&p| std::cmp::Reverse(st.mem[p].len()));
+        order.sort_unstable_by_key(|&p| std::cmp::Reverse(st.mem[p].cap));
         let mut out = Vec::new();
         for p in order {
-            if st.mem_bytes <= self.budget / 2 || st.mem[p].is_empty() {
+            if st.mem_bytes <= self.budget / 2 || st.mem[p].len == 0 {
                 break;
             }
-            let buf = std::mem::take(&mut st.mem[p]);
-            st.on_disk[p] += buf.len() as u64;
-            st.mem_bytes -= buf.len();
-            out.push((p, buf));
+            let chunks = std::mem::take(&mut st.mem[p]);
+            st.on_disk[p] += chunks.len as u64;
+            st.mem_bytes -= chunks.cap;
+            out.push((p, chunks));
         }
         out
     }
@@ -196,15 +220,16 @@ impl Partitions {
     /// Bytes of partition `p`, in memory and on disk.
     pub fn size(&self, p: usize) -> u64 {
         let st = self.state.lock().expect("partition lock");
-        st.on_disk[p] + st.mem[p].len() as u64
+        st.on_disk[p] + st.mem[p].len as u64
     }
 
-    /// Takes partition `p` whole (its file is removed).
-    pub fn take(&self, p: usize, spill: &SpillDir) -> Result<Vec<u8>, BatchError> {
+    /// Takes partition `p` whole (its file is removed): buffers of framed
+    /// records, what was spilled first.
+    pub fn take(&self, p: usize, spill: &SpillDir) -> Result<Vec<Vec<u8>>, BatchError> {
         let (mem, disk) = {
             let mut st = self.state.lock().expect("partition lock");
             let mem = std::mem::take(&mut st.mem[p]);
-            st.mem_bytes -= mem.len();
+            st.mem_bytes -= mem.cap;
             let disk = std::mem::take(&mut st.on_disk[p]);
             if disk > 0 {
                 // Waits for the writes counted in `disk` (see the type's doc).
@@ -213,16 +238,18 @@ impl Partitions {
             (mem, disk)
         };
         if disk == 0 {
-            return Ok(mem);
+            return Ok(mem.bufs);
         }
         let path = self.file(spill.path()?, p);
-        let mut out = Vec::with_capacity(disk as usize + mem.len());
+        let mut out = Vec::with_capacity(disk as usize);
         std::fs::File::open(&path)
             .and_then(|mut f| f.read_to_end(&mut out))
             .map_err(|e| BatchError::io(&path, e))?;
         let _ = std::fs::remove_file(&path);
-        out.extend_from_slice(&mem);
-        Ok(out)
+        let mut bufs = Vec::with_capacity(mem.bufs.len() + 1);
+        bufs.push(out);
+        bufs.extend(mem.bufs);
+        Ok(bufs)
     }
 
     /// Streams partition `p` record by record (its file is removed after).
@@ -235,7 +262,7 @@ impl Partitions {
         let (mem, disk) = {
             let mut st = self.state.lock().expect("partition lock");
             let mem = std::mem::take(&mut st.mem[p]);
-            st.mem_bytes -= mem.len();
+            st.mem_bytes -= mem.cap;
             let disk = std::mem::take(&mut st.on_disk[p]);
             if disk > 0 {
                 // Waits for the writes counted in `disk` (see the type's doc).
@@ -256,7 +283,7 @@ impl Partitions {
             }
             let _ = std::fs::remove_file(&path);
         }
-        for_each_record(&mem, f)
+        for_each_record_in(&mem.bufs, f)
     }
 }
 
@@ -359,7 +386,7 @@ mod tests {
             }
             for p in 0..3 {
                 let mut whole = Vec::new();
-                for_each_record(&parts.take(p, &spill).unwrap(), |r| {
+                for_each_record_in(&parts.take(p, &spill).unwrap(), |r| {
                     whole.push(r.to_vec());
                     Ok(())
                 })
