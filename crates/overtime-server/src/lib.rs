@@ -36,6 +36,7 @@ mod sql_config;
 mod sql_guard;
 mod store_health;
 mod tables;
+mod traces_api;
 mod ui_routes;
 
 pub use api::PEERS_HEADER;
@@ -156,8 +157,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
-        .route("/api/traces", get(api::list_traces))
-        .route("/api/traces/{id}", get(api::get_trace))
+        .route("/api/traces", get(traces_api::list_traces))
+        .route("/api/traces/{id}", get(traces_api::get_trace))
         .route("/api/incidents", get(api::list_incidents))
         .route("/api/incidents/{id}", get(api::get_incident))
         .route("/api/sql", post(api::post_sql))

@@ -287,3 +287,69 @@ async fn peers_that_are_down_or_silent_are_named_and_the_answer_still_comes() {
     assert_eq!(list["peers"]["unanswered"].as_array().unwrap().len(), 2);
     drop(silent_listener);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_split_between_two_collectors_is_judged_from_all_its_rows_the_same_from_either() {
+    let (a, b, _dirs) = pair().await;
+    let (gw, spans) = incident_c();
+    // As a crash or a rebalance leaves it: a holds the gateway lines and
+    // every other span, b the rest of the spans; each judged its part.
+    let (even, odd): (Vec<u32>, Vec<u32>) = (0..spans.num_rows() as u32).partition(|i| i % 2 == 0);
+    let take = |rows: Vec<u32>| {
+        arrow::compute::take_record_batch(&spans, &arrow::array::UInt32Array::from(rows)).unwrap()
+    };
+    let (sa, sb) = (
+        DiagnosingSink {
+            state: a.state.clone(),
+        },
+        DiagnosingSink {
+            state: b.state.clone(),
+        },
+    );
+    sa.write(Table::GatewayRequests, gw, None).unwrap();
+    sa.write(Table::Spans, take(even), None).unwrap();
+    sb.write(Table::Spans, take(odd), None).unwrap();
+    overtime_server::pipeline::tick(&a.state);
+    overtime_server::pipeline::tick(&b.state);
+
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("truth.json")).unwrap()).unwrap();
+    let failing = truth["failing"].as_object().unwrap();
+    let mut split = 0;
+    for (id, t) in failing {
+        let (sa, va) = get(&format!("{}/api/traces/{id}", a.url)).await;
+        let (sb, vb) = get(&format!("{}/api/traces/{id}", b.url)).await;
+        assert_eq!((sa, sb), (200, 200), "{va}\n{vb}");
+        let local = |c: &Collector| c.state.live.lock().unwrap().verdict(id).is_some();
+        split += usize::from(local(&a) && local(&b));
+        for v in [&va, &vb] {
+            assert_eq!(v["root_cause"]["kind"], t["kind"], "{id}: {v}");
+            assert_eq!(v["root_cause"]["component"], t["component"], "{id}: {v}");
+            assert_eq!(v["outcome"], t["outcome"], "{id}: {v}");
+        }
+        assert_eq!(va["root_cause"], vb["root_cause"], "{id}");
+        assert_eq!(va["timeline"], vb["timeline"], "{id}");
+    }
+    assert!(
+        split > 0,
+        "some failing traces are judged on both collectors"
+    );
+
+    // The listing agrees with the lookups, from either collector: each
+    // trace once, with the verdict of all its rows.
+    let url = |c: &Collector| format!("{}/api/traces?limit=10000", c.url);
+    let ((_, la), (_, lb)) = (get(&url(&a)).await, get(&url(&b)).await);
+    assert_eq!(la["traces"], lb["traces"]);
+    assert_eq!(la["total"], lb["total"]);
+    let listed = la["traces"].as_array().unwrap();
+    let ids: std::collections::BTreeSet<&str> = listed
+        .iter()
+        .filter_map(|v| v["trace_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), listed.len(), "each trace listed once");
+    for (id, t) in failing {
+        let row = listed.iter().find(|v| v["trace_id"] == id.as_str());
+        let row = row.unwrap_or_else(|| panic!("{id} not listed: {la}"));
+        assert_eq!(row["kind"], t["kind"], "{id}: {row}");
+    }
+}

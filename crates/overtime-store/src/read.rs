@@ -57,6 +57,41 @@ impl Store {
         ))
     }
 
+    /// The `gateway_requests` rows in `[from_us, to_us)` whose request id
+    /// is one of `request_ids`: memtable, every collector's Parquet and the
+    /// peers' unflushed rows of that range (`peers`, as
+    /// [`Store::trace_with`] takes them), each row once. How the gateway
+    /// lines of a trace that logged no trace id are found: by the request
+    /// id its spans carry.
+    pub fn requests_with(
+        &self,
+        request_ids: &[String],
+        from_us: i64,
+        to_us: i64,
+        peers: &[Unflushed],
+    ) -> Result<Vec<RecordBatch>, StoreError> {
+        let t = Table::GatewayRequests;
+        let (mem, files) = self.inner.snapshot_with(t, peers)?;
+        let (from, to) = (Some(from_us), Some(to_us));
+        let mut out = Vec::new();
+        let mut keep = |b: RecordBatch| -> Result<(), StoreError> {
+            if let Some(b) = filter_requests(&b, request_ids)? {
+                out.push(b);
+            }
+            Ok(())
+        };
+        for f in files.iter().filter(|f| f.overlaps(from, to)) {
+            self.inner.files_scanned.fetch_add(1, Ordering::Relaxed);
+            for b in f.read_range(from, to)? {
+                keep(b)?;
+            }
+        }
+        for b in &mem {
+            keep(filter_time(t, b, from, to)?)?;
+        }
+        Ok(out)
+    }
+
     /// Rows of `table` whose time column is in `[from_us, to_us)` (either
     /// bound optional), memtable and Parquet. Files and row groups outside
     /// the range are not read. Parquet rows come first, in time order.
@@ -102,4 +137,25 @@ impl Inner {
         }
         Ok(out)
     }
+}
+
+/// The rows of a `gateway_requests` batch whose `request_id` is one of `ids`.
+fn filter_requests(b: &RecordBatch, ids: &[String]) -> Result<Option<RecordBatch>, StoreError> {
+    let ctx = || "filtering `gateway_requests` by request id".to_string();
+    let Some(col) = b.column_by_name("request_id") else {
+        return Ok(None);
+    };
+    let col = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)
+        .map_err(|e| StoreError::arrow(ctx(), e))?;
+    let col = arrow::array::cast::as_string_array(col.as_ref());
+    let mask: arrow::array::BooleanArray = col
+        .iter()
+        .map(|v| Some(v.is_some_and(|v| ids.iter().any(|id| id == v))))
+        .collect();
+    if mask.true_count() == 0 {
+        return Ok(None);
+    }
+    arrow::compute::filter_record_batch(b, &mask)
+        .map(Some)
+        .map_err(|e| StoreError::arrow(ctx(), e))
 }

@@ -208,24 +208,10 @@ impl LiveDiagnoser {
     /// [`most_complete`] — the same on every collector, whichever of them
     /// is "here" — with that holder's verdict.
     pub fn incidents_with(&self, others: &[SharedTraces]) -> Vec<IncidentReport> {
-        let own = SharedRef {
-            verdicts: self
-                .verdicts
-                .values()
-                .map(|(r, v)| (v.trace_id.as_str(), (*r, v)))
-                .collect(),
-            summaries: self.summaries.iter().collect(),
-        };
+        let own = SharedRef::new(self.verdicts.values(), self.summaries.iter());
         let peers: Vec<SharedRef<'_>> = others
             .iter()
-            .map(|o| SharedRef {
-                verdicts: o
-                    .verdicts
-                    .iter()
-                    .map(|(r, v)| (v.trace_id.as_str(), (*r, v)))
-                    .collect(),
-                summaries: o.summaries.iter().collect(),
-            })
+            .map(|o| SharedRef::new(o.verdicts.iter(), o.summaries.iter()))
             .collect();
         let mut chosen: FxHashMap<&str, Held<'_>> = FxHashMap::default();
         let mut summaries: Vec<TraceSummary> = Vec::new();
@@ -270,6 +256,20 @@ impl LiveDiagnoser {
 struct SharedRef<'a> {
     verdicts: FxHashMap<&'a str, (u32, &'a Verdict)>,
     summaries: Vec<&'a TraceSummary>,
+}
+
+impl<'a> SharedRef<'a> {
+    fn new(
+        verdicts: impl Iterator<Item = &'a (u32, Verdict)>,
+        summaries: impl Iterator<Item = &'a TraceSummary>,
+    ) -> Self {
+        SharedRef {
+            verdicts: verdicts
+                .map(|(r, v)| (v.trace_id.as_str(), (*r, v)))
+                .collect(),
+            summaries: summaries.collect(),
+        }
+    }
 }
 
 /// One holder's summary of a trace, with its verdict (and revision).
