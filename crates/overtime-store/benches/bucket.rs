@@ -122,20 +122,25 @@ fn main() {
         written += n;
         if written % chunk == 0 || written == total {
             writer.flush().expect("flush to the bucket");
+            eprintln!("bucket bench: {written} spans in the bucket after {:.1?}", load.elapsed());
         }
     }
     let load = load.elapsed();
     let st = writer.stats();
+    eprintln!("bucket bench: {total} spans loaded in {load:.1?}");
     let ids = lookup_ids(LOOKUPS, total / SPANS_PER_TRACE);
 
     // The reader wrote nothing: everything it answers comes from the bucket.
     let reader = collector(dir.path(), "reader");
     let mut cold = lookups(&reader, &ids[..1]);
     let mut theirs = lookups(&reader, &ids);
+    eprintln!("bucket bench: {LOOKUPS} lookups by the reader, p50 {:.2?}", pct_of(&theirs, 0.5));
     let mut ours = lookups(&writer, &ids);
+    eprintln!("bucket bench: {LOOKUPS} lookups by the writer, p50 {:.2?}", pct_of(&ours, 0.5));
     let (rows, mut q_reader) = by_cause(&rt, &reader);
     let (rows_w, mut q_writer) = by_cause(&rt, &writer);
     assert_eq!(rows, rows_w, "the reader and the writer disagree");
+    eprintln!("bucket bench: 504s by cause, {QUERY_RUNS} runs each; DuckDB next");
     let expected_504s = (0..total / SPANS_PER_TRACE)
         .filter(|t| failure(*t).is_some())
         .count();
@@ -194,6 +199,11 @@ fn main() {
         q50(&mut q_reader)
     );
     println!("{duck}");
+}
+
+/// A percentile of `v` for a progress line (the table uses [`pct`]).
+fn pct_of(v: &[Duration], p: f64) -> Duration {
+    Duration::from_secs_f64(pct(&mut v.to_vec(), p) / 1000.0)
 }
 
 /// A python with duckdb and s3fs: this one, or a venv made on first use.
