@@ -122,7 +122,10 @@ fn main() {
         written += n;
         if written % chunk == 0 || written == total {
             writer.flush().expect("flush to the bucket");
-            eprintln!("bucket bench: {written} spans in the bucket after {:.1?}", load.elapsed());
+            eprintln!(
+                "bucket bench: {written} spans in the bucket after {:.1?}",
+                load.elapsed()
+            );
         }
     }
     let load = load.elapsed();
@@ -134,9 +137,15 @@ fn main() {
     let reader = collector(dir.path(), "reader");
     let mut cold = lookups(&reader, &ids[..1]);
     let mut theirs = lookups(&reader, &ids);
-    eprintln!("bucket bench: {LOOKUPS} lookups by the reader, p50 {:.2?}", pct_of(&theirs, 0.5));
+    eprintln!(
+        "bucket bench: {LOOKUPS} lookups by the reader, p50 {:.2?}",
+        pct_of(&theirs, 0.5)
+    );
     let mut ours = lookups(&writer, &ids);
-    eprintln!("bucket bench: {LOOKUPS} lookups by the writer, p50 {:.2?}", pct_of(&ours, 0.5));
+    eprintln!(
+        "bucket bench: {LOOKUPS} lookups by the writer, p50 {:.2?}",
+        pct_of(&ours, 0.5)
+    );
     let (rows, mut q_reader) = by_cause(&rt, &reader);
     let (rows_w, mut q_writer) = by_cause(&rt, &writer);
     assert_eq!(rows, rows_w, "the reader and the writer disagree");
