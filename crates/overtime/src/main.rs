@@ -11,11 +11,6 @@ mod serve_cmd;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// mimalloc rather than the system allocator: the records' many small,
-/// short-lived strings made malloc/free a quarter of `diagnose`'s CPU.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// An argument problem: reported on one line, exit code 2.
 #[derive(Debug)]
 pub struct UsageError(pub String);
