@@ -146,6 +146,9 @@ fn cancel_flag() -> Arc<AtomicBool> {
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
         let f = flag.clone();
+        // The handler is in place before the run starts: a Ctrl-C that came
+        // before it would kill the run with its temp dir left behind.
+        let (ready, is_ready) = std::sync::mpsc::channel::<()>();
         // tokio's signal handling (already in the binary for `serve`) on a
         // thread of its own; failing to set it up only loses the clean stop.
         let _ = std::thread::Builder::new()
@@ -158,14 +161,21 @@ fn cancel_flag() -> Arc<AtomicBool> {
                     return;
                 };
                 rt.block_on(async {
-                    if tokio::signal::ctrl_c().await.is_ok() {
+                    use tokio::signal::unix::{SignalKind, signal};
+                    let Ok(mut interrupts) = signal(SignalKind::interrupt()) else {
+                        return;
+                    };
+                    let _ = ready.send(());
+                    if interrupts.recv().await.is_some() {
                         f.store(true, Ordering::Relaxed);
                     }
                     // A second Ctrl-C: the default, at once.
-                    let _ = tokio::signal::ctrl_c().await;
+                    let _ = interrupts.recv().await;
                     std::process::exit(130);
                 });
             });
+        // Dropped without a send when the handler could not be set up.
+        let _ = is_ready.recv_timeout(std::time::Duration::from_secs(2));
         flag
     })
     .clone()
