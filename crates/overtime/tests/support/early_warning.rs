@@ -59,6 +59,13 @@ pub struct Outcome {
     pub gateway_timeouts: usize,
     /// When the first client got a 504 (µs, from the ground truth).
     pub first_504_us: Option<i64>,
+    /// When the outage began: the first 504 that opens a burst
+    /// ([`OUTAGE_BURST`] 504s within [`OUTAGE_WINDOW_MIN`] simulated
+    /// minutes). A lone 504 before it is a stray (a starved test machine
+    /// stretches scaled time past a 10 s gateway), not the incident.
+    pub outage_us: Option<i64>,
+    /// 504s before the outage began.
+    pub stray_504s: usize,
     /// When the run started (the first request sent, µs).
     pub start_us: i64,
     /// Every alert that went from quiet to firing, in order (a flapping
@@ -80,10 +87,10 @@ impl Outcome {
             .find(|r| EARLY.contains(&r.name.as_str()))
     }
 
-    /// Nominal minutes from the first early warning to the first 504
-    /// (negative: the warning came late).
+    /// Nominal minutes from the first early warning to the outage's first
+    /// 504 (negative: the warning came late).
     pub fn lead_minutes(&self) -> Option<f64> {
-        let (w, f) = (self.first_early()?, self.first_504_us?);
+        let (w, f) = (self.first_early()?, self.outage_us?);
         Some((f - w.at_us) as f64 / 1e6 * self.time_scale / 60.0)
     }
 
@@ -156,10 +163,26 @@ fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// (requests, 504s, first 504 µs, first request µs) from the ground truth.
-fn truth_times(truth: &Path) -> (usize, usize, Option<i64>, i64) {
+/// 504s within [`OUTAGE_WINDOW_MIN`] that make an outage.
+pub const OUTAGE_BURST: usize = 3;
+/// Simulated minutes an outage's first [`OUTAGE_BURST`] 504s fall within.
+pub const OUTAGE_WINDOW_MIN: f64 = 2.0;
+
+/// The first of `times` (sorted, µs) that opens a burst of
+/// [`OUTAGE_BURST`] within [`OUTAGE_WINDOW_MIN`] simulated minutes, and
+/// how many come before it.
+pub fn outage_onset(times: &[i64], time_scale: f64) -> (Option<i64>, usize) {
+    let window_us = (OUTAGE_WINDOW_MIN * 60e6 / time_scale) as i64;
+    times
+        .windows(OUTAGE_BURST)
+        .position(|w| w[OUTAGE_BURST - 1] - w[0] < window_us)
+        .map_or((None, times.len()), |i| (Some(times[i]), i))
+}
+
+/// (requests, 504 times sorted, first request µs) from the ground truth.
+fn truth_times(truth: &Path) -> (usize, Vec<i64>, i64) {
     let text = String::from_utf8(read(truth)).unwrap();
-    let (mut n, mut n504, mut first, mut start) = (0, 0, None::<i64>, i64::MAX);
+    let (mut n, mut times, mut start) = (0, Vec::new(), i64::MAX);
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         n += 1;
@@ -168,12 +191,11 @@ fn truth_times(truth: &Path) -> (usize, usize, Option<i64>, i64) {
             .timestamp_micros();
         start = start.min(began);
         if v["status"] == 504 {
-            n504 += 1;
-            let at = began + (v["elapsed_ms"].as_f64().unwrap_or(0.0) * 1000.0) as i64;
-            first = Some(first.map_or(at, |f: i64| f.min(at)));
+            times.push(began + (v["elapsed_ms"].as_f64().unwrap_or(0.0) * 1000.0) as i64);
         }
     }
-    (n, n504, first, start)
+    times.sort_unstable();
+    (n, times, start)
 }
 
 /// Replays a run's files through the live diagnosis and the metrics.
@@ -232,7 +254,8 @@ pub fn replay(
         window_scale: 1.0 / time_scale,
         ..Default::default()
     });
-    let (n, n504, first_504_us, start_us) = truth_times(truth);
+    let (n, times_504, start_us) = truth_times(truth);
+    let (outage_us, stray_504s) = outage_onset(&times_504, time_scale);
     let tick = scaled(TICK_MS).max(1);
     let end = recs.last().map_or(0, |r| r.0) + scaled(GRACE_MS) * 2;
     let mut clock = recs.first().map_or(0, |r| r.0);
@@ -305,8 +328,10 @@ pub fn replay(
         seed,
         time_scale,
         requests: n,
-        gateway_timeouts: n504,
-        first_504_us,
+        gateway_timeouts: times_504.len(),
+        first_504_us: times_504.first().copied(),
+        outage_us,
+        stray_504s,
         start_us,
         raised,
         minutes: (last_us - start_us) as f64 / 1e6 * time_scale / 60.0,
