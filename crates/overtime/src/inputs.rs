@@ -181,32 +181,14 @@ fn cancel_flag() -> Arc<AtomicBool> {
     .clone()
 }
 
-/// Asks glibc's malloc to keep what a long offline run frees rather than
-/// hand it back to the kernel: the engine frees and allocates its buffers
-/// all run long, and memory the kernel must zero again (or a VM's host
-/// must back again) cost this run half its time (`perf`: fresh-page
-/// faults and their zeroing). Bounded all the same: the memory limit
-/// bounds what is allocated, this only keeps it allocated. `serve` keeps
-/// the defaults (its RSS is what its overload test bounds).
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; no memory is touched.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
-}
-
 /// Reads every input of `a` into the batch engine and diagnoses it.
 /// `on_trace` sees each request that needed a verdict (for `advise`).
 pub fn run(a: &DiagnoseArgs, on_trace: Option<TraceHook>) -> Result<Run> {
-    keep_freed_memory();
     offline::run(&inputs(a)?, on_trace, cancel_flag()).map_err(from_offline)
 }
 
 /// Reads and parses every input of `a`, and nothing more.
 pub fn parse_only(a: &DiagnoseArgs) -> Result<(Vec<String>, ReadTotals)> {
-    keep_freed_memory();
     offline::parse_only(&inputs(a)?, cancel_flag()).map_err(from_offline)
 }
 

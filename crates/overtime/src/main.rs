@@ -2,6 +2,7 @@
 //! the library crates; exit codes 0 ok, 1 failure, 2 usage (docs/interfaces.md).
 
 mod advise_cmd;
+mod allocator;
 mod cli;
 mod diagnose_cmd;
 mod inputs;
@@ -59,10 +60,22 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        cli::Command::Diagnose(a) => diagnose_cmd::run(*a),
-        cli::Command::Advise(a) => advise_cmd::run_advise(*a),
-        cli::Command::Whatif(a) => advise_cmd::run_whatif(*a),
-        cli::Command::Serve { config } => serve_cmd::run(config),
+        cli::Command::Diagnose(a) => {
+            allocator::for_offline();
+            diagnose_cmd::run(*a)
+        }
+        cli::Command::Advise(a) => {
+            allocator::for_offline();
+            advise_cmd::run_advise(*a)
+        }
+        cli::Command::Whatif(a) => {
+            allocator::for_offline();
+            advise_cmd::run_whatif(*a)
+        }
+        cli::Command::Serve { config } => {
+            allocator::for_serve();
+            serve_cmd::run(config)
+        }
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Simulate(a) => overtime_simulate::run(*a).map_err(|e| {
             if e.is_usage() {
