@@ -76,14 +76,22 @@ fn warns_ahead(scenario: &str) {
 }
 
 #[test]
-fn a_lone_504_before_the_burst_is_a_stray_and_the_outage_begins_with_the_burst() {
+fn stray_504s_from_a_stalled_machine_come_before_the_outage_which_begins_with_the_climb() {
     // At 20x a simulated minute is 3 s of real time.
     let min = |m: f64| (m * 3e6) as i64;
+    // A stall at minute 6.6 fails the three requests in flight at once;
+    // the outage climbs from minute 28 to 12 504s a minute.
+    let mut times = vec![min(6.6), min(6.61), min(6.62), min(20.0)];
+    let outage: Vec<i64> = (0..120)
+        .map(|i| min(28.0 + 10.0 * (i as f64 / 120.0).sqrt()))
+        .collect();
+    times.extend(&outage);
+    assert_eq!(outage_onset(&times, 20.0), (Some(min(28.0)), 4));
+    // A lone 504 before a small burst: the burst is the outage.
     let times = [min(6.0), min(28.0), min(28.5), min(29.9), min(30.2)];
     assert_eq!(outage_onset(&times, 20.0), (Some(min(28.0)), 1));
-    // Three 504s spread wider than 2 minutes are not an outage yet.
-    let spread = [min(6.0), min(7.5), min(8.1), min(20.0)];
-    assert_eq!(outage_onset(&spread, 20.0), (None, 4));
+    // Fewer than three 504s are no outage.
+    assert_eq!(outage_onset(&[min(6.0), min(20.0)], 20.0), (None, 2));
     assert_eq!(outage_onset(&[], 20.0), (None, 0));
 }
 

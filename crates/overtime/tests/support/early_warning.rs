@@ -59,10 +59,10 @@ pub struct Outcome {
     pub gateway_timeouts: usize,
     /// When the first client got a 504 (µs, from the ground truth).
     pub first_504_us: Option<i64>,
-    /// When the outage began: the first 504 that opens a burst
-    /// ([`OUTAGE_BURST`] 504s within [`OUTAGE_WINDOW_MIN`] simulated
-    /// minutes). A lone 504 before it is a stray (a starved test machine
-    /// stretches scaled time past a 10 s gateway), not the incident.
+    /// When the outage began ([`outage_onset`]: the first 504 of the
+    /// climb to the peak 504 rate). 504s before it are strays (a starved
+    /// test machine stretches scaled time past a 10 s gateway), not the
+    /// incident.
     pub outage_us: Option<i64>,
     /// 504s before the outage began.
     pub stray_504s: usize,
@@ -163,19 +163,32 @@ fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// 504s within [`OUTAGE_WINDOW_MIN`] that make an outage.
+/// Simulated minutes over which the 504 rate is counted.
+pub const OUTAGE_WINDOW_MIN: f64 = 5.0;
+/// The share of the run's peak 504 rate at which the outage has begun.
+pub const OUTAGE_SHARE_OF_PEAK: f64 = 0.25;
+/// The fewest 504s in a window that can make an outage.
 pub const OUTAGE_BURST: usize = 3;
-/// Simulated minutes an outage's first [`OUTAGE_BURST`] 504s fall within.
-pub const OUTAGE_WINDOW_MIN: f64 = 2.0;
 
-/// The first of `times` (sorted, µs) that opens a burst of
-/// [`OUTAGE_BURST`] within [`OUTAGE_WINDOW_MIN`] simulated minutes, and
-/// how many come before it.
+/// The outage's first 504 and how many 504s came before it (strays).
+///
+/// The outage begins with the first 504 whose next [`OUTAGE_WINDOW_MIN`]
+/// simulated minutes hold at least [`OUTAGE_SHARE_OF_PEAK`] of the most
+/// 504s any such window holds (and at least [`OUTAGE_BURST`]): the point
+/// where a 504 graph starts its climb. A test machine starved for a
+/// moment stretches scaled time past the gateway's timeout for the few
+/// requests in flight — a handful of 504s at one instant, long before
+/// the ramp can fail anything — and that is not the incident.
 pub fn outage_onset(times: &[i64], time_scale: f64) -> (Option<i64>, usize) {
     let window_us = (OUTAGE_WINDOW_MIN * 60e6 / time_scale) as i64;
-    times
-        .windows(OUTAGE_BURST)
-        .position(|w| w[OUTAGE_BURST - 1] - w[0] < window_us)
+    let ahead: Vec<usize> = (0..times.len())
+        .map(|i| times[i..].partition_point(|t| *t - times[i] < window_us))
+        .collect();
+    let peak = ahead.iter().copied().max().unwrap_or(0);
+    let needed = OUTAGE_BURST.max((peak as f64 * OUTAGE_SHARE_OF_PEAK).ceil() as usize);
+    ahead
+        .iter()
+        .position(|n| *n >= needed)
         .map_or((None, times.len()), |i| (Some(times[i]), i))
 }
 
