@@ -2,8 +2,9 @@
 //! on the real simulated platform (nginx when installed, the OpenTelemetry
 //! SDK), replayed through the collector's live engine; the lead time from
 //! the first early-warning alert to the outage's first 504 a client got
-//! (the first 504 of the climb to a quarter of the run's peak 504 rate;
-//! strays before it are counted beside), and the
+//! (the first 504 of the unbroken run — no pause over 3 simulated
+//! minutes — into the busiest five minutes of 504s; strays before it are
+//! counted beside), and the
 //! alerts raised by healthy noisy traffic (false alarms). Prints the
 //! README's table.
 //!

@@ -39,6 +39,15 @@ fn show(o: &Outcome) -> String {
         minute(o, o.outage_us),
         o.stray_504s,
     );
+    let mut per_minute = std::collections::BTreeMap::<i64, usize>::new();
+    for t in &o.times_504 {
+        *per_minute.entry(o.minute_of(*t) as i64).or_default() += 1;
+    }
+    s += "  504s by simulated minute:";
+    for (m, n) in &per_minute {
+        s += &format!(" {m}:{n}");
+    }
+    s += "\n";
     for (signal, (d, z)) in &o.peaks {
         s += &format!(
             "  {signal}: worst move from its baseline {:+.1} points, largest z {z:.1}\n",
@@ -76,22 +85,24 @@ fn warns_ahead(scenario: &str) {
 }
 
 #[test]
-fn stray_504s_from_a_stalled_machine_come_before_the_outage_which_begins_with_the_climb() {
+fn stray_504s_from_a_stalled_machine_come_before_the_outage_which_begins_its_unbroken_climb() {
     // At 20x a simulated minute is 3 s of real time.
     let min = |m: f64| (m * 3e6) as i64;
-    // A stall at minute 6.6 fails the three requests in flight at once;
-    // the outage climbs from minute 28 to 12 504s a minute.
-    let mut times = vec![min(6.6), min(6.61), min(6.62), min(20.0)];
-    let outage: Vec<i64> = (0..120)
-        .map(|i| min(28.0 + 10.0 * (i as f64 / 120.0).sqrt()))
+    // A stall at minute 6.6 fails the three requests in flight at once,
+    // another at minute 20; the outage climbs from minute 27 to 12 504s a
+    // minute, its first ones two and a half minutes apart.
+    let mut times = vec![min(6.6), min(6.61), min(6.62), min(20.0), min(27.0)];
+    let climb: Vec<i64> = (0..120)
+        .map(|i| min(29.5 + 10.0 * (i as f64 / 120.0).sqrt()))
         .collect();
-    times.extend(&outage);
-    assert_eq!(outage_onset(&times, 20.0), (Some(min(28.0)), 4));
+    times.extend(&climb);
+    assert_eq!(outage_onset(&times, 20.0), (Some(min(27.0)), 4));
     // A lone 504 before a small burst: the burst is the outage.
     let times = [min(6.0), min(28.0), min(28.5), min(29.9), min(30.2)];
     assert_eq!(outage_onset(&times, 20.0), (Some(min(28.0)), 1));
-    // Fewer than three 504s are no outage.
-    assert_eq!(outage_onset(&[min(6.0), min(20.0)], 20.0), (None, 2));
+    // Fewer than three 504s in any five minutes are no outage.
+    let sparse = [min(6.0), min(9.0), min(20.0)];
+    assert_eq!(outage_onset(&sparse, 20.0), (None, 3));
     assert_eq!(outage_onset(&[], 20.0), (None, 0));
 }
 

@@ -59,10 +59,12 @@ pub struct Outcome {
     pub gateway_timeouts: usize,
     /// When the first client got a 504 (µs, from the ground truth).
     pub first_504_us: Option<i64>,
+    /// Every 504 a client got (µs, sorted).
+    pub times_504: Vec<i64>,
     /// When the outage began ([`outage_onset`]: the first 504 of the
-    /// climb to the peak 504 rate). 504s before it are strays (a starved
-    /// test machine stretches scaled time past a 10 s gateway), not the
-    /// incident.
+    /// unbroken run into the peak 504 rate). 504s before it are strays (a
+    /// starved test machine stretches scaled time past a 10 s gateway),
+    /// not the incident.
     pub outage_us: Option<i64>,
     /// 504s before the outage began.
     pub stray_504s: usize,
@@ -163,33 +165,37 @@ fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// Simulated minutes over which the 504 rate is counted.
+/// Simulated minutes over which the peak 504 rate is counted.
 pub const OUTAGE_WINDOW_MIN: f64 = 5.0;
-/// The share of the run's peak 504 rate at which the outage has begun.
-pub const OUTAGE_SHARE_OF_PEAK: f64 = 0.25;
+/// The longest pause between two of the outage's 504s, simulated minutes.
+pub const OUTAGE_MAX_PAUSE_MIN: f64 = 3.0;
 /// The fewest 504s in a window that can make an outage.
 pub const OUTAGE_BURST: usize = 3;
 
 /// The outage's first 504 and how many 504s came before it (strays).
 ///
-/// The outage begins with the first 504 whose next [`OUTAGE_WINDOW_MIN`]
-/// simulated minutes hold at least [`OUTAGE_SHARE_OF_PEAK`] of the most
-/// 504s any such window holds (and at least [`OUTAGE_BURST`]): the point
-/// where a 504 graph starts its climb. A test machine starved for a
-/// moment stretches scaled time past the gateway's timeout for the few
-/// requests in flight — a handful of 504s at one instant, long before
-/// the ramp can fail anything — and that is not the incident.
+/// The outage is the run of 504s that leads, with no pause longer than
+/// [`OUTAGE_MAX_PAUSE_MIN`] simulated minutes, into the busiest
+/// [`OUTAGE_WINDOW_MIN`] minutes of 504s (at least [`OUTAGE_BURST`] of
+/// them); it begins with that run's first 504. 504s before it are strays:
+/// a test machine starved for a moment stretches scaled time past the
+/// gateway's timeout for the few requests in flight — a handful of 504s
+/// at one instant, minutes before the ramp fails anything — and that is
+/// not the incident.
 pub fn outage_onset(times: &[i64], time_scale: f64) -> (Option<i64>, usize) {
-    let window_us = (OUTAGE_WINDOW_MIN * 60e6 / time_scale) as i64;
-    let ahead: Vec<usize> = (0..times.len())
-        .map(|i| times[i..].partition_point(|t| *t - times[i] < window_us))
-        .collect();
-    let peak = ahead.iter().copied().max().unwrap_or(0);
-    let needed = OUTAGE_BURST.max((peak as f64 * OUTAGE_SHARE_OF_PEAK).ceil() as usize);
-    ahead
-        .iter()
-        .position(|n| *n >= needed)
-        .map_or((None, times.len()), |i| (Some(times[i]), i))
+    let us = |min: f64| (min * 60e6 / time_scale) as i64;
+    let ahead = |i: usize| times[i..].partition_point(|t| *t - times[i] < us(OUTAGE_WINDOW_MIN));
+    let Some(peak) = (0..times.len()).max_by_key(|i| (ahead(*i), std::cmp::Reverse(*i))) else {
+        return (None, 0);
+    };
+    if ahead(peak) < OUTAGE_BURST {
+        return (None, times.len());
+    }
+    let mut first = peak;
+    while first > 0 && times[first] - times[first - 1] <= us(OUTAGE_MAX_PAUSE_MIN) {
+        first -= 1;
+    }
+    (Some(times[first]), first)
 }
 
 /// (requests, 504 times sorted, first request µs) from the ground truth.
@@ -343,6 +349,7 @@ pub fn replay(
         requests: n,
         gateway_timeouts: times_504.len(),
         first_504_us: times_504.first().copied(),
+        times_504: times_504.clone(),
         outage_us,
         stray_504s,
         start_us,
