@@ -25,14 +25,22 @@
 
 use crate::StoreError;
 use crate::segment::bucket_name;
+use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
+use futures::FutureExt;
 use futures::TryStreamExt;
+use futures::future::BoxFuture;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use overtime_model::Table;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowFilter};
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::{ChunkReader, Length};
 use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -321,6 +329,79 @@ pub struct ObjectReader {
     pub(crate) bucket: Arc<Bucket>,
     pub(crate) key: ObjectPath,
     pub(crate) size: u64,
+}
+
+impl ObjectReader {
+    /// Reads row groups `rgs` (only the rows `filter` passes) as the async
+    /// Parquet reader does: each column chunk it needs in one ranged GET,
+    /// neighbours coalesced, the filter's columns first and the others
+    /// only for row groups with a match. The [`ChunkReader`] below serves
+    /// the footer and bloom filters; for data it would fetch from a page
+    /// to the end of the object once per column.
+    pub(crate) fn read_row_groups(
+        &self,
+        meta: ArrowReaderMetadata,
+        rgs: Vec<usize>,
+        filter: Option<RowFilter>,
+        batch_size: usize,
+    ) -> Result<Vec<RecordBatch>, parquet::errors::ParquetError> {
+        let reader = ObjectFileReader {
+            store: self.bucket.store.clone(),
+            key: self.key.clone(),
+            meta: meta.metadata().clone(),
+        };
+        self.bucket.io.run(async move {
+            let mut b = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta)
+                .with_row_groups(rgs)
+                .with_batch_size(batch_size);
+            if let Some(f) = filter {
+                b = b.with_row_filter(f);
+            }
+            b.build()?.try_collect().await
+        })
+    }
+}
+
+/// The async Parquet reader's view of one object: ranged GETs (several
+/// at once through `get_ranges`, which coalesces neighbours) and the
+/// metadata the store already holds, so the footer is never fetched again.
+struct ObjectFileReader {
+    store: Arc<dyn ObjectStore>,
+    key: ObjectPath,
+    meta: Arc<ParquetMetaData>,
+}
+
+impl AsyncFileReader for ObjectFileReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.store
+                .get_range(&self.key, range)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store
+                .get_ranges(&self.key, &ranges)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let meta = self.meta.clone();
+        async move { Ok(meta) }.boxed()
+    }
 }
 
 impl Length for ObjectReader {

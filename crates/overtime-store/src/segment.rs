@@ -38,6 +38,8 @@ use std::path::{Path, PathBuf};
 
 /// Rows per row group: the unit a bloom filter and time statistics prune.
 pub const ROW_GROUP_ROWS: usize = 65_536;
+/// Rows per batch read back.
+const BATCH_ROWS: usize = 8192;
 const KEY_BUCKET: &str = "overtime.bucket_start_us";
 const KEY_MIN: &str = "overtime.min_time_us";
 const KEY_MAX: &str = "overtime.max_time_us";
@@ -85,17 +87,6 @@ impl ChunkReader for Reader {
             Reader::Object(o) => o.get_bytes(start, length),
             Reader::Mem(b) => b.get_bytes(start, length),
         }
-    }
-}
-
-impl Source {
-    fn open(&self) -> Result<Reader, StoreError> {
-        Ok(match self {
-            Source::File(p) => {
-                Reader::File(File::open(p).map_err(|e| StoreError::io("opening", p, e))?)
-            }
-            Source::Object(o) => Reader::Object(o.clone()),
-        })
     }
 }
 
@@ -497,24 +488,31 @@ impl SegmentFile {
         rgs: Vec<usize>,
         filter: Option<RowFilter>,
     ) -> Result<Vec<RecordBatch>, StoreError> {
-        let file = self.source.open()?;
-        let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
-            .with_row_groups(rgs)
-            .with_batch_size(8192);
-        if let Some(f) = filter {
-            b = b.with_row_filter(f);
-        }
-        let reader = b.build().map_err(|e| StoreError::parquet(&self.path, e))?;
-        let mut out = Vec::new();
-        for batch in reader {
-            let batch = batch
-                .map_err(|e| StoreError::arrow(format!("reading {}", self.path.display()), e))?;
-            if batch.num_rows() > 0 {
-                // A file written by an older version gets the current schema.
-                out.push(crate::tables::upgrade(self.table, batch));
+        let batches = match &self.source {
+            Source::Object(o) => o
+                .read_row_groups(self.meta.clone(), rgs, filter, BATCH_ROWS)
+                .map_err(|e| StoreError::parquet(&self.path, e))?,
+            Source::File(p) => {
+                let file = File::open(p).map_err(|e| StoreError::io("opening", p, e))?;
+                let mut b =
+                    ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+                        .with_row_groups(rgs)
+                        .with_batch_size(BATCH_ROWS);
+                if let Some(f) = filter {
+                    b = b.with_row_filter(f);
+                }
+                let reader = b.build().map_err(|e| StoreError::parquet(&self.path, e))?;
+                reader
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| StoreError::arrow(format!("reading {}", self.path.display()), e))?
             }
-        }
-        Ok(out)
+        };
+        // A file written by an older version gets the current schema.
+        Ok(batches
+            .into_iter()
+            .filter(|b| b.num_rows() > 0)
+            .map(|b| crate::tables::upgrade(self.table, b))
+            .collect())
     }
 }
 
