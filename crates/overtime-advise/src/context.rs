@@ -47,7 +47,10 @@ pub(crate) struct Context {
 /// a good share of them and the ratio in it is steadier than the timeouts
 /// themselves: a share of what remains keeps the ratio exact while the
 /// timeouts follow the remaining budget; a fixed timeout under a barely
-/// used budget keeps the timeout exact while the ratio drifts.
+/// used budget keeps the timeout exact while the ratio drifts. Timeouts
+/// that differ at all (beyond a hundred-thousandth: no configured value
+/// does) while the ratio holds four times steadier are a share, however
+/// steady the step before them keeps the remaining budget.
 fn share_rule(pairs: &[(f64, f64)]) -> Option<f64> {
     if pairs.len() < 5 {
         return None;
@@ -76,7 +79,7 @@ fn share_rule(pairs: &[(f64, f64)]) -> Option<f64> {
     let cluster = &sorted[best.0..best.1];
     let t_spread = spread(&mut cluster.iter().map(|p| p.1));
     let r_spread = spread(&mut cluster.iter().map(|p| p.0));
-    let steadier = t_spread > 0.001 && r_spread * 4.0 < t_spread;
+    let steadier = t_spread > 1e-5 && r_spread * 4.0 < t_spread;
     (n >= 5 && n * 10 >= v.len() * 3 && steadier).then(|| v[best.0 + n / 2])
 }
 
@@ -248,5 +251,35 @@ impl Context {
     /// outlast every timeout).
     pub(crate) fn draw_beyond(&self, c: &CallFacts, ran_ms: f64, rng: &mut Rng) -> Option<f64> {
         self.law_of(c).map(|d| d.draw_above(ran_ms, rng))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_rule;
+
+    /// (timeout / remaining, timeout) for each remaining budget.
+    fn pairs(remaining: &[f64], timeout: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+        remaining
+            .iter()
+            .map(|r| (timeout(*r) / r, timeout(*r)))
+            .collect()
+    }
+
+    #[test]
+    fn half_of_a_remaining_budget_is_a_share_even_after_a_steady_step() {
+        // A 200 ms step with a millisecond of jitter before the tool: the
+        // remaining budget varies by 0.04 %, the timeouts with it.
+        let rem: Vec<f64> = (0..16).map(|i| 2297.0 + i as f64 * 0.06).collect();
+        assert_eq!(share_rule(&pairs(&rem, |r| r * 0.5)), Some(0.5));
+    }
+
+    #[test]
+    fn a_fixed_timeout_is_no_share_whatever_the_budget_left() {
+        let wide: Vec<f64> = (0..16).map(|i| 2000.0 + i as f64 * 30.0).collect();
+        assert_eq!(share_rule(&pairs(&wide, |_| 1000.0)), None);
+        // A barely used budget: the ratio is steady too, the timeout exact.
+        let barely: Vec<f64> = (0..16).map(|i| 29_990.0 + i as f64 * 0.5).collect();
+        assert_eq!(share_rule(&pairs(&barely, |_| 1000.0)), None);
     }
 }
