@@ -35,7 +35,7 @@ fn show(o: &Outcome) -> String {
         o.requests,
         o.minutes,
         o.gateway_timeouts,
-        minute(o, o.first_504_us),
+        minute(o, o.first_504_us()),
         minute(o, o.outage_us),
         o.stray_504s,
     );

@@ -57,9 +57,7 @@ pub struct Outcome {
     pub time_scale: f64,
     pub requests: usize,
     pub gateway_timeouts: usize,
-    /// When the first client got a 504 (µs, from the ground truth).
-    pub first_504_us: Option<i64>,
-    /// Every 504 a client got (µs, sorted).
+    /// Every 504 a client got (µs, sorted, from the ground truth).
     pub times_504: Vec<i64>,
     /// When the outage began ([`outage_onset`]: the first 504 of the
     /// unbroken run into the peak 504 rate). 504s before it are strays (a
@@ -82,6 +80,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// When the first client got a 504 (µs).
+    pub fn first_504_us(&self) -> Option<i64> {
+        self.times_504.first().copied()
+    }
+
     /// The first early-warning alert.
     pub fn first_early(&self) -> Option<&Raised> {
         self.raised
@@ -348,8 +351,7 @@ pub fn replay(
         time_scale,
         requests: n,
         gateway_timeouts: times_504.len(),
-        first_504_us: times_504.first().copied(),
-        times_504: times_504.clone(),
+        times_504,
         outage_us,
         stray_504s,
         start_us,
