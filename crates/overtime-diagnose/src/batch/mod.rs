@@ -100,6 +100,10 @@ pub struct BatchOptions {
     pub threads: usize,
     /// Where the temp dir goes (default: the system's temp dir).
     pub spill_dir: Option<PathBuf>,
+    /// Spill files as LZ4 frames: half the bytes to disk for about a
+    /// sixth more CPU; worth it when the input and the spill would not
+    /// stay in the page cache (default: plain).
+    pub compress_spill: bool,
     /// The input's size, decompressed, as far as known: sizes partitions.
     pub input_bytes_hint: u64,
     /// Set to stop the run ([`BatchError::Interrupted`]).
@@ -118,6 +122,7 @@ impl Default for BatchOptions {
                 .map(|n| n.get())
                 .unwrap_or(1),
             spill_dir: None,
+            compress_spill: false,
             input_bytes_hint: 0,
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
@@ -168,7 +173,7 @@ impl Engine {
         Engine {
             parts: Partitions::new("p", 2 * n, budget),
             n,
-            spill: Arc::new(SpillDir::new(opts.spill_dir.clone())),
+            spill: Arc::new(SpillDir::new(opts.spill_dir.clone(), opts.compress_spill)),
             shared: Mutex::new(Shared::default()),
             cfg,
             opts,

@@ -3,18 +3,24 @@
 //! grace hash join. Every record is framed by its length, so a spilled
 //! partition can be read back whole or streamed record by record.
 //!
-//! Spill files are LZ4 frames ([`lz4_flex::frame`]): what goes to disk is
-//! about half the encoded bytes, and on a day larger than the page cache
-//! the disk, not the CPU, is what assembly waits on. Each 256 KiB block
-//! carries its checksum, checked before it is decompressed: a damaged
-//! spill file is an error, never a wrong record. Each spill appends a
-//! whole frame; a file of frames one after another reads as one stream.
+//! When the run is told to compress ([`BatchOptions::compress_spill`],
+//! for a day whose input and spill would not stay in the page cache),
+//! spill files are LZ4 frames ([`lz4_flex::frame`]): about half the bytes
+//! go to disk, which is what assembly then waits on. It costs about a
+//! sixth more CPU, so a run whose files stay cached writes them plain.
+//! Each 256 KiB block carries its checksum, checked before it is
+//! decompressed; each spill appends a whole frame, and a file of frames
+//! one after another reads as one stream. Plain or compressed, a file
+//! that reads back other than its recorded length is an error: a damaged
+//! spill file never gives fewer or wrong records.
+//!
+//! [`BatchOptions::compress_spill`]: crate::batch::BatchOptions::compress_spill
 
 use crate::assemble::Key;
 use crate::batch::BatchError;
 use crate::batch::codec::{Corrupt, In, Out};
 use lz4_flex::frame::{BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
-use std::io::{Read, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -23,13 +29,16 @@ use std::sync::{Mutex, OnceLock};
 pub struct SpillDir {
     parent: Option<PathBuf>,
     dir: OnceLock<Result<tempfile::TempDir, String>>,
+    /// Spill files as LZ4 frames (else plain).
+    compress: bool,
 }
 
 impl SpillDir {
-    pub fn new(parent: Option<PathBuf>) -> Self {
+    pub fn new(parent: Option<PathBuf>, compress: bool) -> Self {
         SpillDir {
             parent,
             dir: OnceLock::new(),
+            compress,
         }
     }
     /// The dir, created now if needed.
@@ -54,24 +63,49 @@ impl SpillDir {
     }
 }
 
-/// A spill file's writer: LZ4 frames of independent, checksummed blocks.
-fn encoder(file: std::fs::File) -> FrameEncoder<std::fs::File> {
-    let info = FrameInfo::new()
-        .block_size(BlockSize::Max256KB)
-        .block_checksums(true);
-    FrameEncoder::with_frame_info(info, file)
+/// A spill file's writer: LZ4 frames of independent, checksummed blocks,
+/// or the bytes as they are.
+enum SpillWriter {
+    Lz4(FrameEncoder<std::fs::File>),
+    Plain(BufWriter<std::fs::File>),
 }
 
-/// Writes `bufs` to `path` as one more frame at its end.
-fn append_frame(path: &Path, bufs: &[Vec<u8>]) -> Result<(), BatchError> {
+impl SpillWriter {
+    fn new(file: std::fs::File, compress: bool) -> Self {
+        if compress {
+            let info = FrameInfo::new()
+                .block_size(BlockSize::Max256KB)
+                .block_checksums(true);
+            SpillWriter::Lz4(FrameEncoder::with_frame_info(info, file))
+        } else {
+            SpillWriter::Plain(BufWriter::with_capacity(1 << 20, file))
+        }
+    }
+    fn write_all(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            SpillWriter::Lz4(w) => w.write_all(b),
+            SpillWriter::Plain(w) => w.write_all(b),
+        }
+    }
+    /// Ends the frame (or flushes): the file is complete.
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            SpillWriter::Lz4(w) => w.finish().map(drop).map_err(std::io::Error::from),
+            SpillWriter::Plain(w) => w.into_inner().map(drop).map_err(|e| e.into_error()),
+        }
+    }
+}
+
+/// Writes `bufs` at the end of `path` (one more frame when compressed).
+fn append_frame(path: &Path, bufs: &[Vec<u8>], compress: bool) -> Result<(), BatchError> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .and_then(|f| {
-            let mut w = encoder(f);
+            let mut w = SpillWriter::new(f, compress);
             bufs.iter().try_for_each(|b| w.write_all(b))?;
-            w.finish().map(drop).map_err(std::io::Error::from)
+            w.finish()
         })
         .map_err(|e| BatchError::io(path, e))
 }
@@ -96,24 +130,43 @@ impl Read for Frames {
     }
 }
 
-/// A spill file's records, decompressed as they are read.
-fn open_frames(path: &Path) -> Result<Frames, BatchError> {
+/// A spill file's bytes, as written.
+enum SpillReader {
+    Lz4(Frames),
+    Plain(BufReader<std::fs::File>),
+}
+
+impl Read for SpillReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            SpillReader::Lz4(r) => r.read(buf),
+            SpillReader::Plain(r) => r.read(buf),
+        }
+    }
+}
+
+/// A spill file's records, decompressed as they are read when `compress`.
+fn open_frames(path: &Path, compress: bool) -> Result<SpillReader, BatchError> {
     let file = std::fs::File::open(path).map_err(|e| BatchError::io(path, e))?;
+    if !compress {
+        return Ok(SpillReader::Plain(BufReader::with_capacity(1 << 20, file)));
+    }
     let len = file.metadata().map_err(|e| BatchError::io(path, e))?.len();
-    Ok(Frames {
+    Ok(SpillReader::Lz4(Frames {
         frames: FrameDecoder::new(file),
         len,
-    })
+    }))
 }
 
 /// Calls `f` with each framed record of a spill file that holds `bytes`
 /// of them (a file that reads back shorter is corrupt, not short).
 fn for_each_spilled(
     path: &Path,
+    compress: bool,
     bytes: u64,
     mut f: impl FnMut(&[u8]) -> Result<(), BatchError>,
 ) -> Result<(), BatchError> {
-    let mut r = open_frames(path)?;
+    let mut r = open_frames(path, compress)?;
     let mut rec = Vec::new();
     let mut read = 0u64;
     while let Some(n) = read_len(&mut r).map_err(|e| BatchError::io(path, e))? {
@@ -269,7 +322,7 @@ impl Partitions {
         let files = self.files.lock().expect("partition file lock");
         drop(st);
         for (p, chunks) in out {
-            append_frame(&self.file(dir, p), &chunks.bufs)?;
+            append_frame(&self.file(dir, p), &chunks.bufs, spill.compress)?;
         }
         drop(files);
         Ok(())
@@ -319,7 +372,7 @@ impl Partitions {
         }
         let path = self.file(spill.path()?, p);
         let mut out = Vec::with_capacity(disk as usize);
-        open_frames(&path)?
+        open_frames(&path, spill.compress)?
             .read_to_end(&mut out)
             .map_err(|e| BatchError::io(&path, e))?;
         if out.len() as u64 != disk {
@@ -352,7 +405,7 @@ impl Partitions {
         };
         if disk > 0 {
             let path = self.file(spill.path()?, p);
-            for_each_spilled(&path, disk, &mut f)?;
+            for_each_spilled(&path, spill.compress, disk, &mut f)?;
             let _ = std::fs::remove_file(&path);
         }
         for_each_record_in(&mem.bufs, f)
@@ -383,7 +436,7 @@ pub struct Stream {
     name: String,
     budget: usize,
     mem: Vec<u8>,
-    file: Option<(PathBuf, FrameEncoder<std::fs::File>)>,
+    file: Option<(PathBuf, SpillWriter)>,
     pub bytes: u64,
 }
 
@@ -406,7 +459,7 @@ impl Stream {
             if self.file.is_none() {
                 let path = spill.path()?.join(format!("{}.bin", self.name));
                 let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
-                self.file = Some((path, encoder(f)));
+                self.file = Some((path, SpillWriter::new(f, spill.compress)));
             }
             let (path, w) = self.file.as_mut().expect("created above");
             w.write_all(&self.mem)
@@ -422,8 +475,10 @@ impl Stream {
         mut f: impl FnMut(&[u8]) -> Result<(), BatchError>,
     ) -> Result<(), BatchError> {
         if let Some((path, w)) = self.file.take() {
-            w.finish().map_err(|e| BatchError::io(&path, e.into()))?;
-            for_each_spilled(&path, self.bytes - self.mem.len() as u64, &mut f)?;
+            let compress = matches!(w, SpillWriter::Lz4(_));
+            w.finish().map_err(|e| BatchError::io(&path, e))?;
+            let spilled = self.bytes - self.mem.len() as u64;
+            for_each_spilled(&path, compress, spilled, &mut f)?;
             let _ = std::fs::remove_file(&path);
         }
         for_each_record(&self.mem, f)
@@ -436,8 +491,8 @@ mod tests {
 
     #[test]
     fn partitions_read_back_the_same_records_spilled_or_not() {
-        let spill = SpillDir::new(None);
-        for budget in [usize::MAX, 10] {
+        for (budget, compress) in [(usize::MAX, false), (10, false), (10, true)] {
+            let spill = SpillDir::new(None, compress);
             let parts = Partitions::new("t", 3, budget);
             for round in 0..4u8 {
                 let mut local = vec![Vec::new(); 3];
@@ -458,13 +513,13 @@ mod tests {
                 assert_eq!(whole[6], vec![p as u8, 3]);
                 assert_eq!(parts.size(p), 0, "taken");
             }
+            assert_eq!(spill.used(), budget == 10, "a 10-byte budget spills");
         }
-        assert!(spill.used(), "a 10-byte budget spills");
     }
 
     #[test]
-    fn spill_files_are_compressed_and_a_damaged_one_is_an_error_not_wrong_records() {
-        let spill = SpillDir::new(None);
+    fn compressed_spill_files_are_smaller_and_a_damaged_one_is_an_error_not_wrong_records() {
+        let spill = SpillDir::new(None, true);
         let parts = Partitions::new("d", 1, 10);
         let mut local = vec![Vec::new()];
         for i in 0..2000u32 {
@@ -513,22 +568,59 @@ mod tests {
 
     #[test]
     fn a_partition_streams_record_by_record() {
-        let spill = SpillDir::new(None);
-        let parts = Partitions::new("s", 1, 100);
-        let mut local = vec![Vec::new()];
-        for i in 0..50u8 {
-            frame(&mut local[0], &vec![i; i as usize]);
-            parts.absorb(&mut local, &spill).unwrap();
+        for compress in [false, true] {
+            let spill = SpillDir::new(None, compress);
+            let parts = Partitions::new("s", 1, 100);
+            let mut local = vec![Vec::new()];
+            for i in 0..50u8 {
+                frame(&mut local[0], &vec![i; i as usize]);
+                parts.absorb(&mut local, &spill).unwrap();
+            }
+            let mut n = 0;
+            parts
+                .drain(0, &spill, |r| {
+                    assert_eq!(r.len(), n);
+                    n += 1;
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(n, 50);
         }
-        let mut n = 0;
-        parts
-            .drain(0, &spill, |r| {
-                assert_eq!(r.len(), n);
-                n += 1;
+    }
+
+    #[test]
+    fn a_plain_spill_file_cut_short_is_an_error() {
+        let spill = SpillDir::new(None, false);
+        let parts = Partitions::new("c", 1, 10);
+        let mut local = vec![Vec::new()];
+        for i in 0..100u32 {
+            frame(&mut local[0], format!("record {i}").as_bytes());
+        }
+        parts.absorb(&mut local, &spill).unwrap();
+        let path = parts.file(spill.path().unwrap(), 0);
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() - 13]).unwrap();
+        assert!(parts.drain(0, &spill, |_| Ok(())).is_err());
+    }
+
+    #[test]
+    fn a_stream_reads_back_what_was_pushed_plain_or_compressed() {
+        for compress in [false, true] {
+            let spill = SpillDir::new(None, compress);
+            let mut s = Stream::new("sum", 64);
+            for i in 0..300u32 {
+                let mut block = Vec::new();
+                frame(&mut block, &i.to_le_bytes());
+                s.push(&block, &spill).unwrap();
+            }
+            let mut got = Vec::new();
+            s.read(|r| {
+                got.push(u32::from_le_bytes(r.try_into().unwrap()));
                 Ok(())
             })
             .unwrap();
-        assert_eq!(n, 50);
+            assert_eq!(got, (0..300).collect::<Vec<_>>(), "compress {compress}");
+        }
     }
 
     #[test]

@@ -186,6 +186,15 @@ pub(crate) fn default_memory_limit() -> usize {
     quarter.clamp(256 << 20, 512 << 20) as usize
 }
 
+/// Whether the run's spill files are compressed: when the input as stored
+/// and its spill (about 0.8x its text) would take more than three
+/// quarters of the machine's memory, they would not stay in the page
+/// cache beside the run, and writing half the bytes to disk pays for the
+/// CPU it costs (docs/diagnose-at-scale.md).
+fn compress_spill(on_disk: u64, text_hint: u64) -> bool {
+    machine_memory().is_some_and(|m| on_disk + text_hint / 5 * 4 > m / 4 * 3)
+}
+
 /// What a run read and found.
 pub struct Run {
     /// The batch engine's result: verdicts, incidents, latency table and
@@ -321,6 +330,7 @@ pub fn run(
         memory_limit: plan.memory_limit,
         threads: plan.threads,
         spill_dir: a.temp_dir.clone(),
+        compress_spill: compress_spill(plan.on_disk, plan.text_hint),
         input_bytes_hint: plan.text_hint,
         cancel: cancel.clone(),
         progress: Some(Arc::new(move |step, done, total| {
