@@ -13,26 +13,41 @@
 //!
 //! Design rules:
 //! - Pure: the lookup is the caller's (the server, with the store).
-//! - Once per trace, and only for traces whose gateway answered 5xx: a
+//! - Once per trace, and only for traces that look failing — a gateway
+//!   5xx, or no gateway line at all and a span that failed, timed out or
+//!   was cancelled (the line may be in the part flushed elsewhere): a
 //!   lookup costs a bloom-filter probe per recent file of the bucket.
 //! - Records are added only when new (spans by id, gateway lines by source
 //!   and line), so a lookup that finds this collector's own rows changes
 //!   nothing and does not delay the verdict.
 
-use super::LiveDiagnoser;
+use super::{LiveDiagnoser, Pending};
 use crate::assemble::{Key, hex128};
-use overtime_model::{GatewayRecord, SpanRecord};
+use overtime_model::{GatewayRecord, SpanRecord, SpanStatus};
+
+/// Whether the records held say the request failed: its gateway answered
+/// 5xx, or, with no gateway line held, one of its spans did not end well.
+fn looks_failing(p: &Pending) -> bool {
+    p.gateway_failed()
+        || (p.trace.gateway.is_empty()
+            && p.trace.spans.iter().any(|s| {
+                matches!(
+                    s.status,
+                    SpanStatus::Error | SpanStatus::Timeout | SpanStatus::Cancelled
+                )
+            }))
+}
 
 impl LiveDiagnoser {
-    /// Trace ids of the failing traces the next [`LiveDiagnoser::tick`]
-    /// would give a verdict (quiet for the grace, or for the failure
-    /// grace after a gateway 5xx) and that were not looked up yet; each is
-    /// marked as looked up.
+    /// Trace ids of the traces that look failing (see the module) and have
+    /// been quiet for the failure grace — the next [`LiveDiagnoser::tick`]
+    /// may give their verdict — and were not looked up yet; each is marked
+    /// as looked up.
     pub fn failing_due(&mut self, now_us: i64) -> Vec<String> {
         let mut out = Vec::new();
         for p in self.pending.values_mut() {
             let quiet = now_us - p.last_update_us;
-            if p.completed || quiet < self.failure_grace_us || !p.gateway_failed() {
+            if p.completed || quiet < self.failure_grace_us || !looks_failing(p) {
                 continue;
             }
             p.completed = true;
@@ -138,5 +153,17 @@ mod tests {
         let v = live.tick(3_000_000);
         assert_eq!(v.len(), 1);
         assert_eq!(live.complete(T, vec![gateway_504()], vec![], 3_000_000), 0);
+    }
+
+    #[test]
+    fn spans_alone_are_looked_up_when_one_failed_and_never_when_all_went_well() {
+        let mut live = LiveDiagnoser::new(DiagnoseConfig::default(), 2_000, 60_000, 100)
+            .with_failure_grace(1_000);
+        live.add_spans(vec![span("root", None)], 0);
+        assert!(live.failing_due(1_500_000).is_empty(), "nothing failed");
+        let mut tool = span("tool", Some("root"));
+        tool.status = overtime_model::SpanStatus::Timeout;
+        live.add_spans(vec![tool], 1_500_000);
+        assert_eq!(live.failing_due(2_500_000), vec![T.to_string()]);
     }
 }
