@@ -9,9 +9,15 @@
 //!   nothing twice. The committed offset can be ahead too (another
 //!   collector with its own store held the partition since): starting from
 //!   the later one never re-reads what the group already stored.
-//! - Revoke commits the stored offsets synchronously before giving the
-//!   partitions up; a batch still in flight was never stored, so the next
-//!   owner reads it again: nothing is lost.
+//! - What is committed is the sink's [`RecordSink::commit_point`], and
+//!   only past what the group has committed (never back): with a store on
+//!   object storage that is what its last flush holds, so when this
+//!   collector dies the partition's next owner reads again everything the
+//!   bucket lacks. With a local store it is the durable checkpoint.
+//! - Revoke publishes (the store flushes) and commits the commit points
+//!   synchronously before giving the partitions up, so the next owner
+//!   reads nothing this collector holds; a batch still in flight was never
+//!   written, so the next owner reads it again: nothing is lost.
 //! - The callbacks run on the consumer thread inside `poll`; they only
 //!   queue [`Event`]s for the run loop, which owns the batches.
 
@@ -24,6 +30,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,13 +42,10 @@ const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
     /// Partition assigned; `start` is the first offset to read when known.
-    /// `seeked` when it came from the sink's checkpoint (ahead of the
-    /// committed offset), which the run loop then commits.
     Assigned {
         topic: String,
         partition: i32,
         start: Option<i64>,
-        seeked: bool,
     },
     Revoked {
         topic: String,
@@ -55,6 +59,9 @@ pub(crate) struct SourceContext {
     sink: Arc<dyn RecordSink>,
     stats: Arc<KafkaStats>,
     events: Mutex<Vec<Event>>,
+    /// Per assigned partition, the offset the group has committed as far
+    /// as we know (read at assign, then our own commits).
+    committed: Mutex<HashMap<(String, i32), i64>>,
 }
 
 impl SourceContext {
@@ -64,6 +71,63 @@ impl SourceContext {
             sink,
             stats,
             events: Mutex::new(Vec::new()),
+            committed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn committed_map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), i64>> {
+        self.committed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stores the sink's commit point of `topic/partition` as the offset
+    /// to commit when it is past what the group has committed; returns it
+    /// then. The caller commits.
+    pub(crate) fn store_commit_point(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        topic: &str,
+        partition: i32,
+    ) -> Option<i64> {
+        let point = self
+            .sink
+            .commit_point(&source_name(&self.group, topic, partition))
+            .and_then(|p| p.trim().parse::<i64>().ok())
+            .filter(|&o| o >= 0)?;
+        let key = (topic.to_string(), partition);
+        if self.committed_map().get(&key).is_some_and(|&c| c >= point) {
+            return None;
+        }
+        // `store_offsets` stores the offset as given; `store_offset` (the
+        // legacy `rd_kafka_offset_store`) would store `point + 1` and skip
+        // a message on the next start.
+        let mut tpl = TopicPartitionList::new();
+        let r = tpl
+            .add_partition_offset(topic, partition, Offset::Offset(point))
+            .and_then(|()| consumer.store_offsets(&tpl));
+        match r {
+            Ok(()) => {
+                self.committed_map().insert(key, point);
+                Some(point)
+            }
+            Err(e) => {
+                self.stats.commit_errors.fetch_add(1, Relaxed);
+                self.stats
+                    .error(format!("storing {topic}/{partition}@{point}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Publishes what the sink holds and stores the commit point of each
+    /// partition in `parts` (before they are given up, or at shutdown).
+    pub(crate) fn publish_and_store(&self, consumer: &BaseConsumer<Self>, parts: &[(String, i32)]) {
+        if let Err(e) = self.sink.publish() {
+            // The commit points stay where the last flush left them: the
+            // next owner reads the rest again.
+            self.stats.error(format!("publishing before commit: {e}"));
+        }
+        for (topic, partition) in parts {
+            self.store_commit_point(consumer, topic, *partition);
         }
     }
 
@@ -112,6 +176,10 @@ impl SourceContext {
                 .filter(|&o| o >= 0);
             let start = committed_at.max(checkpoint);
             let seeked = checkpoint.is_some() && checkpoint > committed_at;
+            match committed_at {
+                Some(c) => self.committed_map().insert((topic.clone(), partition), c),
+                None => self.committed_map().remove(&(topic.clone(), partition)),
+            };
             if let Some(s) = start
                 && let Err(e) = tpl.set_partition_offset(&topic, partition, Offset::Offset(s))
             {
@@ -124,13 +192,14 @@ impl SourceContext {
                 topic,
                 partition,
                 start,
-                seeked,
             });
         }
     }
 
     fn revoked(&self, tpl: &TopicPartitionList) {
         for e in tpl.elements() {
+            self.committed_map()
+                .remove(&(e.topic().to_string(), e.partition()));
             self.push(Event::Revoked {
                 topic: e.topic().to_string(),
                 partition: e.partition(),
@@ -181,8 +250,14 @@ impl ConsumerContext for SourceContext {
                 }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                // Only durable batches were stored: commit them now, while
-                // the partitions are still ours. Nothing stored is fine.
+                // Publish and commit now, while the partitions are still
+                // ours. Nothing stored is fine.
+                let parts: Vec<(String, i32)> = tpl
+                    .elements()
+                    .iter()
+                    .map(|e| (e.topic().to_string(), e.partition()))
+                    .collect();
+                self.publish_and_store(consumer, &parts);
                 let _ = consumer.commit_consumer_state(CommitMode::Sync);
                 self.revoked(tpl);
                 if cooperative {

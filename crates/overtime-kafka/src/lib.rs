@@ -9,10 +9,14 @@
 //! - At-least-once made exactly-once by the sink's checkpoint: a
 //!   partition's batch is written with `Checkpoint { source:
 //!   "kafka:<group>/<topic>/<partition>", position: <next offset> }`, and
-//!   only once `write` is `Ok` (durable) is that offset stored and
-//!   committed, in order per partition. On assign a partition starts at
-//!   the later of the committed offset and the checkpoint, so a crash
-//!   between the durable write and the commit reads nothing twice.
+//!   the offset committed is the sink's commit point for that source, in
+//!   order per partition. With a local store that is the durable (WAL)
+//!   checkpoint; with a store on object storage, what its last flush put
+//!   in the bucket — Kafka keeps the rest, so the partition's next owner
+//!   reads it again if this collector dies ([`RecordSink::commit_point`]).
+//!   On assign a partition starts at the later of the committed offset and
+//!   the checkpoint, so a crash between the write and the commit reads
+//!   nothing twice.
 //! - `enable.auto.commit=false`, `enable.auto.offset.store=false`, and
 //!   librdkafka's prefetch capped by `queued.max.messages.kbytes`.
 //! - Backpressure pauses partitions (`SinkError::Full`) and retries the

@@ -1,11 +1,13 @@
-//! The consumer thread: poll, batch per partition, write durably, then
-//! store and commit the offset; pause partitions the sink pushes back on.
+//! The consumer thread: poll, batch per partition, write, then commit the
+//! sink's commit point; pause partitions the sink pushes back on.
 //!
 //! Design rules:
 //! - One thread owns the consumer and every partition's state, so a
-//!   partition's batches are written, stored and committed strictly in
-//!   order: the offset stored is always the next offset after the last
-//!   durable batch (Vector's ordered finalizer, without the bookkeeping).
+//!   partition's batches are written strictly in order, each with its
+//!   checkpoint. Batches are written with `write_replayable` (Kafka keeps
+//!   them until committed), and the offset committed is the sink's
+//!   commit point (context.rs): after each batch and every
+//!   [`COMMIT_EVERY`], as the store's flushes move it.
 //! - A batch is written rejected rows first, then its records with the
 //!   checkpoint; the checkpoint therefore only ever follows a batch that
 //!   is wholly durable. A write that fails keeps the rest of the batch for
@@ -26,7 +28,7 @@ use arrow::record_batch::RecordBatch;
 use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::topic_partition_list::TopicPartitionList;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -35,6 +37,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Longest single wait in `poll`, so shutdown and deadlines are noticed.
 const POLL: Duration = Duration::from_millis(50);
+/// How often the commit points are looked at between batches (a store
+/// flushes on its own clock).
+const COMMIT_EVERY: Duration = Duration::from_millis(500);
 /// First and largest retry delay after `SinkError::Failed`.
 const FAIL_BACKOFF_MS: (u64, u64) = (100, 5_000);
 
@@ -42,8 +47,6 @@ const FAIL_BACKOFF_MS: (u64, u64) = (100, 5_000);
 struct Pending {
     /// Writes still to do, in order; the last carries the checkpoint.
     writes: VecDeque<(Table, RecordBatch, Option<Checkpoint>)>,
-    /// The offset to store once every write is done.
-    next_offset: i64,
     records: u64,
     rejected: u64,
     rejected_by_reason: BTreeMap<String, u64>,
@@ -72,6 +75,8 @@ pub(crate) struct Runner {
     shutdown: CancellationToken,
     decoders: HashMap<String, Decoder>,
     parts: BTreeMap<(String, i32), Partition>,
+    /// When the commit points were last looked at.
+    commit_checked: Instant,
 }
 
 impl Runner {
@@ -95,6 +100,7 @@ impl Runner {
             shutdown,
             decoders,
             parts: BTreeMap::new(),
+            commit_checked: Instant::now(),
         }
     }
 
@@ -125,6 +131,13 @@ impl Runner {
                 None => {}
             }
             self.flush_due();
+            if self.commit_checked.elapsed() >= COMMIT_EVERY {
+                self.commit_checked = Instant::now();
+                let keys: Vec<(String, i32)> = self.parts.keys().cloned().collect();
+                for (topic, partition) in keys {
+                    self.commit(&topic, partition);
+                }
+            }
         }
         self.close();
         Ok(())
@@ -155,12 +168,9 @@ impl Runner {
                     topic,
                     partition,
                     start,
-                    seeked,
                 } => {
-                    if seeked && let Some(s) = start {
-                        // The group catches up with what the sink holds.
-                        self.store_and_commit(&topic, partition, s);
-                    }
+                    // The group catches up with what the sink holds.
+                    self.commit(&topic, partition);
                     let p = Partition {
                         next: start,
                         ..Partition::default()
@@ -239,7 +249,10 @@ impl Runner {
             return;
         };
         while let Some((table, batch, cp)) = pending.writes.front() {
-            match self.sink.write(*table, batch.clone(), cp.clone()) {
+            match self
+                .sink
+                .write_replayable(*table, batch.clone(), cp.clone())
+            {
                 Ok(()) => {
                     pending.writes.pop_front();
                 }
@@ -275,34 +288,38 @@ impl Runner {
         self.stats.rejected.fetch_add(done.rejected, Relaxed);
         self.stats.add_rejections(&done.rejected_by_reason);
         self.stats.batches.fetch_add(1, Relaxed);
-        self.store_and_commit(&key.0, key.1, done.next_offset);
+        self.commit(&key.0, key.1);
         if was_paused {
             self.stats.resumes.fetch_add(1, Relaxed);
             pause_or_resume(&self.consumer, &self.stats, key, false);
         }
     }
 
-    /// Stores `next` as the partition's offset and commits asynchronously
-    /// (librdkafka sends commits in order; the final one is synchronous).
-    fn store_and_commit(&self, topic: &str, partition: i32, next: i64) {
+    /// Commits the sink's commit point of the partition when it moved past
+    /// what the group has (asynchronously: librdkafka sends commits in
+    /// order; the final one is synchronous).
+    fn commit(&self, topic: &str, partition: i32) {
+        let ctx = self.consumer.context();
+        if ctx
+            .store_commit_point(&self.consumer, topic, partition)
+            .is_none()
+        {
+            return;
+        }
         self.stats.commits.fetch_add(1, Relaxed);
-        // `store_offsets` stores the offset as given; `store_offset` (the
-        // legacy `rd_kafka_offset_store`) would store `next + 1` and skip a
-        // message on the next start.
-        let mut tpl = TopicPartitionList::new();
-        let r = tpl
-            .add_partition_offset(topic, partition, Offset::Offset(next))
-            .and_then(|()| self.consumer.store_offsets(&tpl))
-            .and_then(|()| self.consumer.commit_consumer_state(CommitMode::Async));
-        if let Err(e) = r {
+        if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Async) {
             self.stats.commit_errors.fetch_add(1, Relaxed);
-            self.stats
-                .error(format!("commit {topic}/{partition}@{next}: {e}"));
+            self.stats.error(format!("commit {topic}/{partition}: {e}"));
         }
     }
 
-    /// Shutdown: commit what is durable, synchronously, then leave.
+    /// Shutdown: publish, commit the commit points synchronously, then
+    /// leave.
     fn close(self) {
+        let keys: Vec<(String, i32)> = self.parts.keys().cloned().collect();
+        self.consumer
+            .context()
+            .publish_and_store(&self.consumer, &keys);
         if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Sync) {
             // `NoOffset` when nothing new was stored: not an error.
             if !e.to_string().contains("No offset") {
@@ -315,8 +332,8 @@ impl Runner {
 
 /// Decodes `msgs` into the writes of one batch: rejected rows first, then
 /// the records with the checkpoint (or the rejected rows carry it when
-/// there are no records). A batch with nothing to write has no writes and
-/// is committed at once.
+/// there are no records). A batch with no rows at all is the checkpoint
+/// alone, so commit points move in offset order.
 fn prepare(group: &str, key: &(String, i32), decoder: &mut Decoder, msgs: &[Msg]) -> Pending {
     let next_offset = msgs.last().map(|m| m.offset + 1).unwrap_or(0);
     let d = decoder.decode(key.1, msgs);
@@ -333,11 +350,10 @@ fn prepare(group: &str, key: &(String, i32), decoder: &mut Decoder, msgs: &[Msg]
         }
         (true, false) => writes.push_back((d.table, d.records, Some(checkpoint))),
         (false, true) => writes.push_back((Table::Rejected, d.rejected, Some(checkpoint))),
-        (false, false) => {}
+        (false, false) => writes.push_back((d.table, d.records, Some(checkpoint))),
     }
     Pending {
         writes,
-        next_offset,
         records,
         rejected,
         rejected_by_reason: d.rejected_by_reason,
@@ -423,7 +439,7 @@ mod tests {
             ]
         );
         assert_eq!(p.writes[1].2.as_ref().unwrap().source, "kafka:g/spans/2");
-        assert_eq!((p.next_offset, p.records, p.rejected), (9, 1, 1));
+        assert_eq!((p.records, p.rejected), (1, 1));
 
         let p = prepare("g", &key, &mut d, &[msg(9, b"{oops")]);
         assert_eq!(

@@ -22,11 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 const PARTITIONS: i32 = 3;
 /// Deadline of every wait, in seconds: generous for a loaded 2-core CI.
-const WAIT: u64 = 120;
+pub(crate) const WAIT: u64 = 120;
 /// A JSONL span whose trace id is not hex.
 const BAD_ID: &[u8] = br#"{"trace_id":"xyz","span_id":"b7ad6b7169203331","service":"a","name":"n","start_time":1714561200000,"duration_ms":1}"#;
 
-fn config(broker: &Broker, group: &str, prefix: &str) -> KafkaSourceConfig {
+pub(crate) fn config(broker: &Broker, group: &str, prefix: &str) -> KafkaSourceConfig {
     let topics = vec![
         TopicConfig {
             topic: format!("{prefix}-edge"),
@@ -56,7 +56,7 @@ fn config(broker: &Broker, group: &str, prefix: &str) -> KafkaSourceConfig {
     cfg
 }
 
-fn setup(prefix: &str) -> Broker {
+pub(crate) fn setup(prefix: &str) -> Broker {
     let broker = Broker::start();
     let topics: Vec<String> = ["edge", "spans", "otlp"]
         .iter()
@@ -68,7 +68,7 @@ fn setup(prefix: &str) -> Broker {
 }
 
 /// Produces messages `range` of each format, keyed by trace id.
-fn produce(broker: &Broker, prefix: &str, range: Range<u64>) {
+pub(crate) fn produce(broker: &Broker, prefix: &str, range: Range<u64>) {
     let nginx: Vec<_> = range.clone().map(nginx_line).collect();
     let spans: Vec<_> = range.clone().map(jsonl_span).collect();
     let otlp: Vec<_> = range.map(otlp_request).collect();
@@ -77,24 +77,24 @@ fn produce(broker: &Broker, prefix: &str, range: Range<u64>) {
     broker.produce(&format!("{prefix}-otlp"), &otlp);
 }
 
-struct Running {
-    source: KafkaSource,
+pub(crate) struct Running {
+    pub(crate) source: KafkaSource,
     stop: CancellationToken,
 }
 
-fn start(cfg: &KafkaSourceConfig, sink: &Arc<RecordingSink>) -> Running {
+pub(crate) fn start(cfg: &KafkaSourceConfig, sink: &Arc<RecordingSink>) -> Running {
+    start_with(cfg, sink.clone())
+}
+
+pub(crate) fn start_with(cfg: &KafkaSourceConfig, sink: Arc<dyn RecordSink>) -> Running {
     let stop = CancellationToken::new();
-    let source = spawn_kafka_source(
-        cfg.clone(),
-        sink.clone() as Arc<dyn RecordSink>,
-        stop.clone(),
-    )
-    .expect("spawning the kafka source");
+    let source =
+        spawn_kafka_source(cfg.clone(), sink, stop.clone()).expect("spawning the kafka source");
     Running { source, stop }
 }
 
 impl Running {
-    fn stop(self) -> Arc<overtime_kafka::KafkaStats> {
+    pub(crate) fn stop(self) -> Arc<overtime_kafka::KafkaStats> {
         self.stop.cancel();
         let stats = self.source.stats().clone();
         self.source.join().expect("the source ends cleanly");
@@ -129,7 +129,7 @@ fn wait_all(sink: &RecordingSink, n: usize, running: &Running) {
     );
 }
 
-fn assert_exactly(sink: &RecordingSink, n: usize) {
+pub(crate) fn assert_exactly(sink: &RecordingSink, n: usize) {
     let s = sink.seen();
     assert_eq!(s.duplicates(), Vec::<String>::new(), "duplicates");
     assert_eq!(s.requests.len(), n, "gateway rows");

@@ -4,4 +4,5 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod broker;
+mod bucket;
 mod common;

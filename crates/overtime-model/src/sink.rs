@@ -8,6 +8,15 @@
 //! - A source's position travels with its data: the store keeps the
 //!   checkpoint in the same WAL record, so after a crash a source resumes
 //!   exactly after the last durable batch — no loss, no duplicate.
+//! - A source whose upstream keeps records until it commits them (a Kafka
+//!   consumer group) commits at [`RecordSink::commit_point`], not at the
+//!   durable checkpoint: for a store whose files other collectors read
+//!   (object storage) that is what its last flush holds, so a collector
+//!   that dies loses nothing the group committed — the partition's next
+//!   owner reads again from there. Such a source writes with
+//!   [`RecordSink::write_replayable`] (no second durable copy of what
+//!   Kafka still holds, so nothing to replay twice after a crash) and
+//!   calls [`RecordSink::publish`] before it hands its partitions over.
 //! - `Full` is backpressure, not failure: the source waits `retry_after_ms`
 //!   (OTLP answers 429 with Retry-After, Kafka pauses its partitions, the
 //!   file tail sleeps) and tries the same batch again.
@@ -87,6 +96,34 @@ pub trait RecordSink: Send + Sync {
     ) -> Result<(), SinkError>;
     /// The last durable position of `source`, if any.
     fn checkpoint(&self, source: &str) -> Option<String>;
+    /// Stores `batch` for a source that can read it again until
+    /// [`RecordSink::commit_point`] passes `checkpoint`: a store whose
+    /// files are shared keeps it in memory until its next flush, without a
+    /// durable copy of its own (the source's upstream is that copy). The
+    /// default is [`RecordSink::write`].
+    fn write_replayable(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        self.write(table, batch, checkpoint)
+    }
+    /// Where a source whose upstream keeps its records until they are
+    /// committed may commit `source` to: the position of the last batch
+    /// that outlives this process *for every reader*. A store whose files
+    /// other collectors read answers what its last flush holds; the
+    /// default is the durable [`RecordSink::checkpoint`].
+    fn commit_point(&self, source: &str) -> Option<String> {
+        self.checkpoint(source)
+    }
+    /// Brings every [`RecordSink::commit_point`] up to the checkpoint (a
+    /// store flushes): called before a source hands its work to another
+    /// collector, which then reads nothing this one already holds. The
+    /// default has nothing to do.
+    fn publish(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// `Some(retry_after_ms)` when a write now would most likely be refused
     /// with [`SinkError::Full`]: a cheap check a source makes before it
     /// spends CPU and memory decoding a request it would then refuse (an

@@ -87,8 +87,15 @@ fn write_counted(
     table: Table,
     batch: RecordBatch,
     checkpoint: Option<Checkpoint>,
+    replayable: bool,
 ) -> Result<(), SinkError> {
-    let result = state.store.write(table, batch.clone(), checkpoint);
+    let result = if replayable {
+        state
+            .store
+            .write_replayable(table, batch.clone(), checkpoint)
+    } else {
+        state.store.write(table, batch.clone(), checkpoint)
+    };
     state.metrics.count_write(source, table, &batch, &result);
     result?;
     DiagnosingSink::observe(state, table, &batch, now_us());
@@ -103,11 +110,29 @@ impl RecordSink for DiagnosingSink {
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), SinkError> {
         let source = infer_source(&batch, checkpoint.as_ref());
-        write_counted(&self.state, source, table, batch, checkpoint)
+        write_counted(&self.state, source, table, batch, checkpoint, false)
+    }
+
+    fn write_replayable(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        let source = infer_source(&batch, checkpoint.as_ref());
+        write_counted(&self.state, source, table, batch, checkpoint, true)
     }
 
     fn checkpoint(&self, source: &str) -> Option<String> {
         self.state.store.checkpoint(source)
+    }
+
+    fn commit_point(&self, source: &str) -> Option<String> {
+        self.state.store.commit_point(source)
+    }
+
+    fn publish(&self) -> Result<(), SinkError> {
+        self.state.store.publish()
     }
 
     fn backpressure(&self) -> Option<u64> {
@@ -133,11 +158,28 @@ impl RecordSink for SourceSink {
         batch: RecordBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), SinkError> {
-        write_counted(&self.state, self.source, table, batch, checkpoint)
+        write_counted(&self.state, self.source, table, batch, checkpoint, false)
+    }
+
+    fn write_replayable(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        write_counted(&self.state, self.source, table, batch, checkpoint, true)
     }
 
     fn checkpoint(&self, source: &str) -> Option<String> {
         self.state.store.checkpoint(source)
+    }
+
+    fn commit_point(&self, source: &str) -> Option<String> {
+        self.state.store.commit_point(source)
+    }
+
+    fn publish(&self) -> Result<(), SinkError> {
+        self.state.store.publish()
     }
 
     /// The store's early push-back, counted as backpressure of this source.
@@ -170,6 +212,9 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
 /// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
     crate::store_health::log_changes(&state.store);
+    if state.store.shared() {
+        complete_from_store(state);
+    }
     let (verdicts, settled, observations) = {
         let mut live = state.live.lock().expect("live state lock");
         let v = live.tick(now_us());
@@ -177,4 +222,46 @@ pub fn tick(state: &AppState) -> usize {
     };
     state.metrics.record(&verdicts, &settled, observations);
     verdicts.len()
+}
+
+/// Failing traces due for their verdict, completed first from the shared
+/// store (rows a previous owner of their partitions flushed; see
+/// overtime-diagnose's `live/complete.rs`). The lookups run outside the
+/// live lock.
+fn complete_from_store(state: &AppState) {
+    let due = state
+        .live
+        .lock()
+        .expect("live state lock")
+        .failing_due(now_us());
+    for id in due {
+        let (gateway, spans) = match state.store.trace(&id) {
+            Ok(rows) => rows,
+            Err(e) => {
+                eprintln!("overtime: looking up trace {id} in the store before its verdict: {e}");
+                continue;
+            }
+        };
+        let gateway: Vec<_> = match gateway.iter().map(gateway_records).collect() {
+            Ok(g) => Vec::into_iter(g).flatten().collect(),
+            Err(e) => {
+                state.metrics.count_live_decode_failure("gateway_requests");
+                eprintln!("overtime: trace {id}'s gateway lines from the store: {e}");
+                continue;
+            }
+        };
+        let spans: Vec<_> = match spans.iter().map(span_records).collect() {
+            Ok(s) => Vec::into_iter(s).flatten().collect(),
+            Err(e) => {
+                state.metrics.count_live_decode_failure("spans");
+                eprintln!("overtime: trace {id}'s spans from the store: {e}");
+                continue;
+            }
+        };
+        state
+            .live
+            .lock()
+            .expect("live state lock")
+            .complete(&id, gateway, spans, now_us());
+    }
 }

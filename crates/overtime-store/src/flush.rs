@@ -92,11 +92,16 @@ impl Inner {
         let _one_flush = self.flush_lock.lock().expect("flush lock");
         let (sealed, frozen, checkpoints) = {
             let _g = self.gate.write().expect("gate lock");
-            if self.wal.bytes() == 0 {
+            let mut st = self.state.write().expect("state lock");
+            // Nothing written since the last flush (replayable writes are in
+            // the memtable and the checkpoints only).
+            if self.wal.bytes() == 0
+                && st.active.bytes() == 0
+                && st.checkpoints == st.flushed_checkpoints
+            {
                 return Ok(FlushReport::default());
             }
             let sealed = self.wal.rotate()?;
-            let mut st = self.state.write().expect("state lock");
             let frozen = std::mem::take(&mut st.active);
             st.frozen = Some(frozen.clone());
             (sealed, frozen, st.checkpoints.clone())
@@ -122,6 +127,7 @@ impl Inner {
             }
             st.frozen = None;
             st.flushed_through = sealed;
+            st.flushed_checkpoints = checkpoints;
         }
         self.reserved.fetch_sub(frozen.bytes(), Ordering::SeqCst);
         self.flushes.fetch_add(1, Ordering::Relaxed);

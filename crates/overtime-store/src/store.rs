@@ -81,6 +81,10 @@ pub(crate) struct State {
     pub frozen: Option<Memtable>,
     pub files: [Vec<Arc<SegmentFile>>; 3],
     pub checkpoints: BTreeMap<String, String>,
+    /// The checkpoints as of the last published flush (the manifest's):
+    /// with a bucket, what every collector can read back
+    /// ([`RecordSink::commit_point`]).
+    pub flushed_checkpoints: BTreeMap<String, String>,
     /// The flush sequence of the newest published flush (the manifest's
     /// `flushed_through`): our files up to it are visible, rows after it
     /// are in the memtable. Peers are told it with their unflushed rows.
@@ -179,6 +183,12 @@ impl Store {
         st.files.iter().flatten().map(|f| f.bytes).sum()
     }
 
+    /// Whether the Parquet files are on object storage (`[store] url`),
+    /// where every collector of the prefix reads them.
+    pub fn shared(&self) -> bool {
+        self.inner.bucket.is_some()
+    }
+
     /// The data directory (absolute).
     pub fn data_dir(&self) -> &Path {
         &self.inner.root
@@ -233,11 +243,14 @@ impl Store {
         }
     }
 
+    /// A write; `durable`: in the WAL (fsynced) before `Ok`, else in the
+    /// memtable only (a replayable write to a store with a bucket).
     fn write_inner(
         &self,
         table: Table,
         batch: RecordBatch,
         checkpoint: Option<Checkpoint>,
+        durable: bool,
     ) -> Result<(), SinkError> {
         let i = &self.inner;
         let written = now_us();
@@ -268,7 +281,11 @@ impl Store {
                 retry_after_ms: RETRY_AFTER_MS,
             });
         }
-        let result = self.append_durably(table, &batch, checkpoint.as_ref(), written);
+        let result = if durable {
+            self.append_durably(table, &batch, checkpoint.as_ref(), written)
+        } else {
+            Ok(())
+        };
         match result {
             Ok(()) => {
                 let mut st = i.state.write().expect("state lock");
@@ -325,12 +342,53 @@ impl RecordSink for Store {
         // Shared gate: a flush cannot rotate the WAL between our append and
         // our memtable insert.
         let _g = self.inner.gate.read().expect("gate lock");
-        self.write_inner(table, batch, checkpoint)
+        self.write_inner(table, batch, checkpoint, true)
     }
 
     fn checkpoint(&self, source: &str) -> Option<String> {
         let st = self.inner.state.read().expect("state lock");
         st.checkpoints.get(source).cloned()
+    }
+
+    /// With a bucket: into the memtable only, visible at once and flushed
+    /// with the rest, but with no WAL record — the source reads it again
+    /// after a crash, from [`RecordSink::commit_point`], so a restart never
+    /// replays rows another collector has read again meanwhile. Without a
+    /// bucket: [`RecordSink::write`].
+    fn write_replayable(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        if batch.num_rows() == 0 && checkpoint.is_none() {
+            return Ok(());
+        }
+        let durable = self.inner.bucket.is_none();
+        let _g = self.inner.gate.read().expect("gate lock");
+        self.write_inner(table, batch, checkpoint, durable)
+    }
+
+    /// With a bucket, the checkpoint as of the last flush: what the other
+    /// collectors read. Without one, the durable checkpoint.
+    fn commit_point(&self, source: &str) -> Option<String> {
+        if self.inner.bucket.is_none() {
+            return self.checkpoint(source);
+        }
+        let st = self.inner.state.read().expect("state lock");
+        st.flushed_checkpoints.get(source).cloned()
+    }
+
+    /// With a bucket, a flush (the memtable to the bucket); without one,
+    /// nothing (the WAL is the copy that counts).
+    fn publish(&self) -> Result<(), SinkError> {
+        if self.inner.bucket.is_none() {
+            return Ok(());
+        }
+        self.inner
+            .flush()
+            .map(drop)
+            .map_err(|e| SinkError::Failed(e.to_string()))
     }
 
     /// Pushes back early when less than an eighth of the memtable budget

@@ -2,7 +2,9 @@
 //! server (s3rver, `overtime_test_support::s3rver`): the store on a bucket
 //! answers SQL and trace lookups exactly as the store in a local directory
 //! does on the same input; two collectors sharing a bucket each see the
-//! other's flushed files; retention deletes expired objects; a wrong
+//! other's flushed files; a Kafka source's replayable rows are committed
+//! only once flushed, and a crash before the flush leaves them to be read
+//! again rather than replayed twice; retention deletes expired objects; a wrong
 //! bucket, endpoint or secret fails `Store::open` with a clear error.
 //!
 //! Each test runs in its own process (nextest), so setting the `AWS_*`
@@ -15,7 +17,7 @@ use arrow::record_batch::RecordBatch;
 use arrow::util::pretty::pretty_format_batches;
 use common::*;
 use datafusion::prelude::SessionContext;
-use overtime_model::{RecordSink, Table};
+use overtime_model::{Checkpoint, RecordSink, Table};
 use overtime_store::format::{Bucket, parse_key};
 use overtime_store::{Store, StoreConfig};
 use overtime_test_support::s3rver::S3rver;
@@ -210,6 +212,75 @@ async fn two_collectors_on_one_bucket_each_see_the_others_flushed_parquet() {
     );
     // Its three files and the other's three, each once.
     assert_eq!(a.stats().tables["spans"].parquet_files, 6);
+}
+
+#[test]
+fn replayable_rows_are_committed_once_flushed_and_a_crash_before_the_flush_leaves_them_to_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let _s3 = s3(dir.path());
+    let data = dir.path().join("k");
+    let src = "kafka:overtime/spans/0";
+    let at = |p: &str| {
+        Some(Checkpoint {
+            source: src.into(),
+            position: p.into(),
+        })
+    };
+    let store = Store::open(on_bucket(&data, "kafka", "k-1")).unwrap();
+    let t = |_| T0;
+    store
+        .write_replayable(Table::Spans, spans(0, 40, t), at("40"))
+        .unwrap();
+    assert_eq!(store.checkpoint(src).as_deref(), Some("40"));
+    assert_eq!(store.commit_point(src), None, "nothing flushed yet");
+    assert_eq!(
+        store.wal_bytes(),
+        0,
+        "no second durable copy of what Kafka holds"
+    );
+    assert_eq!(
+        store.stats().tables["spans"].memtable_rows,
+        40,
+        "visible at once"
+    );
+
+    store.publish().unwrap();
+    assert_eq!(store.commit_point(src).as_deref(), Some("40"));
+    assert_eq!(store.stats().tables["spans"].parquet_rows, 40);
+
+    // 40..60 in memory only, then kill -9 (the store is dropped unflushed).
+    store
+        .write_replayable(Table::Spans, spans(40, 20, t), at("60"))
+        .unwrap();
+    assert_eq!(store.commit_point(src).as_deref(), Some("40"));
+    std::mem::forget(store);
+    // The data dir's lock goes with the killed process.
+    std::fs::remove_file(data.join("LOCK")).unwrap();
+    let store = Store::open(on_bucket(&data, "kafka", "k-1")).unwrap();
+    assert_eq!(
+        store.checkpoint(src).as_deref(),
+        Some("40"),
+        "the source resumes at the flush: 40..60 are read again from Kafka"
+    );
+    assert_eq!(store.commit_point(src).as_deref(), Some("40"));
+    let st = store.stats();
+    assert_eq!(
+        (
+            st.tables["spans"].parquet_rows,
+            st.tables["spans"].memtable_rows
+        ),
+        (40, 0),
+        "nothing replayed that Kafka will deliver again"
+    );
+
+    // Without a bucket the WAL is the copy that counts: replayable writes
+    // are durable writes, committed at once.
+    let local = Store::open(cfg(&dir.path().join("local"))).unwrap();
+    local
+        .write_replayable(Table::Spans, spans(0, 5, t), at("5"))
+        .unwrap();
+    assert!(local.wal_bytes() > 0);
+    assert_eq!(local.commit_point(src).as_deref(), Some("5"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,6 +30,7 @@ use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 
+mod complete;
 mod share;
 pub use share::{PeerMirror, SharedTraces, TracesDelta};
 
@@ -62,6 +63,8 @@ struct Pending {
     early_at_us: Option<i64>,
     /// Counted in the SLI observations already.
     observed: bool,
+    /// Looked up in the shared store already (see `complete.rs`).
+    completed: bool,
 }
 
 impl Pending {

@@ -207,6 +207,7 @@ impl Store {
                 active,
                 frozen: None,
                 files,
+                flushed_checkpoints: manifest.checkpoints.clone(),
                 checkpoints,
                 flushed_through: manifest.flushed_through,
             }),

@@ -14,15 +14,7 @@
 //! incident with all its failures; one ticket reaches Jira and one page
 //! Alertmanager, sent by the fingerprint's owner.
 //!
-//! What a kill -9 of the owner mid-incident does is not tested here yet:
-//! a run that did (in this file's history) showed two gaps still open —
-//! rows a dead collector acknowledged to Kafka but had not flushed are out
-//! of the survivors' view until it restarts on its own volume (offsets are
-//! committed at the WAL, not at the bucket), and a trace whose records
-//! straddle the kill is judged by a survivor from part of its records and
-//! not revised when the rest reaches the bucket (docs/deploy.md, *What a
-//! collector's crash costs*). That test failed 3 runs in 11 on the second
-//! gap, so it waits for the fix rather than making the suite flaky.
+//! What a kill -9 of the owner mid-incident does: `crash.rs`.
 //!
 //! Needs tansu (`scripts/tansu`), node and npm (s3rver) and Debian's
 //! `prometheus-alertmanager`; a missing one fails the test naming it.
@@ -38,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+mod crash;
 mod traffic;
 use traffic::{
     EDGE, INCIDENT, SPANS, count, incident_traffic, produce, producer, truth_failing,

@@ -20,8 +20,8 @@ pub(super) const SPANS: &str = "cluster-spans";
 /// it happened (ms) for the order of production.
 #[derive(Clone)]
 pub(super) struct Rec {
-    topic: &'static str,
-    key: String,
+    pub(super) topic: &'static str,
+    pub(super) key: String,
     payload: String,
     at_ms: i64,
 }

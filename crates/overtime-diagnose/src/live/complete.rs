@@ -1,0 +1,169 @@
+//! A failing trace completed from the shared store before its verdict.
+//!
+//! When a Kafka partition moves between collectors (a crash, a
+//! rebalance), the new owner reads the records of a trace from the point
+//! the old owner had committed, while the trace's earlier records are in
+//! the bucket, flushed by the old owner. Judged on its part, such a trace
+//! gets a wrong cause (the missing early calls read as time waited before
+//! any work), and a false incident can be paged and ticketed. So before a
+//! failing trace's verdict, a collector whose store is shared looks the
+//! trace up once ([`LiveDiagnoser::failing_due`], the lookup outside the
+//! live lock, then [`LiveDiagnoser::complete`]): whatever the store holds
+//! that the live state lacks is added, and the verdict waits for it.
+//!
+//! Design rules:
+//! - Pure: the lookup is the caller's (the server, with the store).
+//! - Once per trace, and only for traces that look failing — a gateway
+//!   5xx, or no gateway line at all and a span that failed, timed out or
+//!   was cancelled (the line may be in the part flushed elsewhere): a
+//!   lookup costs a bloom-filter probe per recent file of the bucket.
+//! - Records are added only when new (spans by id, gateway lines by source
+//!   and line), so a lookup that finds this collector's own rows changes
+//!   nothing and does not delay the verdict.
+
+use super::{LiveDiagnoser, Pending};
+use crate::assemble::{Key, hex128};
+use overtime_model::{GatewayRecord, SpanRecord, SpanStatus};
+
+/// Whether the records held say the request failed: its gateway answered
+/// 5xx, or, with no gateway line held, one of its spans did not end well.
+fn looks_failing(p: &Pending) -> bool {
+    p.gateway_failed()
+        || (p.trace.gateway.is_empty()
+            && p.trace.spans.iter().any(|s| {
+                matches!(
+                    s.status,
+                    SpanStatus::Error | SpanStatus::Timeout | SpanStatus::Cancelled
+                )
+            }))
+}
+
+impl LiveDiagnoser {
+    /// Trace ids of the traces that look failing (see the module) and have
+    /// been quiet for the failure grace — the next [`LiveDiagnoser::tick`]
+    /// may give their verdict — and were not looked up yet; each is marked
+    /// as looked up.
+    pub fn failing_due(&mut self, now_us: i64) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in self.pending.values_mut() {
+            let quiet = now_us - p.last_update_us;
+            if p.completed || quiet < self.failure_grace_us || !looks_failing(p) {
+                continue;
+            }
+            p.completed = true;
+            out.push(p.trace.id.clone());
+        }
+        out
+    }
+
+    /// Adds the records of `trace_id` found in the shared store that the
+    /// live state lacks; returns how many were new (then the trace's
+    /// verdict waits a grace period for them, as for any new record).
+    pub fn complete(
+        &mut self,
+        trace_id: &str,
+        gateway: Vec<GatewayRecord>,
+        spans: Vec<SpanRecord>,
+        now_us: i64,
+    ) -> usize {
+        let Some(key) = hex128(trace_id).map(Key::Trace) else {
+            return 0;
+        };
+        let held = match self.pending.get(&key) {
+            Some(p) => p,
+            None => match self.done.get(&key) {
+                Some(d) => &d.pending,
+                None => return 0,
+            },
+        };
+        let gateway: Vec<GatewayRecord> = gateway
+            .into_iter()
+            .filter(|g| {
+                !held
+                    .trace
+                    .gateway
+                    .iter()
+                    .any(|h| h.source == g.source && h.line == g.line)
+            })
+            .collect();
+        let spans: Vec<SpanRecord> = spans
+            .into_iter()
+            .filter(|s| !held.spans_seen.contains(&s.span_id))
+            .collect();
+        let new = gateway.len() + spans.len();
+        if !gateway.is_empty() {
+            self.add_gateway(gateway, now_us);
+        }
+        if !spans.is_empty() {
+            self.add_spans(spans, now_us);
+        }
+        new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::DiagnoseConfig;
+    use crate::live::LiveDiagnoser;
+    use overtime_model::{GatewayRecord, SpanRecord};
+
+    const T: &str = "0af7651916cd43dd8448eb211c80319c";
+
+    fn span(id: &str, parent: Option<&str>) -> SpanRecord {
+        let mut s = SpanRecord::new(T, id, "agent", id, 1_000_000, 2_000_000);
+        s.parent_span_id = parent.map(String::from);
+        s
+    }
+
+    fn gateway_504() -> GatewayRecord {
+        GatewayRecord {
+            source: "edge".into(),
+            line: 7,
+            trace_id: Some(T.into()),
+            status: Some(504),
+            time_us: 2_000_000,
+            request_time_ms: Some(1000.0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failing_trace_is_looked_up_once_and_only_what_it_lacks_is_added() {
+        let mut live = LiveDiagnoser::new(DiagnoseConfig::default(), 2_000, 60_000, 100)
+            .with_failure_grace(1_000);
+        live.add_gateway(vec![gateway_504()], 0);
+        live.add_spans(vec![span("root", None)], 0);
+        assert!(
+            live.failing_due(500_000).is_empty(),
+            "not quiet long enough"
+        );
+        assert_eq!(live.failing_due(1_000_000), vec![T.to_string()]);
+        assert!(live.failing_due(1_500_000).is_empty(), "once per trace");
+
+        // The store holds what this collector already has, and one span
+        // the previous owner flushed.
+        let found = live.complete(
+            T,
+            vec![gateway_504()],
+            vec![span("root", None), span("dns", Some("root"))],
+            1_000_000,
+        );
+        assert_eq!(found, 1, "only the missing span is new");
+        assert!(live.tick(1_500_000).is_empty(), "the verdict waits for it");
+        let v = live.tick(3_000_000);
+        assert_eq!(v.len(), 1);
+        assert_eq!(live.complete(T, vec![gateway_504()], vec![], 3_000_000), 0);
+    }
+
+    #[test]
+    fn spans_alone_are_looked_up_when_one_failed_and_never_when_all_went_well() {
+        let mut live = LiveDiagnoser::new(DiagnoseConfig::default(), 2_000, 60_000, 100)
+            .with_failure_grace(1_000);
+        live.add_spans(vec![span("root", None)], 0);
+        assert!(live.failing_due(1_500_000).is_empty(), "nothing failed");
+        let mut tool = span("tool", Some("root"));
+        tool.status = overtime_model::SpanStatus::Timeout;
+        live.add_spans(vec![tool], 1_500_000);
+        assert_eq!(live.failing_due(2_500_000), vec![T.to_string()]);
+    }
+}

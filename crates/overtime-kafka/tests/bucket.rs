@@ -1,0 +1,187 @@
+//! The Kafka source over a store whose files every collector reads (a
+//! bucket), against a real broker (tansu): offsets are committed at the
+//! store's flush, so a collector killed with rows only in its memory loses
+//! nothing — the partition's next owner reads them again — and a graceful
+//! hand-over publishes first, so nothing is read twice.
+
+use crate::broker::{Running, WAIT, assert_exactly, config, produce, setup, start_with};
+use arrow::record_batch::RecordBatch;
+use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
+use overtime_test_support::net::wait_until;
+use overtime_test_support::sink::RecordingSink;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+type Row = (Table, RecordBatch, Option<Checkpoint>);
+
+/// One collector's store in front of a shared bucket, in memory:
+/// replayable writes wait in its memtable until [`Collector::flush`], which
+/// writes them to the bucket and makes their checkpoints the commit points;
+/// [`Collector::crash`] loses the memtable, as kill -9 does.
+struct Collector {
+    bucket: Arc<RecordingSink>,
+    memtable: Mutex<Vec<Row>>,
+    checkpoints: Mutex<HashMap<String, String>>,
+    flushed: Mutex<HashMap<String, String>>,
+    crashed: AtomicBool,
+}
+
+impl Collector {
+    fn new(bucket: &Arc<RecordingSink>) -> Arc<Self> {
+        Arc::new(Collector {
+            bucket: bucket.clone(),
+            memtable: Mutex::default(),
+            checkpoints: Mutex::default(),
+            flushed: Mutex::default(),
+            crashed: AtomicBool::new(false),
+        })
+    }
+
+    /// The memtable to the bucket; the checkpoints as of now become the
+    /// commit points.
+    fn flush(&self) {
+        if self.crashed.load(SeqCst) {
+            return;
+        }
+        let rows = std::mem::take(&mut *self.memtable.lock().unwrap());
+        let checkpoints = self.checkpoints.lock().unwrap().clone();
+        for (table, batch, _) in rows {
+            self.bucket.write(table, batch, None).unwrap();
+        }
+        *self.flushed.lock().unwrap() = checkpoints;
+    }
+
+    fn crash(&self) {
+        self.crashed.store(true, SeqCst);
+        self.memtable.lock().unwrap().clear();
+    }
+
+    fn unflushed_rows(&self) -> usize {
+        self.memtable
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b, _)| b.num_rows())
+            .sum()
+    }
+}
+
+impl RecordSink for Collector {
+    fn write(&self, _: Table, _: RecordBatch, _: Option<Checkpoint>) -> Result<(), SinkError> {
+        panic!("a Kafka source in front of a bucket writes replayable batches");
+    }
+
+    fn write_replayable(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), SinkError> {
+        if self.crashed.load(SeqCst) {
+            return Err(SinkError::Failed("the collector is dead".into()));
+        }
+        if let Some(c) = &checkpoint {
+            let mut cps = self.checkpoints.lock().unwrap();
+            cps.insert(c.source.clone(), c.position.clone());
+        }
+        self.memtable
+            .lock()
+            .unwrap()
+            .push((table, batch, checkpoint));
+        Ok(())
+    }
+
+    fn checkpoint(&self, source: &str) -> Option<String> {
+        self.checkpoints.lock().unwrap().get(source).cloned()
+    }
+
+    fn commit_point(&self, source: &str) -> Option<String> {
+        self.flushed.lock().unwrap().get(source).cloned()
+    }
+
+    fn publish(&self) -> Result<(), SinkError> {
+        if self.crashed.load(SeqCst) {
+            return Err(SinkError::Failed("the collector is dead".into()));
+        }
+        self.flush();
+        Ok(())
+    }
+}
+
+/// Flushes `c` until the bucket holds `n` requests and `3n` spans.
+fn flush_until(c: &Collector, n: usize, running: &Running) {
+    let stats = running.source.stats().clone();
+    wait_until(
+        WAIT,
+        &format!("{n} requests and {} spans in the bucket", 3 * n),
+        || {
+            c.flush();
+            let s = c.bucket.seen();
+            s.requests.len() >= n && s.spans.len() >= 3 * n
+        },
+        || format!("{:?}; last error {:?}", c.bucket.seen(), stats.last_error()),
+    );
+}
+
+#[test]
+fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothing_twice() {
+    let prefix = "bucket";
+    let broker = setup(prefix);
+    let cfg = config(&broker, "overtime-bucket", prefix);
+    let bucket = Arc::new(RecordingSink::new());
+
+    // A reads 0..30 and flushes them; its commits follow the flush.
+    produce(&broker, prefix, 0..30);
+    let a_store = Collector::new(&bucket);
+    let a = start_with(&cfg, a_store.clone());
+    flush_until(&a_store, 30, &a);
+    // The run loop looks at the commit points every half second.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let commits = a.source.stats().commits().0;
+    assert!(
+        commits > 0,
+        "a flush moves the commit points, which are committed"
+    );
+
+    // 30..45 reach A's memtable, not the bucket; then A dies.
+    produce(&broker, prefix, 30..45);
+    wait_until(
+        WAIT,
+        "30..45 (15 requests, 45 spans) in A's memtable",
+        || a_store.unflushed_rows() >= 15 + 45,
+        || format!("{} rows unflushed", a_store.unflushed_rows()),
+    );
+    assert_eq!(
+        a.source.stats().commits().0,
+        commits,
+        "nothing unflushed is committed"
+    );
+    a_store.crash();
+    a.stop();
+
+    // B takes the group over from the commit points: it reads again what A
+    // lost, and nothing the bucket holds.
+    let b_store = Collector::new(&bucket);
+    let b = start_with(&cfg, b_store.clone());
+    flush_until(&b_store, 45, &b);
+
+    // A graceful hand-over (B stops with rows unflushed): B publishes
+    // before it commits, and C reads nothing twice.
+    produce(&broker, prefix, 45..60);
+    wait_until(
+        WAIT,
+        "B's memtable holds 45..60",
+        || b_store.unflushed_rows() >= 15 + 45,
+        || format!("{} rows unflushed", b_store.unflushed_rows()),
+    );
+    b.stop();
+    produce(&broker, prefix, 60..70);
+    let c_store = Collector::new(&bucket);
+    let c = start_with(&cfg, c_store.clone());
+    flush_until(&c_store, 70, &c);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    c_store.flush();
+    c.stop();
+    assert_exactly(&bucket, 70);
+}
