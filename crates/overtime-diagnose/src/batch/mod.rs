@@ -23,6 +23,7 @@ mod ingest;
 mod partition;
 mod results;
 mod spill;
+mod spill_file;
 
 pub use codec::{Seq, seq};
 pub use ingest::Ingest;
