@@ -38,8 +38,12 @@ use tokio_util::sync::CancellationToken;
 /// Longest single wait in `poll`, so shutdown and deadlines are noticed.
 const POLL: Duration = Duration::from_millis(50);
 /// How often the commit points are looked at between batches (a store
-/// flushes on its own clock).
-const COMMIT_EVERY: Duration = Duration::from_millis(500);
+/// flushes on its own clock). Short: a collector killed after a flush and
+/// before the commit of its point leaves that flush's rows to be read
+/// again by the next owner, so they would be in the bucket twice; this is
+/// that window (a map lookup per partition, nothing sent unless a point
+/// moved).
+const COMMIT_EVERY: Duration = Duration::from_millis(50);
 /// First and largest retry delay after `SinkError::Failed`.
 const FAIL_BACKOFF_MS: (u64, u64) = (100, 5_000);
 

@@ -136,7 +136,7 @@ fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothi
     let a_store = Collector::new(&bucket);
     let a = start_with(&cfg, a_store.clone());
     flush_until(&a_store, 30, &a);
-    // The run loop looks at the commit points every half second.
+    // The run loop looks at the commit points every 50 ms.
     std::thread::sleep(std::time::Duration::from_secs(2));
     let commits = a.source.stats().commits().0;
     assert!(
