@@ -242,21 +242,17 @@ fn complete_from_store(state: &AppState) {
                 continue;
             }
         };
-        let gateway: Vec<_> = match gateway.iter().map(gateway_records).collect() {
-            Ok(g) => Vec::into_iter(g).flatten().collect(),
-            Err(e) => {
-                state.metrics.count_live_decode_failure("gateway_requests");
-                eprintln!("overtime: trace {id}'s gateway lines from the store: {e}");
-                continue;
-            }
-        };
-        let spans: Vec<_> = match spans.iter().map(span_records).collect() {
-            Ok(s) => Vec::into_iter(s).flatten().collect(),
-            Err(e) => {
-                state.metrics.count_live_decode_failure("spans");
-                eprintln!("overtime: trace {id}'s spans from the store: {e}");
-                continue;
-            }
+        let (Some(gateway), Some(spans)) = (
+            decode_found(
+                state,
+                &id,
+                Table::GatewayRequests,
+                &gateway,
+                gateway_records,
+            ),
+            decode_found(state, &id, Table::Spans, &spans, span_records),
+        ) else {
+            continue;
         };
         state
             .live
@@ -264,4 +260,27 @@ fn complete_from_store(state: &AppState) {
             .expect("live state lock")
             .complete(&id, gateway, spans, now_us());
     }
+}
+
+/// The rows of trace `id` found in the store, decoded; `None` (counted and
+/// logged) when a batch cannot be.
+fn decode_found<T, E: std::fmt::Display>(
+    state: &AppState,
+    id: &str,
+    table: Table,
+    batches: &[RecordBatch],
+    decode: impl Fn(&RecordBatch) -> Result<Vec<T>, E>,
+) -> Option<Vec<T>> {
+    let mut rows = Vec::new();
+    for b in batches {
+        match decode(b) {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                state.metrics.count_live_decode_failure(table.as_str());
+                eprintln!("overtime: trace {id}'s {table} rows from the store: {e}");
+                return None;
+            }
+        }
+    }
+    Some(rows)
 }

@@ -243,6 +243,22 @@ impl Store {
         }
     }
 
+    /// A write under the shared gate (a flush cannot rotate the WAL between
+    /// its append and its memtable insert); nothing at all is a no-op.
+    fn write_gated(
+        &self,
+        table: Table,
+        batch: RecordBatch,
+        checkpoint: Option<Checkpoint>,
+        durable: bool,
+    ) -> Result<(), SinkError> {
+        if batch.num_rows() == 0 && checkpoint.is_none() {
+            return Ok(());
+        }
+        let _g = self.inner.gate.read().expect("gate lock");
+        self.write_inner(table, batch, checkpoint, durable)
+    }
+
     /// A write; `durable`: in the WAL (fsynced) before `Ok`, else in the
     /// memtable only (a replayable write to a store with a bucket).
     fn write_inner(
@@ -336,13 +352,7 @@ impl RecordSink for Store {
         batch: RecordBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), SinkError> {
-        if batch.num_rows() == 0 && checkpoint.is_none() {
-            return Ok(());
-        }
-        // Shared gate: a flush cannot rotate the WAL between our append and
-        // our memtable insert.
-        let _g = self.inner.gate.read().expect("gate lock");
-        self.write_inner(table, batch, checkpoint, true)
+        self.write_gated(table, batch, checkpoint, true)
     }
 
     fn checkpoint(&self, source: &str) -> Option<String> {
@@ -361,12 +371,8 @@ impl RecordSink for Store {
         batch: RecordBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), SinkError> {
-        if batch.num_rows() == 0 && checkpoint.is_none() {
-            return Ok(());
-        }
         let durable = self.inner.bucket.is_none();
-        let _g = self.inner.gate.read().expect("gate lock");
-        self.write_inner(table, batch, checkpoint, durable)
+        self.write_gated(table, batch, checkpoint, durable)
     }
 
     /// With a bucket, the checkpoint as of the last flush: what the other

@@ -369,10 +369,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn compressed_spill_files_are_smaller_and_a_damaged_one_is_an_error_not_wrong_records() {
-        let spill = SpillDir::new(None, true);
-        let parts = Partitions::new("d", 1, 10);
+    /// Spills 2000 short records to partition 0; returns their bytes.
+    fn spill_2000(parts: &Partitions, spill: &SpillDir) -> u64 {
         let mut local = vec![Vec::new()];
         for i in 0..2000u32 {
             frame(
@@ -381,7 +379,15 @@ mod tests {
             );
         }
         let raw = local[0].len() as u64;
-        parts.absorb(&mut local, &spill).unwrap();
+        parts.absorb(&mut local, spill).unwrap();
+        raw
+    }
+
+    #[test]
+    fn compressed_spill_files_are_smaller_and_a_damaged_one_is_an_error_not_wrong_records() {
+        let spill = SpillDir::new(None, true);
+        let parts = Partitions::new("d", 1, 10);
+        let raw = spill_2000(&parts, &spill);
         let path = parts.file(spill.path().unwrap(), 0);
         let mut bytes = std::fs::read(&path).unwrap();
         assert!((bytes.len() as u64) < raw / 2, "{} of {raw}", bytes.len());
@@ -396,14 +402,7 @@ mod tests {
         // Cut short at any point: an error too, never fewer records.
         for cut in [whole.len() - 1, whole.len() - 4, whole.len() / 3, 7] {
             let parts = Partitions::new("d", 1, 10);
-            let mut local = vec![Vec::new()];
-            for i in 0..2000u32 {
-                frame(
-                    &mut local[0],
-                    format!("span {i} of service checkout").as_bytes(),
-                );
-            }
-            parts.absorb(&mut local, &spill).unwrap();
+            spill_2000(&parts, &spill);
             std::fs::write(&path, &whole[..cut]).unwrap();
             // (A cut into the frame's end mark loses no record.)
             if let Ok(bufs) = parts.take(0, &spill) {
