@@ -67,7 +67,7 @@ impl KafkaCollector {
 }
 
 /// Name (as exposed), type and help of the families, in encoding order.
-const FAMILIES: [(&str, MetricType, &str); 14] = [
+const FAMILIES: [(&str, MetricType, &str); 15] = [
     (
         "overtime_kafka_messages_total",
         Counter,
@@ -138,10 +138,15 @@ const FAMILIES: [(&str, MetricType, &str); 14] = [
         Counter,
         "Messages dropped because the store already held them (below its checkpoint).",
     ),
+    (
+        "overtime_kafka_checkpoint_seeks_total",
+        Counter,
+        "Partitions assigned at a position past the group's committed offset (the store's or a collector's published checkpoint).",
+    ),
 ];
 
 /// The values of [`FAMILIES`], in the same order.
-fn values(s: &KafkaStats) -> [u64; 14] {
+fn values(s: &KafkaStats) -> [u64; 15] {
     let (commits, commit_errors) = s.commits();
     [
         s.messages(),
@@ -158,17 +163,18 @@ fn values(s: &KafkaStats) -> [u64; 14] {
         s.rebalances(),
         s.consumer_errors(),
         s.skipped_below_checkpoint(),
+        s.checkpoint_seeks(),
     ]
 }
 
 impl Collector for KafkaCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // Sum sources that share their labels (one series per label set).
-        let mut by_labels: BTreeMap<(&str, &str), [u64; 14]> = BTreeMap::new();
+        let mut by_labels: BTreeMap<(&str, &str), [u64; 15]> = BTreeMap::new();
         for s in &self.sources {
             let sum = by_labels
                 .entry((s.group.as_str(), s.brokers.as_str()))
-                .or_insert([0; 14]);
+                .or_insert([0; 15]);
             for (a, b) in sum.iter_mut().zip(values(&s.stats)) {
                 *a += b;
             }

@@ -2,8 +2,12 @@
 //! starts, what a revoke commits, and the client's statistics and errors.
 //!
 //! Design rules:
-//! - A partition starts at the later of the group's committed offset and
-//!   the sink's checkpoint for it. The sink's checkpoint is written in the
+//! - A partition starts at the latest of the group's committed offset,
+//!   the sink's checkpoint for it, and the furthest position any collector
+//!   sharing the sink's files has published for it
+//!   ([`RecordSink::shared_checkpoints`]: a collector killed between its
+//!   flush and its commit has its rows in the bucket, so the next owner
+//!   starts after them). The sink's checkpoint is written in the
 //!   same durable record as the data, the commit only after: a crash in
 //!   between leaves the checkpoint ahead, and starting from it reads
 //!   nothing twice. The committed offset can be ahead too (another
@@ -37,6 +41,11 @@ use std::time::Duration;
 
 /// How long an assign waits for the group's committed offsets.
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A checkpoint's position as a Kafka offset (the next one to read).
+fn offset(position: &str) -> Option<i64> {
+    position.trim().parse::<i64>().ok().filter(|&o| o >= 0)
+}
 
 /// What a rebalance did, for the run loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +100,19 @@ impl SourceContext {
         let point = self
             .sink
             .commit_point(&source_name(&self.group, topic, partition))
-            .and_then(|p| p.trim().parse::<i64>().ok())
-            .filter(|&o| o >= 0)?;
+            .and_then(|p| offset(&p))?;
+        self.store_offset(consumer, topic, partition, point)
+    }
+
+    /// Stores `point` as the offset to commit when it is past what the
+    /// group has committed; returns it then. The caller commits.
+    pub(crate) fn store_offset(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        topic: &str,
+        partition: i32,
+        point: i64,
+    ) -> Option<i64> {
         let key = (topic.to_string(), partition);
         if self.committed_map().get(&key).is_some_and(|&c| c >= point) {
             return None;
@@ -143,8 +163,9 @@ impl SourceContext {
             .push(e);
     }
 
-    /// Sets each partition's start offset in `tpl` to the later of the
-    /// committed offset and the sink's checkpoint, and queues the events.
+    /// Sets each partition's start offset in `tpl` to the latest of the
+    /// committed offset, the sink's checkpoint and the published ones, and
+    /// queues the events.
     fn choose_starts(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
         let committed = match consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT) {
             Ok(c) => Some(c),
@@ -156,12 +177,21 @@ impl SourceContext {
                 None
             }
         };
+        let shared = self.sink.shared_checkpoints().unwrap_or_else(|e| {
+            // Without them a partition whose owner died between its flush
+            // and its commit has that flush read twice; nothing is lost.
+            self.stats.consumer_errors.fetch_add(1, Relaxed);
+            self.stats
+                .error(format!("reading the shared checkpoints: {e}"));
+            Vec::new()
+        });
         let parts: Vec<(String, i32)> = tpl
             .elements()
             .iter()
             .map(|e| (e.topic().to_string(), e.partition()))
             .collect();
         for (topic, partition) in parts {
+            let source = source_name(&self.group, &topic, partition);
             let committed_at = committed
                 .as_ref()
                 .and_then(|c| c.find_partition(&topic, partition))
@@ -169,13 +199,14 @@ impl SourceContext {
                     Offset::Offset(o) if o >= 0 => Some(o),
                     _ => None,
                 });
-            let checkpoint = self
-                .sink
-                .checkpoint(&source_name(&self.group, &topic, partition))
-                .and_then(|p| p.trim().parse::<i64>().ok())
-                .filter(|&o| o >= 0);
-            let start = committed_at.max(checkpoint);
-            let seeked = checkpoint.is_some() && checkpoint > committed_at;
+            let checkpoint = self.sink.checkpoint(&source).and_then(|p| offset(&p));
+            let published = shared
+                .iter()
+                .filter(|c| c.source == source)
+                .filter_map(|c| offset(&c.position))
+                .max();
+            let start = committed_at.max(checkpoint).max(published);
+            let seeked = start > committed_at;
             match committed_at {
                 Some(c) => self.committed_map().insert((topic.clone(), partition), c),
                 None => self.committed_map().remove(&(topic.clone(), partition)),

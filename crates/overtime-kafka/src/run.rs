@@ -173,8 +173,13 @@ impl Runner {
                     partition,
                     start,
                 } => {
-                    // The group catches up with what the sink holds.
+                    // The group catches up with what the sink holds, and
+                    // with a start past its offset (what a dead owner
+                    // published): what lies before it is in the bucket.
                     self.commit(&topic, partition);
+                    if let Some(s) = start {
+                        self.commit_offset(&topic, partition, s);
+                    }
                     let p = Partition {
                         next: start,
                         ..Partition::default()
@@ -310,6 +315,21 @@ impl Runner {
         {
             return;
         }
+        self.send_commit(topic, partition);
+    }
+
+    /// Commits `offset` when it is past what the group has.
+    fn commit_offset(&self, topic: &str, partition: i32, offset: i64) {
+        let ctx = self.consumer.context();
+        if ctx
+            .store_offset(&self.consumer, topic, partition, offset)
+            .is_some()
+        {
+            self.send_commit(topic, partition);
+        }
+    }
+
+    fn send_commit(&self, topic: &str, partition: i32) {
         self.stats.commits.fetch_add(1, Relaxed);
         if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Async) {
             self.stats.commit_errors.fetch_add(1, Relaxed);

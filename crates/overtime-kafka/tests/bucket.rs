@@ -2,7 +2,9 @@
 //! bucket), against a real broker (tansu): offsets are committed at the
 //! store's flush, so a collector killed with rows only in its memory loses
 //! nothing — the partition's next owner reads them again — and a graceful
-//! hand-over publishes first, so nothing is read twice.
+//! hand-over publishes first, so nothing is read twice. A collector killed
+//! after a flush and before committing its offsets has published the
+//! flush's positions with it: the next owner starts after them.
 
 use crate::broker::{Running, WAIT, assert_exactly, config, produce, setup, start_with};
 use arrow::record_batch::RecordBatch;
@@ -15,31 +17,41 @@ use std::sync::{Arc, Mutex};
 
 type Row = (Table, RecordBatch, Option<Checkpoint>);
 
+/// What every collector's flushes published with their rows: (source,
+/// position), as the store's manifests in the bucket hold them.
+type Published = Arc<Mutex<Vec<(String, String)>>>;
+
 /// One collector's store in front of a shared bucket, in memory:
 /// replayable writes wait in its memtable until [`Collector::flush`], which
-/// writes them to the bucket and makes their checkpoints the commit points;
-/// [`Collector::crash`] loses the memtable, as kill -9 does.
+/// writes them to the bucket, publishes their checkpoints and makes them
+/// the commit points; [`Collector::crash`] loses the memtable, as kill -9
+/// does; after [`Collector::hold_commits`] its commit points stop moving,
+/// as when it dies right after a flush, before committing.
 struct Collector {
     bucket: Arc<RecordingSink>,
+    published: Published,
     memtable: Mutex<Vec<Row>>,
     checkpoints: Mutex<HashMap<String, String>>,
     flushed: Mutex<HashMap<String, String>>,
+    held: Mutex<Option<HashMap<String, String>>>,
     crashed: AtomicBool,
 }
 
 impl Collector {
-    fn new(bucket: &Arc<RecordingSink>) -> Arc<Self> {
+    fn new(bucket: &Arc<RecordingSink>, published: &Published) -> Arc<Self> {
         Arc::new(Collector {
             bucket: bucket.clone(),
+            published: published.clone(),
             memtable: Mutex::default(),
             checkpoints: Mutex::default(),
             flushed: Mutex::default(),
+            held: Mutex::default(),
             crashed: AtomicBool::new(false),
         })
     }
 
-    /// The memtable to the bucket; the checkpoints as of now become the
-    /// commit points.
+    /// The memtable to the bucket; the checkpoints as of now are published
+    /// and become the commit points.
     fn flush(&self) {
         if self.crashed.load(SeqCst) {
             return;
@@ -49,7 +61,17 @@ impl Collector {
         for (table, batch, _) in rows {
             self.bucket.write(table, batch, None).unwrap();
         }
+        self.published
+            .lock()
+            .unwrap()
+            .extend(checkpoints.iter().map(|(s, p)| (s.clone(), p.clone())));
         *self.flushed.lock().unwrap() = checkpoints;
+    }
+
+    /// From now on no commit point moves: the flushes that follow are
+    /// never committed.
+    fn hold_commits(&self) {
+        *self.held.lock().unwrap() = Some(self.flushed.lock().unwrap().clone());
     }
 
     fn crash(&self) {
@@ -97,7 +119,21 @@ impl RecordSink for Collector {
     }
 
     fn commit_point(&self, source: &str) -> Option<String> {
+        if let Some(held) = &*self.held.lock().unwrap() {
+            return held.get(source).cloned();
+        }
         self.flushed.lock().unwrap().get(source).cloned()
+    }
+
+    fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
+        let published = self.published.lock().unwrap();
+        Ok(published
+            .iter()
+            .map(|(source, position)| Checkpoint {
+                source: source.clone(),
+                position: position.clone(),
+            })
+            .collect())
     }
 
     fn publish(&self) -> Result<(), SinkError> {
@@ -130,10 +166,11 @@ fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothi
     let broker = setup(prefix);
     let cfg = config(&broker, "overtime-bucket", prefix);
     let bucket = Arc::new(RecordingSink::new());
+    let published = Published::default();
 
     // A reads 0..30 and flushes them; its commits follow the flush.
     produce(&broker, prefix, 0..30);
-    let a_store = Collector::new(&bucket);
+    let a_store = Collector::new(&bucket, &published);
     let a = start_with(&cfg, a_store.clone());
     flush_until(&a_store, 30, &a);
     // The run loop looks at the commit points every 50 ms.
@@ -162,7 +199,7 @@ fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothi
 
     // B takes the group over from the commit points: it reads again what A
     // lost, and nothing the bucket holds.
-    let b_store = Collector::new(&bucket);
+    let b_store = Collector::new(&bucket, &published);
     let b = start_with(&cfg, b_store.clone());
     flush_until(&b_store, 45, &b);
 
@@ -177,11 +214,55 @@ fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothi
     );
     b.stop();
     produce(&broker, prefix, 60..70);
-    let c_store = Collector::new(&bucket);
+    let c_store = Collector::new(&bucket, &published);
     let c = start_with(&cfg, c_store.clone());
     flush_until(&c_store, 70, &c);
     std::thread::sleep(std::time::Duration::from_secs(1));
     c_store.flush();
     c.stop();
     assert_exactly(&bucket, 70);
+}
+
+#[test]
+fn a_collector_killed_between_its_flush_and_its_commit_has_nothing_read_twice() {
+    let prefix = "flushed";
+    let broker = setup(prefix);
+    let cfg = config(&broker, "overtime-flushed", prefix);
+    let bucket = Arc::new(RecordingSink::new());
+    let published = Published::default();
+
+    produce(&broker, prefix, 0..30);
+    let a_store = Collector::new(&bucket, &published);
+    let a = start_with(&cfg, a_store.clone());
+    flush_until(&a_store, 30, &a);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let commits = a.source.stats().commits().0;
+
+    // 30..45 are flushed to the bucket, and A dies before committing them.
+    a_store.hold_commits();
+    produce(&broker, prefix, 30..45);
+    flush_until(&a_store, 45, &a);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(
+        a.source.stats().commits().0,
+        commits,
+        "the group's offsets are still those of 0..30"
+    );
+    a_store.crash();
+    a.stop();
+
+    // B starts after what A published, not at the group's offsets.
+    produce(&broker, prefix, 45..55);
+    let b_store = Collector::new(&bucket, &published);
+    let b = start_with(&cfg, b_store.clone());
+    flush_until(&b_store, 55, &b);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    b_store.flush();
+    let seeks = b.source.stats().checkpoint_seeks();
+    b.stop();
+    assert_exactly(&bucket, 55);
+    assert!(
+        seeks >= 1,
+        "B started past the group's offsets, from a published position"
+    );
 }

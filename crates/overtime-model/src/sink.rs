@@ -124,6 +124,14 @@ pub trait RecordSink: Send + Sync {
     fn publish(&self) -> Result<(), SinkError> {
         Ok(())
     }
+    /// Every position the collectors sharing this sink's files have
+    /// published with their flushes (this one's included), for every
+    /// source: a source taking over work another collector held starts
+    /// after the furthest of its own, since every collector already reads
+    /// those records. The default has none (nothing is shared).
+    fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
+        Ok(Vec::new())
+    }
     /// `Some(retry_after_ms)` when a write now would most likely be refused
     /// with [`SinkError::Full`]: a cheap check a source makes before it
     /// spends CPU and memory decoding a request it would then refuse (an

@@ -135,6 +135,10 @@ impl RecordSink for DiagnosingSink {
         self.state.store.publish()
     }
 
+    fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
+        self.state.store.shared_checkpoints()
+    }
+
     fn backpressure(&self) -> Option<u64> {
         self.state.store.backpressure()
     }
@@ -180,6 +184,10 @@ impl RecordSink for SourceSink {
 
     fn publish(&self) -> Result<(), SinkError> {
         self.state.store.publish()
+    }
+
+    fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
+        self.state.store.shared_checkpoints()
     }
 
     /// The store's early push-back, counted as backpressure of this source.

@@ -8,3 +8,4 @@ mod api;
 mod cluster;
 mod cluster_incidents;
 mod metrics;
+mod sinks;

@@ -7,14 +7,17 @@
 //! 2. write one Parquet file per table per time bucket, named with the
 //!    sealed segment's sequence (temp file, fsync, rename);
 //! 3. save the manifest: `flushed_through` = that sequence, with the
-//!    checkpoints as of the seal (atomic rename);
+//!    checkpoints as of the seal (atomic rename); with a bucket, publish it
+//!    there first (one PUT): that is the flush's commit record for every
+//!    other collector (`published.rs`);
 //! 4. under the state lock: publish the files and drop the frozen
 //!    memtable in one step, so a query sees each row exactly once;
 //! 5. delete the WAL segments `<=` the sealed one.
 //!
 //! Crash before 3: open deletes the files (sequence past the manifest) and
 //! replays the WAL. Crash after 3: open keeps the files and deletes the
-//! segments the manifest covers.
+//! segments the manifest covers. Crash between the bucket's manifest and
+//! the local one: open takes the bucket's, the later one.
 //!
 //! ```
 //! use overtime_model::{RecordSink, Table, RejectedColumns, RejectedRecord};
@@ -34,6 +37,7 @@ use crate::StoreError;
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
 use crate::objects::{ObjectReader, object_key};
+use crate::published;
 use crate::segment::Source;
 use crate::segment::{self, SegmentFile};
 use crate::store::{Inner, Store};
@@ -180,15 +184,35 @@ impl Inner {
                     sync_dir(dir)?;
                 }
             }
-            Manifest {
+            let manifest = Manifest {
                 flushed_through: sealed,
                 checkpoints: checkpoints.clone(),
+            };
+            if let Some(b) = &self.bucket {
+                // The commit record: from here other collectors read these
+                // objects and may start after these checkpoints.
+                published::publish(b, &self.collector_id, &manifest)?;
             }
-            .save(&self.root, self.cfg.fsync)
+            manifest.save(&self.root, self.cfg.fsync)
         })();
         match result {
             Ok(()) => Ok(written),
             Err(e) => {
+                if let Some(b) = &self.bucket {
+                    // The bucket's manifest may have been written (a failed
+                    // local save, a PUT that failed after landing): put the
+                    // last published one back before the objects go, or a
+                    // partition's next owner would start after rows that
+                    // are only in this memtable. Best effort.
+                    let last = {
+                        let st = self.state.read().expect("state lock");
+                        Manifest {
+                            flushed_through: st.flushed_through,
+                            checkpoints: st.flushed_checkpoints.clone(),
+                        }
+                    };
+                    let _ = published::publish(b, &self.collector_id, &last);
+                }
                 for f in &written {
                     let _ = remove(f);
                 }

@@ -45,6 +45,7 @@ mod memtable;
 mod objects;
 mod peers;
 mod provider;
+mod published;
 mod read;
 mod segment;
 mod store;
@@ -64,6 +65,7 @@ pub use store::{RETRY_AFTER_MS, Store, StoreStats, TableStats};
 /// queries needs none of it.
 pub mod format {
     pub use crate::objects::{Bucket, ParsedKey, object_key, parse_key};
+    pub use crate::published::{manifest_key, parse_manifest_key};
     pub use crate::segment::{SegmentFile, Source, list_files, open_segment, write_segment};
     pub use crate::wal::{
         HEADER_LEN, WalRecord, decode_payload, encode_payload, list_segments, segment_path,

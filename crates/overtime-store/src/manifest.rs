@@ -6,6 +6,8 @@
 //!
 //! Checkpoints newer than the manifest live in the WAL records that
 //! follow it; open reads the manifest, then replays the WAL over it.
+//! With a bucket the same manifest is also published there, first
+//! (`published.rs`), and open takes the later of the two.
 
 use crate::StoreError;
 use crate::wal::sync_dir;
@@ -31,14 +33,24 @@ impl Manifest {
         dir.join(FILE)
     }
 
+    /// The manifest as stored (pretty JSON).
+    pub(crate) fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("a manifest always serializes")
+    }
+
+    /// A manifest read from `origin` (a path or an object's URL).
+    pub(crate) fn from_json(bytes: &[u8], origin: &str) -> Result<Manifest, StoreError> {
+        serde_json::from_slice(bytes).map_err(|e| StoreError::Manifest {
+            path: origin.into(),
+            detail: e.to_string(),
+        })
+    }
+
     /// Reads the manifest in `dir`; a missing one is the empty manifest.
     pub fn load(dir: &Path) -> Result<Manifest, StoreError> {
         let p = Self::path(dir);
         match fs::read(&p) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StoreError::Manifest {
-                path: p,
-                detail: e.to_string(),
-            }),
+            Ok(bytes) => Self::from_json(&bytes, &p.to_string_lossy()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
             Err(e) => Err(StoreError::io("reading", p, e)),
         }
@@ -48,7 +60,7 @@ impl Manifest {
     pub fn save(&self, dir: &Path, fsync: bool) -> Result<(), StoreError> {
         let p = Self::path(dir);
         let tmp = dir.join(format!("{FILE}.tmp"));
-        let body = serde_json::to_vec_pretty(self).expect("a manifest always serializes");
+        let body = self.to_json();
         let mut f = fs::File::create(&tmp).map_err(|e| StoreError::io("creating", &tmp, e))?;
         f.write_all(&body)
             .map_err(|e| StoreError::io("writing", &tmp, e))?;

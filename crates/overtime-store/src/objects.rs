@@ -275,7 +275,17 @@ impl Bucket {
 
     /// Every object under the prefix: (key, size).
     pub fn list(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let (store, p) = (self.store.clone(), self.prefix_path());
+        self.list_under("")
+    }
+
+    /// Every object under `<prefix>/<dir>` (`dir` empty: the prefix).
+    pub(crate) fn list_under(&self, dir: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let p = match (self.prefix.is_empty(), dir.is_empty()) {
+            (_, true) => self.prefix_path(),
+            (true, false) => ObjectPath::from(dir),
+            (false, false) => ObjectPath::from(format!("{}/{dir}", self.prefix)),
+        };
+        let store = self.store.clone();
         self.io
             .run(async move {
                 store
@@ -293,6 +303,22 @@ impl Bucket {
             .run(async move { store.put(&p, body.into()).await })
             .map(|_| ())
             .map_err(|e| object_err("writing", self.display_key(key), e))
+    }
+
+    /// The whole object `key`; `None` when there is none.
+    pub(crate) fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        let (store, p) = (self.store.clone(), ObjectPath::from(key));
+        let got = self.io.run(async move {
+            match store.get(&p).await {
+                Ok(r) => r.bytes().await,
+                Err(e) => Err(e),
+            }
+        });
+        match got {
+            Ok(b) => Ok(Some(b)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(object_err("reading", self.display_key(key), e)),
+        }
     }
 
     /// Deletes `key`; one already gone is not an error (another collector's

@@ -11,6 +11,7 @@
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
 use crate::objects::{self, Bucket, LIST_CACHE, ObjectReader, parse_key};
+use crate::published;
 use crate::segment::{self, SegmentFile};
 use crate::tables::{conform, idx};
 use crate::wal::{self, Wal};
@@ -397,6 +398,13 @@ impl RecordSink for Store {
             .map_err(|e| SinkError::Failed(e.to_string()))
     }
 
+    /// With a bucket, every collector's published checkpoints.
+    fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
+        self.inner
+            .shared_checkpoints()
+            .map_err(|e| SinkError::Failed(e.to_string()))
+    }
+
     /// Pushes back early when less than an eighth of the memtable budget
     /// is free: a request of typical size would be refused anyway, and
     /// refusing it before it is decoded keeps overload cheap. Kicks the
@@ -466,7 +474,8 @@ impl Inner {
 
     /// Lists the bucket's prefix unless `listed` is recent (or `force`):
     /// other collectors' new files are opened (footer and bloom filters)
-    /// and added, the ones gone (their retention) dropped. Our own files
+    /// and added, the ones gone (their retention) dropped; files past
+    /// their collector's published manifest are not read (published.rs). Our own files
     /// are never taken from a listing: a flush publishes them together
     /// with dropping their rows from the memtable.
     pub(crate) fn refresh(
@@ -484,13 +493,19 @@ impl Inner {
             let st = self.state.read().expect("state lock");
             st.files.iter().flatten().map(|f| f.path.clone()).collect()
         };
+        // Manifests first: every object a manifest covers was written
+        // before it, so the listing after it holds them all.
+        let manifests = published::read_all(b)?;
         let mut seen = std::collections::HashSet::new();
         let mut new = Vec::new();
         for (key, size) in b.list()? {
             let Some(p) = parse_key(b.prefix(), &key) else {
                 continue;
             };
-            if p.collector == self.collector_id {
+            let committed = manifests
+                .get(&p.collector)
+                .is_none_or(|m| p.seq <= m.flushed_through);
+            if p.collector == self.collector_id || !committed {
                 continue;
             }
             let path = PathBuf::from(b.display_key(&key));

@@ -9,6 +9,7 @@ mod crash;
 mod object_store;
 mod parquet_sql;
 mod peers;
+mod published;
 mod queries;
 mod retention_checkpoints;
 mod schema_upgrade;

@@ -18,7 +18,7 @@ use arrow::util::pretty::pretty_format_batches;
 use common::*;
 use datafusion::prelude::SessionContext;
 use overtime_model::{Checkpoint, RecordSink, Table};
-use overtime_store::format::{Bucket, parse_key};
+use overtime_store::format::{Bucket, manifest_key, parse_key};
 use overtime_store::{Store, StoreConfig};
 use overtime_test_support::s3rver::S3rver;
 use std::path::Path;
@@ -110,10 +110,17 @@ async fn a_store_on_s3_answers_sql_and_lookups_like_the_store_in_a_local_directo
         !dir.path().join("r/parquet").exists(),
         "no Parquet in data_dir with a url"
     );
-    let keys = Bucket::open(&format!("s3://{BUCKET}/prod"))
+    let (keys, other): (Vec<_>, Vec<_>) = Bucket::open(&format!("s3://{BUCKET}/prod"))
         .unwrap()
         .list()
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .partition(|(k, _)| parse_key("prod", k).is_some());
+    assert_eq!(
+        other.into_iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        vec![manifest_key("prod", "web-1")],
+        "beside the Parquet, the collector's published manifest"
+    );
     assert_eq!(
         keys.len(),
         6,
@@ -303,7 +310,11 @@ async fn retention_deletes_expired_objects_in_the_bucket() {
         .unwrap();
         s.flush().unwrap();
     }
-    let objects = || Bucket::open(&url).unwrap().list().unwrap();
+    let objects = || {
+        let mut o = Bucket::open(&url).unwrap().list().unwrap();
+        o.retain(|(k, _)| parse_key("r", k).is_some());
+        o
+    };
     assert_eq!(objects().len(), 6);
 
     // At T0+4h with 2 hours kept, the buckets T0 and T0+1h have ended.

@@ -105,7 +105,7 @@ impl Store {
         let wal_dir = root.join("wal");
         mkdir(&wal_dir)?;
         let parquet_dirs = Table::ALL.map(|t| root.join("parquet").join(t.as_str()));
-        let manifest = Manifest::load(&root)?;
+        let mut manifest = Manifest::load(&root)?;
         let wal_seqs = wal::list_segments(&wal_dir)?;
         let (bucket, collector_id) = match &cfg.url {
             None => {
@@ -120,12 +120,29 @@ impl Store {
             ),
         };
 
+        // The manifest published in the bucket is written first: when it
+        // is the later one, a crash came between the two (published.rs).
+        let published = match &bucket {
+            Some(b) => published::read_one(b, &collector_id)?,
+            None => None,
+        };
+        if let Some(m) = &published
+            && m.flushed_through > manifest.flushed_through
+        {
+            manifest = m.clone();
+        }
+
         let mut files: [Vec<Arc<SegmentFile>>; 3] = Default::default();
-        // Our own objects: a file past the manifest from a WAL segment we
-        // still hold is an unfinished flush (its rows are replayed);
-        // numbers past every segment we hold are a previous data_dir's
-        // (kept, and never reused).
+        // Our own objects: a file past the manifest is an unfinished flush
+        // (its rows are replayed from the WAL, or read again from Kafka),
+        // which no other collector reads either. Without a published
+        // manifest (files of an older version), numbers past every
+        // segment we hold are a previous data_dir's, kept. Numbers are
+        // never reused.
         let mut max_own_seq = 0;
+        // The newest of our objects that is kept (the WAL is still replayed
+        // from the manifest's sequence).
+        let mut kept_through = manifest.flushed_through;
         if let Some(b) = &bucket {
             let last_wal = wal_seqs.last().copied().unwrap_or(0);
             for (key, size) in b.list()? {
@@ -136,10 +153,13 @@ impl Store {
                     continue;
                 }
                 max_own_seq = max_own_seq.max(p.seq);
-                if p.seq > manifest.flushed_through && p.seq <= last_wal {
+                let unfinished =
+                    p.seq > manifest.flushed_through && (published.is_some() || p.seq <= last_wal);
+                if unfinished {
                     b.delete(&key)?;
                     continue;
                 }
+                kept_through = kept_through.max(p.seq);
                 let obj = ObjectReader {
                     bucket: b.clone(),
                     key: key.into(),
@@ -150,6 +170,18 @@ impl Store {
                     obj,
                     Some(p.collector),
                 )?));
+            }
+            // Every object kept is ours and read: the bucket's manifest
+            // must say so too (files of an older version had none).
+            if published
+                .as_ref()
+                .is_none_or(|m| m.flushed_through < kept_through)
+            {
+                let m = Manifest {
+                    flushed_through: kept_through,
+                    checkpoints: manifest.checkpoints.clone(),
+                };
+                published::publish(b, &collector_id, &m)?;
             }
         }
         for t in Table::ALL {
@@ -209,7 +241,7 @@ impl Store {
                 files,
                 flushed_checkpoints: manifest.checkpoints.clone(),
                 checkpoints,
-                flushed_through: manifest.flushed_through,
+                flushed_through: kept_through,
             }),
             reserved,
             flush_lock: Mutex::new(()),

@@ -1,0 +1,113 @@
+//! Each collector's manifest in the bucket — the commit record of its
+//! flushes on object storage:
+//!
+//! ```text
+//! <prefix>/_manifests/<collector id>.json   {"flushed_through": 7, "checkpoints": {…}}
+//! ```
+//!
+//! Design rules:
+//! - A flush writes its Parquet objects, then this manifest (one PUT,
+//!   atomic), then the local `MANIFEST.json`. The bucket's copy decides:
+//!   - other collectors read a collector's objects only up to its published
+//!     `flushed_through`. An object past it is a flush that died before its
+//!     commit record: its rows are still in its writer's memory, or are
+//!     read again from Kafka by the next owner, so reading the object too
+//!     would count them twice;
+//!   - a Kafka partition's next owner starts after the furthest position
+//!     any collector published ([`RecordSink::shared_checkpoints`]), so a
+//!     collector killed after a flush and before committing its offsets
+//!     leaves nothing to be read twice;
+//!   - a collector reopening its data dir takes the later of its two
+//!     manifests: killed between the two writes, it keeps the flush the
+//!     bucket has published (others may already have seeked past its rows).
+//! - A collector with no manifest in the bucket (files written before this
+//!   record existed) has all its objects read; when it opens, it publishes
+//!   one covering every object it keeps.
+//! - A flush that fails after its manifest may have landed puts the last
+//!   published one back before deleting its objects (best effort).
+//! - The directory starts with `_`, outside every table's directory: an
+//!   engine reading `<prefix>/<table>/` never sees it.
+//!
+//! [`RecordSink::shared_checkpoints`]: overtime_model::RecordSink::shared_checkpoints
+//!
+//! ```
+//! use overtime_store::format::{manifest_key, parse_manifest_key};
+//! let k = manifest_key("prod", "web-1");
+//! assert_eq!(k, "prod/_manifests/web-1.json");
+//! assert_eq!(parse_manifest_key("prod", &k).as_deref(), Some("web-1"));
+//! assert_eq!(parse_manifest_key("prod", "prod/spans/date=2026-12-03/x.parquet"), None);
+//! ```
+
+use crate::StoreError;
+use crate::manifest::Manifest;
+use crate::objects::Bucket;
+use crate::store::Inner;
+use overtime_model::Checkpoint;
+use std::collections::BTreeMap;
+
+/// The directory of the manifests, under the prefix.
+const DIR: &str = "_manifests";
+
+/// The key of `collector`'s manifest under `prefix`.
+pub fn manifest_key(prefix: &str, collector: &str) -> String {
+    let sep = if prefix.is_empty() { "" } else { "/" };
+    format!("{prefix}{sep}{DIR}/{collector}.json")
+}
+
+/// The collector whose manifest `key` is; `None` for any other key.
+pub fn parse_manifest_key(prefix: &str, key: &str) -> Option<String> {
+    let rest = if prefix.is_empty() {
+        key
+    } else {
+        key.strip_prefix(prefix)?.strip_prefix('/')?
+    };
+    let id = rest
+        .strip_prefix(DIR)?
+        .strip_prefix('/')?
+        .strip_suffix(".json")?;
+    crate::objects::valid_collector_id(id).then(|| id.to_string())
+}
+
+/// Writes `collector`'s manifest to the bucket (replacing the last one).
+pub(crate) fn publish(b: &Bucket, collector: &str, m: &Manifest) -> Result<(), StoreError> {
+    b.put(&manifest_key(b.prefix(), collector), m.to_json().into())
+}
+
+/// `collector`'s manifest in the bucket, if it has one.
+pub(crate) fn read_one(b: &Bucket, collector: &str) -> Result<Option<Manifest>, StoreError> {
+    let key = manifest_key(b.prefix(), collector);
+    match b.get(&key)? {
+        None => Ok(None),
+        Some(body) => Manifest::from_json(&body, &b.display_key(&key)).map(Some),
+    }
+}
+
+/// Every collector's manifest in the bucket, by collector id. A manifest
+/// deleted between the listing and its read is skipped.
+pub(crate) fn read_all(b: &Bucket) -> Result<BTreeMap<String, Manifest>, StoreError> {
+    let mut out = BTreeMap::new();
+    for (key, _) in b.list_under(DIR)? {
+        let Some(id) = parse_manifest_key(b.prefix(), &key) else {
+            continue;
+        };
+        if let Some(body) = b.get(&key)? {
+            out.insert(id, Manifest::from_json(&body, &b.display_key(&key))?);
+        }
+    }
+    Ok(out)
+}
+
+impl Inner {
+    /// Every (source, position) in every collector's published manifest,
+    /// this one's included; none without a bucket.
+    pub(crate) fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError> {
+        let Some(b) = &self.bucket else {
+            return Ok(Vec::new());
+        };
+        Ok(read_all(b)?
+            .into_values()
+            .flat_map(|m| m.checkpoints)
+            .map(|(source, position)| Checkpoint { source, position })
+            .collect())
+    }
+}
