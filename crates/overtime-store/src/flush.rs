@@ -37,7 +37,7 @@ use crate::StoreError;
 use crate::manifest::Manifest;
 use crate::memtable::Memtable;
 use crate::objects::{ObjectReader, object_key};
-use crate::published;
+use crate::published::Commit;
 use crate::segment::Source;
 use crate::segment::{self, SegmentFile};
 use crate::store::{Inner, Store};
@@ -139,83 +139,71 @@ impl Inner {
         Ok(report)
     }
 
-    /// Steps 2 and 3; on failure removes what it wrote.
+    /// Steps 2 and 3; on failure removes what it wrote (with a bucket,
+    /// what cannot be removed yet is left for the next flush to clear).
     fn write_files(
         &self,
         frozen: &Memtable,
         sealed: u64,
         checkpoints: &BTreeMap<String, String>,
     ) -> Result<Vec<SegmentFile>, StoreError> {
+        if let Some(b) = &self.bucket {
+            self.clear_orphans(b)?;
+        }
         let bucket_us = self.cfg.segment_seconds * 1_000_000;
         let mut written: Vec<SegmentFile> = Vec::new();
-        let result = (|| {
+        let wrote = (|| {
             for t in Table::ALL {
                 let dir = &self.parquet_dirs[idx(t)];
-                if let Some(b) = &self.bucket {
-                    for (start, rows) in segment::sort_and_bucket(t, frozen.batches(t), bucket_us)?
-                    {
-                        let key = object_key(b.prefix(), t, &self.collector_id, start, sealed);
-                        let obj = ObjectReader {
-                            bucket: b.clone(),
-                            key: key.into(),
-                            size: 0,
-                        };
-                        written.push(segment::write_object(
-                            obj,
+                for (start, rows) in segment::sort_and_bucket(t, frozen.batches(t), bucket_us)? {
+                    written.push(match &self.bucket {
+                        Some(b) => segment::write_object(
+                            ObjectReader {
+                                bucket: b.clone(),
+                                key: object_key(b.prefix(), t, &self.collector_id, start, sealed)
+                                    .into(),
+                                size: 0,
+                            },
                             &self.collector_id,
                             t,
                             start,
                             &rows,
-                        )?);
-                    }
-                    continue;
+                        )?,
+                        None => {
+                            segment::write_segment(dir, t, start, sealed, &rows, self.cfg.fsync)?
+                        }
+                    });
                 }
-                for (start, rows) in segment::sort_and_bucket(t, frozen.batches(t), bucket_us)? {
-                    written.push(segment::write_segment(
-                        dir,
-                        t,
-                        start,
-                        sealed,
-                        &rows,
-                        self.cfg.fsync,
-                    )?);
-                }
-                if self.cfg.fsync {
+                if self.bucket.is_none() && self.cfg.fsync {
                     sync_dir(dir)?;
                 }
             }
-            let manifest = Manifest {
-                flushed_through: sealed,
-                checkpoints: checkpoints.clone(),
-            };
-            if let Some(b) = &self.bucket {
-                // The commit record: from here other collectors read these
-                // objects and may start after these checkpoints.
-                published::publish(b, &self.collector_id, &manifest)?;
-            }
-            manifest.save(&self.root, self.cfg.fsync)
+            Ok(())
         })();
-        match result {
-            Ok(()) => Ok(written),
-            Err(e) => {
-                if let Some(b) = &self.bucket {
-                    // The bucket's manifest may have been written (a failed
-                    // local save, a PUT that failed after landing): put the
-                    // last published one back before the objects go, or a
-                    // partition's next owner would start after rows that
-                    // are only in this memtable. Best effort.
-                    let last = {
-                        let st = self.state.read().expect("state lock");
-                        Manifest {
-                            flushed_through: st.flushed_through,
-                            checkpoints: st.flushed_checkpoints.clone(),
-                        }
-                    };
-                    let _ = published::publish(b, &self.collector_id, &last);
+        let manifest = Manifest {
+            flushed_through: sealed,
+            checkpoints: checkpoints.clone(),
+        };
+        let outcome = match (wrote, &self.bucket) {
+            (Err(e), _) => Commit::No(e),
+            (Ok(()), None) => match manifest.save(&self.root, self.cfg.fsync) {
+                Ok(()) => Commit::Yes,
+                Err(e) => Commit::No(e),
+            },
+            (Ok(()), Some(b)) => self.publish_flush(b, &manifest),
+        };
+        match outcome {
+            Commit::Yes => Ok(written),
+            Commit::No(e) => {
+                for f in written {
+                    if remove(&f).is_err() && self.bucket.is_some() {
+                        self.orphans.lock().expect("orphans lock").push(f);
+                    }
                 }
-                for f in &written {
-                    let _ = remove(f);
-                }
+                Err(e)
+            }
+            Commit::Unknown(e) => {
+                self.orphans.lock().expect("orphans lock").extend(written);
                 Err(e)
             }
         }
@@ -277,7 +265,7 @@ impl Inner {
 }
 
 /// Deletes a file or object; one already gone is not an error.
-fn remove(f: &SegmentFile) -> Result<(), StoreError> {
+pub(crate) fn remove(f: &SegmentFile) -> Result<(), StoreError> {
     match &f.source {
         Source::File(p) => match fs::remove_file(p) {
             Ok(()) => Ok(()),

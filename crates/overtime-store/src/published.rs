@@ -23,8 +23,14 @@
 //! - A collector with no manifest in the bucket (files written before this
 //!   record existed) has all its objects read; when it opens, it publishes
 //!   one covering every object it keeps.
-//! - A flush that fails after its manifest may have landed puts the last
-//!   published one back before deleting its objects (best effort).
+//! - Once the bucket's manifest is written the flush is committed, even if
+//!   the local save then fails (open takes the later one). A PUT that
+//!   fails is checked by reading the manifest back; when even that fails,
+//!   the flush's objects are kept as *orphans*, consistent with either
+//!   answer, and the next flush first puts the last manifest back, then
+//!   deletes them, before it publishes a sequence past them: an orphan is
+//!   never covered by a later manifest, so never read beside its rows'
+//!   second flush.
 //! - The directory starts with `_`, outside every table's directory: an
 //!   engine reading `<prefix>/<table>/` never sees it.
 //!
@@ -39,6 +45,7 @@
 //! ```
 
 use crate::StoreError;
+use crate::flush::remove;
 use crate::manifest::Manifest;
 use crate::objects::Bucket;
 use crate::store::Inner;
@@ -109,5 +116,58 @@ impl Inner {
             .flat_map(|m| m.checkpoints)
             .map(|(source, position)| Checkpoint { source, position })
             .collect())
+    }
+}
+
+/// How publishing a flush's manifest ended.
+pub(crate) enum Commit {
+    /// The bucket holds it: the flush is committed.
+    Yes,
+    /// It is not in the bucket: the flush is not committed.
+    No(StoreError),
+    /// The PUT failed and the bucket could not say whether it landed.
+    Unknown(StoreError),
+}
+
+impl Inner {
+    /// The flush's commit: publishes `m`, then saves it locally.
+    pub(crate) fn publish_flush(&self, b: &Bucket, m: &Manifest) -> Commit {
+        if let Err(e) = publish(b, &self.collector_id, m) {
+            match read_one(b, &self.collector_id) {
+                Ok(Some(got)) if got.flushed_through == m.flushed_through => {}
+                Ok(_) => return Commit::No(e),
+                Err(_) => return Commit::Unknown(e),
+            }
+        }
+        if let Err(e) = m.save(&self.root, self.cfg.fsync) {
+            // Committed all the same: open takes the bucket's manifest.
+            *self.last_flush_error.lock().expect("error lock") = Some(format!(
+                "saving the local manifest (the bucket's holds the flush): {e}"
+            ));
+        }
+        Commit::Yes
+    }
+
+    /// Before a flush publishes a sequence past them: the last published
+    /// manifest is put back (the orphans are then surely uncommitted) and
+    /// the orphans deleted. Any failure fails the flush, which is retried.
+    pub(crate) fn clear_orphans(&self, b: &Bucket) -> Result<(), StoreError> {
+        let mut orphans = self.orphans.lock().expect("orphans lock");
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        let last = {
+            let st = self.state.read().expect("state lock");
+            Manifest {
+                flushed_through: st.flushed_through,
+                checkpoints: st.flushed_checkpoints.clone(),
+            }
+        };
+        publish(b, &self.collector_id, &last)?;
+        while let Some(f) = orphans.last() {
+            remove(f)?;
+            orphans.pop();
+        }
+        Ok(())
     }
 }

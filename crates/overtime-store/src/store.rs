@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     /// Budget bytes held by the memtable plus writes in flight.
     pub reserved: AtomicU64,
     pub flush_lock: Mutex<()>,
+    /// Objects of failed flushes not deleted yet (published.rs).
+    pub orphans: Mutex<Vec<SegmentFile>>,
     pub backpressure: AtomicU64,
     pub files_scanned: AtomicU64,
     pub flushes: AtomicU64,

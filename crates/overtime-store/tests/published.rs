@@ -184,3 +184,42 @@ fn files_from_before_published_manifests_stay_read_by_everyone_after_the_upgrade
     let b2 = Store::open(on_dir_bucket(root, "b2")).unwrap();
     assert_eq!(spans_seen_by(&b2), 40);
 }
+
+#[test]
+fn a_flush_whose_manifest_cannot_be_written_is_never_read_and_the_next_one_counts_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let a = Store::open(on_dir_bucket(root, "a")).unwrap();
+    a.write(Table::Spans, spans(0, 10, |_| T0), None).unwrap();
+    a.flush().unwrap();
+    // The manifest's key becomes unwritable (a directory in its place).
+    let m = published_manifest(root, "a");
+    fs::remove_file(&m).unwrap();
+    fs::create_dir(&m).unwrap();
+    a.write(Table::Spans, spans(10, 5, |_| T0), None).unwrap();
+    assert!(a.flush().is_err(), "no commit record, no flush");
+    assert_eq!(a.stats().tables["spans"].memtable_rows, 5, "kept to retry");
+    let b = Store::open(on_dir_bucket(root, "b")).unwrap();
+    assert_eq!(
+        spans_seen_by(&b),
+        10,
+        "the failed flush's objects are not read"
+    );
+
+    fs::remove_dir(&m).unwrap();
+    a.flush().unwrap();
+    let b2 = Store::open(on_dir_bucket(root, "b2")).unwrap();
+    assert_eq!(spans_seen_by(&b2), 15, "each row once");
+    let own: Vec<String> = overtime_store::format::Bucket::open(&format!(
+        "file://{}/p",
+        root.join("bucket").display()
+    ))
+    .unwrap()
+    .list()
+    .unwrap()
+    .into_iter()
+    .map(|(k, _)| k)
+    .filter(|k| k.contains("/spans/") && k.rsplit('/').next().unwrap().starts_with("a-"))
+    .collect();
+    assert_eq!(own.len(), 2, "the failed flush's objects are gone: {own:?}");
+}

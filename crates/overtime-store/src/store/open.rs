@@ -245,6 +245,7 @@ impl Store {
             }),
             reserved,
             flush_lock: Mutex::new(()),
+            orphans: Mutex::new(Vec::new()),
             backpressure: AtomicU64::new(0),
             files_scanned: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
