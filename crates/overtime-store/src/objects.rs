@@ -280,6 +280,20 @@ impl Bucket {
 
     /// Every object under `<prefix>/<dir>` (`dir` empty: the prefix).
     pub(crate) fn list_under(&self, dir: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        Ok(self
+            .list_versions(dir)?
+            .into_iter()
+            .map(|(k, size, _)| (k, size))
+            .collect())
+    }
+
+    /// [`Bucket::list_under`] with each object's version as the store
+    /// reports it (ETag, else the modification time): it changes when
+    /// the object is replaced.
+    pub(crate) fn list_versions(
+        &self,
+        dir: &str,
+    ) -> Result<Vec<(String, u64, String)>, StoreError> {
         let p = match (self.prefix.is_empty(), dir.is_empty()) {
             (_, true) => self.prefix_path(),
             (true, false) => ObjectPath::from(dir),
@@ -290,7 +304,10 @@ impl Bucket {
             .run(async move {
                 store
                     .list(Some(&p))
-                    .map_ok(|m| (m.location.to_string(), m.size))
+                    .map_ok(|m| {
+                        let version = m.e_tag.unwrap_or_else(|| m.last_modified.to_rfc3339());
+                        (m.location.to_string(), m.size, version)
+                    })
                     .try_collect::<Vec<_>>()
                     .await
             })

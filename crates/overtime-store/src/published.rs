@@ -50,7 +50,8 @@ use crate::manifest::Manifest;
 use crate::objects::Bucket;
 use crate::store::Inner;
 use overtime_model::Checkpoint;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 /// The directory of the manifests, under the prefix.
 const DIR: &str = "_manifests";
@@ -89,16 +90,35 @@ pub(crate) fn read_one(b: &Bucket, collector: &str) -> Result<Option<Manifest>, 
     }
 }
 
+/// The manifests read last, by key with their version: a listing that
+/// shows the same version is answered without a GET.
+#[derive(Default)]
+pub(crate) struct ManifestCache(Mutex<HashMap<String, (String, Manifest)>>);
+
 /// Every collector's manifest in the bucket, by collector id. A manifest
 /// deleted between the listing and its read is skipped.
-pub(crate) fn read_all(b: &Bucket) -> Result<BTreeMap<String, Manifest>, StoreError> {
+pub(crate) fn read_all(
+    b: &Bucket,
+    cache: &ManifestCache,
+) -> Result<BTreeMap<String, Manifest>, StoreError> {
     let mut out = BTreeMap::new();
-    for (key, _) in b.list_under(DIR)? {
+    let listed = b.list_versions(DIR)?;
+    let mut cache = cache.0.lock().expect("manifest cache lock");
+    cache.retain(|k, _| listed.iter().any(|(key, _, _)| key == k));
+    for (key, _, version) in listed {
         let Some(id) = parse_manifest_key(b.prefix(), &key) else {
             continue;
         };
+        if let Some((v, m)) = cache.get(&key)
+            && *v == version
+        {
+            out.insert(id, m.clone());
+            continue;
+        }
         if let Some(body) = b.get(&key)? {
-            out.insert(id, Manifest::from_json(&body, &b.display_key(&key))?);
+            let m = Manifest::from_json(&body, &b.display_key(&key))?;
+            cache.insert(key, (version, m.clone()));
+            out.insert(id, m);
         }
     }
     Ok(out)
@@ -111,7 +131,7 @@ impl Inner {
         let Some(b) = &self.bucket else {
             return Ok(Vec::new());
         };
-        Ok(read_all(b)?
+        Ok(read_all(b, &self.manifests)?
             .into_values()
             .flat_map(|m| m.checkpoints)
             .map(|(source, position)| Checkpoint { source, position })

@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     /// Budget bytes held by the memtable plus writes in flight.
     pub reserved: AtomicU64,
     pub flush_lock: Mutex<()>,
+    /// The collectors' manifests last read from the bucket.
+    pub manifests: published::ManifestCache,
     /// Objects of failed flushes not deleted yet (published.rs).
     pub orphans: Mutex<Vec<SegmentFile>>,
     pub backpressure: AtomicU64,
@@ -497,7 +499,7 @@ impl Inner {
         };
         // Manifests first: every object a manifest covers was written
         // before it, so the listing after it holds them all.
-        let manifests = published::read_all(b)?;
+        let manifests = published::read_all(b, &self.manifests)?;
         let mut seen = std::collections::HashSet::new();
         let mut new = Vec::new();
         for (key, size) in b.list()? {

@@ -246,6 +246,7 @@ impl Store {
             reserved,
             flush_lock: Mutex::new(()),
             orphans: Mutex::new(Vec::new()),
+            manifests: Default::default(),
             backpressure: AtomicU64::new(0),
             files_scanned: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
