@@ -3,6 +3,11 @@
 //! then the record itself (postcard), length-prefixed so a light gateway
 //! row is never decoded at all.
 //!
+//! Every record of a day is written here and, past the memory limit, to a
+//! spill file and back, so the form is kept short: a record's place is
+//! three varints, not a `u128`; a gateway row routed by its trace leaves
+//! out the ids that spell the trace again ([`super::gateway_wire`]).
+//!
 //! The format lives only inside one run (a temp dir removed at the end),
 //! so it carries no version.
 
@@ -64,11 +69,19 @@ impl Out<'_> {
     pub fn i64(&mut self, v: i64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+    /// A signed value as a zigzag varint (small magnitudes, few bytes).
+    pub fn zig(&mut self, v: i64) {
+        self.var(((v << 1) ^ (v >> 63)) as u64);
+    }
     pub fn f64(&mut self, v: f64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+    /// A place in the input as its three parts, each a varint: ~6 bytes
+    /// where the `u128` takes 16, on every record of a day.
     pub fn seq(&mut self, s: Seq) {
-        self.0.extend_from_slice(&s.to_le_bytes());
+        self.var((s >> 96) as u64);
+        self.var((s >> 32) as u64);
+        self.var(s as u32 as u64);
     }
     pub fn bytes(&mut self, b: &[u8]) {
         self.var(b.len() as u64);
@@ -209,15 +222,23 @@ impl<'a> In<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+    pub fn zig(&mut self) -> R<i64> {
+        let v = self.var()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
     pub fn f64(&mut self) -> R<f64> {
         Ok(f64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
     pub fn seq(&mut self) -> R<Seq> {
-        Ok(u128::from_le_bytes(
-            self.take(16)?.try_into().expect("16 bytes"),
-        ))
+        let file = self.var()?;
+        let line = self.var()?;
+        let sub = self.var()?;
+        if file > u32::MAX as u64 || sub > u32::MAX as u64 {
+            return Err(Corrupt("place"));
+        }
+        Ok(((file as u128) << 96) | ((line as u128) << 32) | sub as u128)
     }
     pub fn bytes(&mut self) -> R<&'a [u8]> {
         let n = self.var()? as usize;
@@ -302,20 +323,28 @@ mod tests {
         };
         let mut o = Out(&mut buf);
         o.seq(seq(3, 1 << 40, 7));
+        o.seq(seq(u32::MAX, u64::MAX, u32::MAX));
         o.key(&Key::Other("request:x".into()));
         o.key(&Key::Trace(u128::MAX - 5));
         o.head(&GwHead::of(&g));
         o.record(&s);
         o.record(&g);
         o.var(u64::MAX);
+        for v in [0, -1, 1, i64::MIN, i64::MAX, 1_764_410_400_014_000] {
+            o.zig(v);
+        }
         let mut i = In::new(&buf);
         assert_eq!(i.seq().unwrap(), seq(3, 1 << 40, 7));
+        assert_eq!(i.seq().unwrap(), seq(u32::MAX, u64::MAX, u32::MAX));
         assert_eq!(i.key().unwrap(), Key::Other("request:x".into()));
         assert_eq!(i.key().unwrap(), Key::Trace(u128::MAX - 5));
         assert_eq!(i.head().unwrap(), GwHead::of(&g));
         assert_eq!(decode_span(i.body().unwrap()).unwrap(), s);
         assert_eq!(decode_gateway(i.body().unwrap()).unwrap(), g);
         assert_eq!(i.var().unwrap(), u64::MAX);
+        for v in [0, -1, 1, i64::MIN, i64::MAX, 1_764_410_400_014_000] {
+            assert_eq!(i.zig().unwrap(), v);
+        }
         assert!(i.done());
         assert!(In::new(&buf[..10]).key().is_err());
     }

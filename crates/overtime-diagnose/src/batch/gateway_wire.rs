@@ -5,14 +5,21 @@
 //! Parquet, built by hand) take the general path through
 //! [`overtime_model::GatewayRows::row`]; a test holds the two to the same
 //! bytes.
+//!
+//! A row routed by its trace leaves out the ids that only spell that
+//! trace again (its `trace_id`, the trace inside its `traceparent`: ~65 of
+//! its ~330 bytes), and [`restore`] puts them back from the routing key:
+//! every byte of a day's rows is written to a spill file and read back.
 
-use crate::batch::codec::GwHead;
+use crate::assemble::Key;
+use crate::batch::codec::{Corrupt, GwHead};
 use arrow::array::{
     Array, AsArray, Float64Array, Int64Array, ListArray, MapArray, StringArray,
     TimestampMicrosecondArray, UInt16Array, UInt32Array, UInt64Array,
 };
 use arrow::datatypes::{Float64Type, UInt16Type};
 use arrow::record_batch::RecordBatch;
+use overtime_model::GatewayRecord;
 
 /// The columns of one `gateway_requests` batch, typed as the parser
 /// builds them.
@@ -82,6 +89,45 @@ fn opt_f64(out: &mut Vec<u8>, a: &Float64Array, i: usize) {
         out.push(1);
         out.extend_from_slice(&a.value(i).to_le_bytes());
     }
+}
+
+/// The record's `trace_id` is the routing trace's hex, left out.
+pub(crate) const ELIDED_TRACE_ID: u8 = 1;
+/// The record's `traceparent` holds the routing trace's hex at 3..35,
+/// left out.
+pub(crate) const ELIDED_TRACEPARENT: u8 = 2;
+
+/// A trace id as 32 lowercase hex digits.
+fn hex32(t: u128) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (k, b) in out.iter_mut().enumerate() {
+        *b = DIGITS[((t >> (124 - 4 * k)) & 0xf) as usize];
+    }
+    out
+}
+
+/// Puts back into a decoded record the ids [`GatewayWire::write`] left
+/// out of it, from the trace it was routed by.
+pub(crate) fn restore(g: &mut GatewayRecord, elided: u8, key: &Key) -> Result<(), Corrupt> {
+    if elided == 0 {
+        return Ok(());
+    }
+    let Key::Trace(t) = key else {
+        return Err(Corrupt("ids left out of a row without a trace"));
+    };
+    let hex = hex32(*t);
+    let hex = std::str::from_utf8(&hex).expect("hex is ascii");
+    if elided & ELIDED_TRACE_ID != 0 {
+        g.trace_id = Some(hex.to_string());
+    }
+    if elided & ELIDED_TRACEPARENT != 0 {
+        match &mut g.traceparent {
+            Some(tp) if tp.is_char_boundary(3) => tp.insert_str(3, hex),
+            _ => return Err(Corrupt("traceparent")),
+        }
+    }
+    Ok(())
 }
 
 fn str_at(a: &StringArray, i: usize) -> Option<&str> {
@@ -181,8 +227,24 @@ impl<'a> GatewayWire<'a> {
         }
     }
 
-    /// Appends row `i` as postcard `GatewayRecord` bytes.
-    pub fn write(&self, i: usize, out: &mut Vec<u8>) {
+    /// Which of row `i`'s ids spell out `trace` (lowercase hex), the trace
+    /// the row is routed by: those [`GatewayWire::write`] leaves out.
+    pub fn elided(&self, i: usize, trace: u128) -> u8 {
+        let hex = hex32(trace);
+        let hex = std::str::from_utf8(&hex).expect("hex is ascii");
+        let mut e = 0;
+        if str_at(self.trace_id, i) == Some(hex) {
+            e |= ELIDED_TRACE_ID;
+        }
+        if str_at(self.traceparent, i).and_then(|tp| tp.get(3..35)) == Some(hex) {
+            e |= ELIDED_TRACEPARENT;
+        }
+        e
+    }
+
+    /// Appends row `i` as postcard `GatewayRecord` bytes, less what
+    /// `elided` says ([`GatewayWire::elided`]; [`restore`] puts it back).
+    pub fn write(&self, i: usize, out: &mut Vec<u8>, elided: u8) {
         let h = self.head(i);
         string(out, self.source(i));
         var(out, h.layer as u64);
@@ -248,8 +310,20 @@ impl<'a> GatewayWire<'a> {
                 opt_str(out, v, j);
             }
         }
-        for a in [self.request_id, self.traceparent, self.trace_id] {
-            opt_str(out, a, i);
+        opt_str(out, self.request_id, i);
+        match str_at(self.traceparent, i) {
+            Some(tp) if elided & ELIDED_TRACEPARENT != 0 => {
+                out.push(1);
+                var(out, tp.len() as u64 - 32);
+                out.extend_from_slice(tp[..3].as_bytes());
+                out.extend_from_slice(tp[35..].as_bytes());
+            }
+            _ => opt_str(out, self.traceparent, i),
+        }
+        if elided & ELIDED_TRACE_ID != 0 {
+            out.push(0);
+        } else {
+            opt_str(out, self.trace_id, i);
         }
         opt_f64(out, self.max_wait, i);
         opt_str(out, self.llm_reason, i);
@@ -315,12 +389,50 @@ mod tests {
         let rows = GatewayRows::new(&batch).unwrap();
         for i in 0..2 {
             let mut got = Vec::new();
-            wire.write(i, &mut got);
+            wire.write(i, &mut got, 0);
             let record = rows.row(i);
             assert_eq!(got, postcard::to_allocvec(&record).unwrap(), "row {i}");
             assert_eq!(wire.head(i), GwHead::of(&record));
             assert_eq!(wire.trace_id(i), record.trace_id.as_deref());
         }
         assert_eq!(rows.row(0), full);
+    }
+
+    #[test]
+    fn ids_left_out_come_back_from_the_routing_trace() {
+        let t: u128 = 0x0af7651916cd43dd8448eb211c80319c;
+        let hex = "0af7651916cd43dd8448eb211c80319c";
+        let cases = [
+            (Some(hex), Some(format!("00-{hex}-b7ad6b7169203331-01")), 3),
+            (Some(hex), Some("00-x-y-01".to_string()), 1),
+            (None, Some(format!("ff-{hex}")), 2),
+            (Some("0AF7651916CD43DD8448EB211C80319C"), None, 0),
+            (Some(&hex[1..]), Some(format!("00-{}", &hex[..31])), 0),
+        ];
+        for (trace_id, traceparent, want) in cases {
+            let g = GatewayRecord {
+                trace_id: trace_id.map(str::to_string),
+                traceparent,
+                request_id: Some("r".into()),
+                ..Default::default()
+            };
+            let mut cols = GatewayColumns::new();
+            cols.append(&g);
+            let batch = cols.finish();
+            let wire = GatewayWire::new(&batch).unwrap();
+            let e = wire.elided(0, t);
+            assert_eq!(e, want, "{g:?}");
+            let mut got = Vec::new();
+            wire.write(0, &mut got, e);
+            let mut back: GatewayRecord = postcard::from_bytes(&got).unwrap();
+            restore(&mut back, e, &Key::Trace(t)).unwrap();
+            assert_eq!(back, GatewayRows::new(&batch).unwrap().row(0));
+        }
+        let mut g = GatewayRecord::default();
+        assert!(restore(&mut g, 1, &Key::Other("line:x".into())).is_err());
+        assert!(
+            restore(&mut g, 2, &Key::Trace(t)).is_err(),
+            "no traceparent"
+        );
     }
 }

@@ -118,8 +118,8 @@ impl Ingest<'_> {
                 ),
                 (None, None) => unreachable!("one of the two is there"),
             };
-            let body = |buf: &mut Vec<u8>| match (&wire, &record) {
-                (Some(w), _) => w.write(i, buf),
+            let body = |buf: &mut Vec<u8>, elided: u8| match (&wire, &record) {
+                (Some(w), _) => w.write(i, buf, elided),
                 (None, Some(g)) => codec::postcard_into(g, buf),
                 (None, None) => unreachable!("one of the two is there"),
             };
@@ -138,12 +138,14 @@ impl Ingest<'_> {
                 self.stats.joined_by_traceparent += 1;
                 let key = Key::Trace(t);
                 let p = self.trace_part(&key);
+                let elided = wire.as_ref().map_or(0, |w| w.elided(i, t));
                 self.put(p, |o| {
                     o.u8(GATEWAY);
                     o.seq(seq);
                     o.key(&key);
                     o.head(&head);
-                    o.record_with(body);
+                    o.u8(elided);
+                    o.record_with(|buf| body(buf, elided));
                 })?;
                 if let Some(rid) = rid {
                     self.link(rid, seq, &key, false)?;
@@ -155,7 +157,7 @@ impl Ingest<'_> {
                     o.seq(seq);
                     o.bytes(rid.as_bytes());
                     o.head(&head);
-                    o.record_with(body);
+                    o.record_with(|buf| body(buf, 0));
                 })?;
             } else {
                 self.stats.unjoined_gateway_records += 1;
@@ -166,7 +168,8 @@ impl Ingest<'_> {
                     o.seq(seq);
                     o.key(&key);
                     o.head(&head);
-                    o.record_with(body);
+                    o.u8(0);
+                    o.record_with(|buf| body(buf, 0));
                 })?;
             }
         }

@@ -347,6 +347,7 @@ impl Engine {
                 o.seq(seq);
                 o.key(&key);
                 o.head(&head);
+                o.u8(0);
                 o.body_bytes(body);
                 close_len(buf, at);
             }

@@ -12,6 +12,7 @@ use crate::assemble::{
 };
 use crate::batch::BatchError;
 use crate::batch::codec::{GATEWAY, GwHead, In, SPAN, Seq, decode_gateway, decode_span};
+use crate::batch::gateway_wire::restore;
 use crate::batch::spill::for_each_record_in;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -19,6 +20,8 @@ struct GwEntry<'a> {
     seq: Seq,
     key: Key,
     head: GwHead,
+    /// The ids left out of `body` ([`restore`]).
+    elided: u8,
     body: &'a [u8],
 }
 
@@ -43,6 +46,7 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
                     seq,
                     key,
                     head,
+                    elided: i.u8()?,
                     body: i.body()?,
                 });
             }
@@ -94,6 +98,8 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
     let mut light: FxHashMap<Key, LightRequest> = FxHashMap::default();
     for g in gws {
         if heavy.contains(&g.key) {
+            let mut r = decode_gateway(g.body)?;
+            restore(&mut r, g.elided, &g.key)?;
             let idx = match index.get(&g.key) {
                 Some(&idx) => idx,
                 None => {
@@ -105,9 +111,7 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
                     out.traces.len() - 1
                 }
             };
-            out.traces[idx]
-                .gateway
-                .push(sane_gateway(decode_gateway(g.body)?));
+            out.traces[idx].gateway.push(sane_gateway(r));
         } else {
             let h = g.head;
             let end = h.time_us.clamp(0, MAX_TIME_US);

@@ -110,8 +110,9 @@ fn slim_summary(mut s: TraceSummary) -> TraceSummary {
 fn encode_summary(buf: &mut Vec<u8>, s: &TraceSummary) {
     let mut rec = Vec::with_capacity(32);
     let mut o = Out(&mut rec);
-    o.i64(s.start_us);
-    o.i64(s.end_us);
+    // Varints: a day's summaries go to a spill file and back.
+    o.zig(s.start_us);
+    o.zig(s.end_us.wrapping_sub(s.start_us));
     o.u8(SummaryLite::flags_of(s.outcome));
     o.opt_u16(s.gateway_status);
     let calls: Vec<_> = s
@@ -129,8 +130,8 @@ fn encode_summary(buf: &mut Vec<u8>, s: &TraceSummary) {
 
 fn decode_summary(rec: &[u8], s: &mut SummaryLite) -> Result<(), BatchError> {
     let mut i = In::new(rec);
-    s.start_us = i.i64()?;
-    s.end_us = i.i64()?;
+    s.start_us = i.zig()?;
+    s.end_us = s.start_us.wrapping_add(i.zig()?);
     s.flags = i.u8()?;
     s.gateway_status = i.opt_u16()?;
     s.calls.clear();
