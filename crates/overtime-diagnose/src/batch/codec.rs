@@ -6,7 +6,9 @@
 //! Every record of a day is written here and, past the memory limit, to a
 //! spill file and back, so the form is kept short: a record's place is
 //! three varints, not a `u128`; a gateway row routed by its trace leaves
-//! out the ids that spell the trace again ([`super::gateway_wire`]).
+//! out the ids that spell the trace again ([`super::gateway_wire`]), and
+//! its head (what routing and light rows read) is read from the front of
+//! its postcard bytes ([`GwHead::of_body`]), not written twice.
 //!
 //! The format lives only inside one run (a temp dir removed at the end),
 //! so it carries no version.
@@ -42,6 +44,37 @@ pub struct GwHead {
 }
 
 impl GwHead {
+    /// Read from the front of the row's postcard bytes (the fields come
+    /// first in `GatewayRecord`), so the row does not carry them twice;
+    /// the strings before them are skipped, not decoded.
+    pub fn of_body(body: &[u8]) -> R<Self> {
+        let mut i = In::new(body);
+        i.bytes()?; // source
+        let layer = u32::try_from(i.var()?).map_err(|_| Corrupt("layer"))?;
+        i.var()?; // line
+        let time_us = i.zig()?;
+        i.zig()?; // time_precision_us
+        for _ in 0..4 {
+            // remote_addr, method, uri, protocol
+            if i.u8()? != 0 {
+                i.bytes()?;
+            }
+        }
+        let status = match i.u8()? {
+            0 => None,
+            _ => Some(u16::try_from(i.var()?).map_err(|_| Corrupt("status"))?),
+        };
+        if i.u8()? != 0 {
+            i.zig()?; // body_bytes_sent
+        }
+        Ok(GwHead {
+            layer,
+            status,
+            time_us,
+            request_time_ms: i.opt_f64()?,
+        })
+    }
+
     pub fn of(g: &GatewayRecord) -> Self {
         GwHead {
             layer: g.layer,
@@ -65,9 +98,6 @@ impl Out<'_> {
             v >>= 7;
         }
         self.0.push(v as u8);
-    }
-    pub fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
     }
     /// A signed value as a zigzag varint (small magnitudes, few bytes).
     pub fn zig(&mut self, v: i64) {
@@ -107,21 +137,6 @@ impl Out<'_> {
             }
             None => self.u8(0),
         }
-    }
-    pub fn opt_f64(&mut self, v: Option<f64>) {
-        match v {
-            Some(x) => {
-                self.u8(1);
-                self.f64(x);
-            }
-            None => self.u8(0),
-        }
-    }
-    pub fn head(&mut self, h: &GwHead) {
-        self.var(h.layer as u64);
-        self.opt_u16(h.status);
-        self.i64(h.time_us);
-        self.opt_f64(h.request_time_ms);
     }
     /// Bytes behind a 4-byte length (a record's body, a whole frame).
     pub fn body_bytes(&mut self, b: &[u8]) {
@@ -217,11 +232,6 @@ impl<'a> In<'a> {
         }
         Err(Corrupt("varint"))
     }
-    pub fn i64(&mut self) -> R<i64> {
-        Ok(i64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
     pub fn zig(&mut self) -> R<i64> {
         let v = self.var()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
@@ -275,14 +285,6 @@ impl<'a> In<'a> {
             _ => Some(self.f64()?),
         })
     }
-    pub fn head(&mut self) -> R<GwHead> {
-        Ok(GwHead {
-            layer: self.var()? as u32,
-            status: self.opt_u16()?,
-            time_us: self.i64()?,
-            request_time_ms: self.opt_f64()?,
-        })
-    }
 }
 
 pub(crate) fn decode_span(body: &[u8]) -> R<SpanRecord> {
@@ -326,7 +328,6 @@ mod tests {
         o.seq(seq(u32::MAX, u64::MAX, u32::MAX));
         o.key(&Key::Other("request:x".into()));
         o.key(&Key::Trace(u128::MAX - 5));
-        o.head(&GwHead::of(&g));
         o.record(&s);
         o.record(&g);
         o.var(u64::MAX);
@@ -338,9 +339,10 @@ mod tests {
         assert_eq!(i.seq().unwrap(), seq(u32::MAX, u64::MAX, u32::MAX));
         assert_eq!(i.key().unwrap(), Key::Other("request:x".into()));
         assert_eq!(i.key().unwrap(), Key::Trace(u128::MAX - 5));
-        assert_eq!(i.head().unwrap(), GwHead::of(&g));
         assert_eq!(decode_span(i.body().unwrap()).unwrap(), s);
-        assert_eq!(decode_gateway(i.body().unwrap()).unwrap(), g);
+        let body = i.body().unwrap();
+        assert_eq!(decode_gateway(body).unwrap(), g);
+        assert_eq!(GwHead::of_body(body).unwrap(), GwHead::of(&g));
         assert_eq!(i.var().unwrap(), u64::MAX);
         for v in [0, -1, 1, i64::MIN, i64::MAX, 1_764_410_400_014_000] {
             assert_eq!(i.zig().unwrap(), v);

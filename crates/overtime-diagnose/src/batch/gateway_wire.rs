@@ -393,6 +393,7 @@ mod tests {
             let record = rows.row(i);
             assert_eq!(got, postcard::to_allocvec(&record).unwrap(), "row {i}");
             assert_eq!(wire.head(i), GwHead::of(&record));
+            assert_eq!(GwHead::of_body(&got).unwrap(), wire.head(i));
             assert_eq!(wire.trace_id(i), record.trace_id.as_deref());
         }
         assert_eq!(rows.row(0), full);

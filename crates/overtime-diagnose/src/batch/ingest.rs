@@ -143,7 +143,6 @@ impl Ingest<'_> {
                     o.u8(GATEWAY);
                     o.seq(seq);
                     o.key(&key);
-                    o.head(&head);
                     o.u8(elided);
                     o.record_with(|buf| body(buf, elided));
                 })?;
@@ -156,7 +155,6 @@ impl Ingest<'_> {
                     o.u8(RID_ROW);
                     o.seq(seq);
                     o.bytes(rid.as_bytes());
-                    o.head(&head);
                     o.record_with(|buf| body(buf, 0));
                 })?;
             } else {
@@ -167,7 +165,6 @@ impl Ingest<'_> {
                     o.u8(GATEWAY);
                     o.seq(seq);
                     o.key(&key);
-                    o.head(&head);
                     o.u8(0);
                     o.record_with(|buf| body(buf, 0));
                 })?;

@@ -313,7 +313,7 @@ impl Engine {
             }
             let bufs = self.parts.take(p, &self.spill)?;
             let mut links = RidLinks::default();
-            let mut rows: Vec<(Seq, &str, GwHead, &[u8])> = Vec::new();
+            let mut rows: Vec<(Seq, &str, &[u8])> = Vec::new();
             spill::for_each_record_in(&bufs, |r| {
                 let mut i = In::new(r);
                 match i.u8()? {
@@ -330,14 +330,13 @@ impl Engine {
                     RID_ROW => {
                         let seq = i.seq()?;
                         let rid = i.str()?;
-                        let head = i.head()?;
-                        rows.push((seq, rid, head, i.body()?));
+                        rows.push((seq, rid, i.body()?));
                     }
                     _ => return Err(codec::Corrupt("request-id record").into()),
                 }
                 Ok(())
             })?;
-            for (seq, rid, head, body) in rows {
+            for (seq, rid, body) in rows {
                 let (key, how) = links.resolve(rid);
                 joined[how as usize] += 1;
                 let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
@@ -346,7 +345,6 @@ impl Engine {
                 o.u8(GATEWAY);
                 o.seq(seq);
                 o.key(&key);
-                o.head(&head);
                 o.u8(0);
                 o.body_bytes(body);
                 close_len(buf, at);

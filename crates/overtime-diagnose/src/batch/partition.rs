@@ -41,13 +41,14 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
             GATEWAY => {
                 let seq = i.seq()?;
                 let key = i.key()?;
-                let head = i.head()?;
+                let elided = i.u8()?;
+                let body = i.body()?;
                 gws.push(GwEntry {
                     seq,
                     key,
-                    head,
-                    elided: i.u8()?,
-                    body: i.body()?,
+                    head: GwHead::of_body(body)?,
+                    elided,
+                    body,
                 });
             }
             _ => return Err(crate::batch::codec::Corrupt("record tag").into()),
