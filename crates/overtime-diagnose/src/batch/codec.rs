@@ -8,7 +8,8 @@
 //! three varints, not a `u128`; a gateway row routed by its trace leaves
 //! out the ids that spell the trace again ([`super::gateway_wire`]), and
 //! its head (what routing and light rows read) is read from the front of
-//! its postcard bytes ([`GwHead::of_body`]), not written twice.
+//! its postcard bytes ([`GwHead::of_body`]), not written twice; a request
+//! id in hex is its 16 bytes ([`Rid`]).
 //!
 //! The format lives only inside one run (a temp dir removed at the end),
 //! so it carries no version.
@@ -85,6 +86,38 @@ impl GwHead {
     }
 }
 
+/// A request id as records carry it: 32 lowercase hex digits (the common
+/// form) as their 16 bytes, anything else as its text. One id is always
+/// written the same way, so links and rows meet on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rid<'a> {
+    Hex(u128),
+    Text(&'a str),
+}
+
+impl Rid<'_> {
+    /// The id as it was logged.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Rid::Hex(v) => {
+                let h = hex32(*v);
+                std::borrow::Cow::Owned(String::from_utf8(h.to_vec()).expect("hex is ascii"))
+            }
+            Rid::Text(s) => std::borrow::Cow::Borrowed(s),
+        }
+    }
+}
+
+/// A value as 32 lowercase hex digits.
+pub(crate) fn hex32(t: u128) -> [u8; 32] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 32];
+    for (k, b) in out.iter_mut().enumerate() {
+        *b = DIGITS[((t >> (124 - 4 * k)) & 0xf) as usize];
+    }
+    out
+}
+
 /// Appends the wire form of values to a buffer.
 pub(crate) struct Out<'a>(pub &'a mut Vec<u8>);
 
@@ -112,6 +145,18 @@ impl Out<'_> {
         self.var((s >> 96) as u64);
         self.var((s >> 32) as u64);
         self.var(s as u32 as u64);
+    }
+    /// A request id ([`Rid`]).
+    pub fn rid(&mut self, rid: &str) {
+        let b = rid.as_bytes();
+        if b.len() == 32 && b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            let v = u128::from_str_radix(rid, 16).expect("32 hex digits");
+            self.u8(0);
+            self.0.extend_from_slice(&v.to_le_bytes());
+        } else {
+            self.u8(1);
+            self.bytes(b);
+        }
     }
     pub fn bytes(&mut self, b: &[u8]) {
         self.var(b.len() as u64);
@@ -262,6 +307,15 @@ impl<'a> In<'a> {
     pub fn str(&mut self) -> R<&'a str> {
         std::str::from_utf8(self.bytes()?).map_err(|_| Corrupt("utf-8"))
     }
+    pub fn rid(&mut self) -> R<Rid<'a>> {
+        match self.u8()? {
+            0 => Ok(Rid::Hex(u128::from_le_bytes(
+                self.take(16)?.try_into().expect("16 bytes"),
+            ))),
+            1 => Ok(Rid::Text(self.str()?)),
+            _ => Err(Corrupt("request id tag")),
+        }
+    }
     pub fn key(&mut self) -> R<Key> {
         match self.u8()? {
             0 => Ok(Key::Trace(u128::from_le_bytes(
@@ -334,6 +388,16 @@ mod tests {
         for v in [0, -1, 1, i64::MIN, i64::MAX, 1_764_410_400_014_000] {
             o.zig(v);
         }
+        let rids = [
+            "099950d836f675cc81e74ef5e8e25d94",
+            "099950D836F675CC81E74EF5E8E25D94",
+            "00000000000000000000000000000000",
+            "req-1",
+            "099950d836f675cc81e74ef5e8e25d9",
+        ];
+        for r in rids {
+            o.rid(r);
+        }
         let mut i = In::new(&buf);
         assert_eq!(i.seq().unwrap(), seq(3, 1 << 40, 7));
         assert_eq!(i.seq().unwrap(), seq(u32::MAX, u64::MAX, u32::MAX));
@@ -346,6 +410,11 @@ mod tests {
         assert_eq!(i.var().unwrap(), u64::MAX);
         for v in [0, -1, 1, i64::MIN, i64::MAX, 1_764_410_400_014_000] {
             assert_eq!(i.zig().unwrap(), v);
+        }
+        for (k, r) in rids.iter().enumerate() {
+            let got = i.rid().unwrap();
+            assert_eq!(got.text(), *r);
+            assert_eq!(matches!(got, Rid::Hex(_)), k == 0 || k == 2, "{r}");
         }
         assert!(i.done());
         assert!(In::new(&buf[..10]).key().is_err());

@@ -12,7 +12,7 @@
 //! every byte of a day's rows is written to a spill file and read back.
 
 use crate::assemble::Key;
-use crate::batch::codec::{Corrupt, GwHead};
+use crate::batch::codec::{Corrupt, GwHead, hex32};
 use arrow::array::{
     Array, AsArray, Float64Array, Int64Array, ListArray, MapArray, StringArray,
     TimestampMicrosecondArray, UInt16Array, UInt32Array, UInt64Array,
@@ -96,16 +96,6 @@ pub(crate) const ELIDED_TRACE_ID: u8 = 1;
 /// The record's `traceparent` holds the routing trace's hex at 3..35,
 /// left out.
 pub(crate) const ELIDED_TRACEPARENT: u8 = 2;
-
-/// A trace id as 32 lowercase hex digits.
-fn hex32(t: u128) -> [u8; 32] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = [0u8; 32];
-    for (k, b) in out.iter_mut().enumerate() {
-        *b = DIGITS[((t >> (124 - 4 * k)) & 0xf) as usize];
-    }
-    out
-}
 
 /// Puts back into a decoded record the ids [`GatewayWire::write`] left
 /// out of it, from the trace it was routed by.
@@ -315,8 +305,8 @@ impl<'a> GatewayWire<'a> {
             Some(tp) if elided & ELIDED_TRACEPARENT != 0 => {
                 out.push(1);
                 var(out, tp.len() as u64 - 32);
-                out.extend_from_slice(tp[..3].as_bytes());
-                out.extend_from_slice(tp[35..].as_bytes());
+                out.extend_from_slice(&tp.as_bytes()[..3]);
+                out.extend_from_slice(&tp.as_bytes()[35..]);
             }
             _ => opt_str(out, self.traceparent, i),
         }

@@ -42,7 +42,7 @@ impl Ingest<'_> {
         let p = self.rid_part(rid);
         self.put(p, |o| {
             o.u8(LINK);
-            o.bytes(rid.as_bytes());
+            o.rid(rid);
             o.seq(seq);
             o.key(key);
             o.u8(u8::from(from_span));
@@ -154,7 +154,7 @@ impl Ingest<'_> {
                 self.put(p, |o| {
                     o.u8(RID_ROW);
                     o.seq(seq);
-                    o.bytes(rid.as_bytes());
+                    o.rid(rid);
                     o.record_with(|buf| body(buf, 0));
                 })?;
             } else {

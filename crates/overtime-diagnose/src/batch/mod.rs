@@ -313,12 +313,12 @@ impl Engine {
             }
             let bufs = self.parts.take(p, &self.spill)?;
             let mut links = RidLinks::default();
-            let mut rows: Vec<(Seq, &str, &[u8])> = Vec::new();
+            let mut rows: Vec<(Seq, codec::Rid, &[u8])> = Vec::new();
             spill::for_each_record_in(&bufs, |r| {
                 let mut i = In::new(r);
                 match i.u8()? {
                     LINK => {
-                        let rid = i.str()?;
+                        let rid = i.rid()?;
                         let seq = i.seq()?;
                         let key = i.key()?;
                         match (i.u8()?, key) {
@@ -329,7 +329,7 @@ impl Engine {
                     }
                     RID_ROW => {
                         let seq = i.seq()?;
-                        let rid = i.str()?;
+                        let rid = i.rid()?;
                         rows.push((seq, rid, i.body()?));
                     }
                     _ => return Err(codec::Corrupt("request-id record").into()),

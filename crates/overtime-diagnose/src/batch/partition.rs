@@ -11,7 +11,7 @@ use crate::assemble::{
     sane_span,
 };
 use crate::batch::BatchError;
-use crate::batch::codec::{GATEWAY, GwHead, In, SPAN, Seq, decode_gateway, decode_span};
+use crate::batch::codec::{GATEWAY, GwHead, In, Rid, SPAN, Seq, decode_gateway, decode_span};
 use crate::batch::gateway_wire::restore;
 use crate::batch::spill::for_each_record_in;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -147,8 +147,8 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
 /// stand-in `request:<id>`.
 #[derive(Default)]
 pub struct RidLinks<'a> {
-    by_span: FxHashMap<&'a str, (Seq, Key)>,
-    by_gateway: FxHashMap<&'a str, (Seq, u128)>,
+    by_span: FxHashMap<Rid<'a>, (Seq, Key)>,
+    by_gateway: FxHashMap<Rid<'a>, (Seq, u128)>,
 }
 
 /// How a request id was resolved (for the run's join statistics).
@@ -160,27 +160,30 @@ pub enum Joined {
 }
 
 impl<'a> RidLinks<'a> {
-    pub fn span(&mut self, rid: &'a str, seq: Seq, key: Key) {
+    pub fn span(&mut self, rid: Rid<'a>, seq: Seq, key: Key) {
         let e = self.by_span.entry(rid).or_insert((seq, key.clone()));
         if seq < e.0 {
             *e = (seq, key);
         }
     }
-    pub fn gateway(&mut self, rid: &'a str, seq: Seq, trace: u128) {
+    pub fn gateway(&mut self, rid: Rid<'a>, seq: Seq, trace: u128) {
         let e = self.by_gateway.entry(rid).or_insert((seq, trace));
         if seq < e.0 {
             *e = (seq, trace);
         }
     }
-    pub fn resolve(&self, rid: &str) -> (Key, Joined) {
-        if let Some((_, k)) = self.by_span.get(rid) {
+    pub fn resolve(&self, rid: Rid<'_>) -> (Key, Joined) {
+        if let Some((_, k)) = self.by_span.get(&rid) {
             (k.clone(), Joined::ByRequestId)
-        } else if let Some((_, t)) = self.by_gateway.get(rid) {
+        } else if let Some((_, t)) = self.by_gateway.get(&rid) {
             (Key::Trace(*t), Joined::ByRequestId)
-        } else if let Some(t) = hex128(rid) {
+        } else if let Some(t) = hex128(&rid.text()) {
             (Key::Trace(t), Joined::RequestIdAsTrace)
         } else {
-            (Key::Other(format!("request:{rid}")), Joined::Unjoined)
+            (
+                Key::Other(format!("request:{}", rid.text())),
+                Joined::Unjoined,
+            )
         }
     }
 }
