@@ -1,6 +1,6 @@
 //! What pass 2 gives, gathered from partitions finishing in any order and
 //! merged so the output is the same whatever the order: verdicts as sorted
-//! runs (in memory, or spilled as JSON when over budget) merged by
+//! runs (in memory, or spilled as JSON in LZ4 frames when over budget) merged by
 //! (start, trace id) on output; failing traces (slimmed to what incident
 //! reports read); every trace's summary as a compact stream.
 
@@ -8,12 +8,13 @@ use crate::assemble::AssemblyStats;
 use crate::batch::BatchError;
 use crate::batch::codec::{In, Out};
 use crate::batch::spill::{SpillDir, Stream, frame};
+use crate::batch::spill_file::{SpillReader, SpillWriter, open_frames};
 use crate::report::{SummaryLite, bucket_of};
 use crate::verdict::TraceSummary;
 use overtime_model::{BudgetView, GatewayView, Outcome, RootCauseKind, Verdict};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::{BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// Failing verdicts with too little data shown in the report, at most.
@@ -162,7 +163,7 @@ impl SpillRuns {
         let mut filed = Vec::with_capacity(self.0.len());
         for (path, vs) in self.0 {
             let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            let mut w = SpillWriter::lz4_small_blocks(f);
             let mut rec = Vec::new();
             let mut framed = Vec::new();
             for v in &vs {
@@ -175,7 +176,7 @@ impl SpillRuns {
                 frame(&mut framed, &rec);
                 w.write_all(&framed).map_err(|e| BatchError::io(&path, e))?;
             }
-            w.flush().map_err(|e| BatchError::io(&path, e))?;
+            w.finish().map_err(|e| BatchError::io(&path, e))?;
             filed.push(Run::File(path, vs.len()));
         }
         let mut c = collector.lock().expect("collector lock");
@@ -333,7 +334,7 @@ pub struct Verdicts {
 
 enum Cursor {
     Mem(std::vec::IntoIter<Verdict>),
-    File(BufReader<std::fs::File>, usize, PathBuf),
+    File(SpillReader, usize, PathBuf),
 }
 
 enum Item {
@@ -386,8 +387,8 @@ impl Verdicts {
             cursors.push(match run {
                 Run::Mem(v) => Cursor::Mem(v.into_iter()),
                 Run::File(path, n) => {
-                    let file = std::fs::File::open(&path).map_err(|e| BatchError::io(&path, e))?;
-                    Cursor::File(BufReader::with_capacity(256 << 10, file), n, path)
+                    let r = open_frames(&path, true)?;
+                    Cursor::File(r, n, path)
                 }
             });
         }
