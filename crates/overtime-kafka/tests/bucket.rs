@@ -7,7 +7,9 @@
 //! flush's positions with it: the next owner starts after them.
 
 use crate::broker::{Running, WAIT, assert_exactly, config, produce, setup, start_with};
+use crate::common::Broker;
 use arrow::record_batch::RecordBatch;
+use overtime_kafka::KafkaSourceConfig;
 use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
 use overtime_test_support::net::wait_until;
 use overtime_test_support::sink::RecordingSink;
@@ -160,29 +162,60 @@ fn flush_until(c: &Collector, n: usize, running: &Running) {
     );
 }
 
+/// A broker with the topics of `prefix`, the source's config (group
+/// `overtime-<prefix>`), an empty bucket and nothing published.
+struct Setup {
+    prefix: &'static str,
+    broker: Broker,
+    cfg: KafkaSourceConfig,
+    bucket: Arc<RecordingSink>,
+    published: Published,
+}
+
+impl Setup {
+    fn new(prefix: &'static str) -> Setup {
+        let broker = setup(prefix);
+        let cfg = config(&broker, &format!("overtime-{prefix}"), prefix);
+        Setup {
+            prefix,
+            broker,
+            cfg,
+            bucket: Arc::new(RecordingSink::new()),
+            published: Published::default(),
+        }
+    }
+
+    fn collector(&self) -> Arc<Collector> {
+        Collector::new(&self.bucket, &self.published)
+    }
+
+    /// Collector A reads 0..30 and flushes them; its commits follow the
+    /// flush. Returns its store, its source and how many commits it made.
+    fn first_collector(&self) -> (Arc<Collector>, Running, u64) {
+        produce(&self.broker, self.prefix, 0..30);
+        let a_store = self.collector();
+        let a = start_with(&self.cfg, a_store.clone());
+        flush_until(&a_store, 30, &a);
+        // The run loop looks at the commit points every 50 ms.
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let commits = a.source.stats().commits().0;
+        (a_store, a, commits)
+    }
+}
+
 #[test]
 fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothing_twice() {
     let prefix = "bucket";
-    let broker = setup(prefix);
-    let cfg = config(&broker, "overtime-bucket", prefix);
-    let bucket = Arc::new(RecordingSink::new());
-    let published = Published::default();
-
-    // A reads 0..30 and flushes them; its commits follow the flush.
-    produce(&broker, prefix, 0..30);
-    let a_store = Collector::new(&bucket, &published);
-    let a = start_with(&cfg, a_store.clone());
-    flush_until(&a_store, 30, &a);
-    // The run loop looks at the commit points every 50 ms.
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let commits = a.source.stats().commits().0;
+    let t = Setup::new(prefix);
+    let (broker, cfg, bucket) = (&t.broker, &t.cfg, &t.bucket);
+    let (a_store, a, commits) = t.first_collector();
     assert!(
         commits > 0,
         "a flush moves the commit points, which are committed"
     );
 
     // 30..45 reach A's memtable, not the bucket; then A dies.
-    produce(&broker, prefix, 30..45);
+    produce(broker, prefix, 30..45);
     wait_until(
         WAIT,
         "30..45 (15 requests, 45 spans) in A's memtable",
@@ -199,13 +232,13 @@ fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothi
 
     // B takes the group over from the commit points: it reads again what A
     // lost, and nothing the bucket holds.
-    let b_store = Collector::new(&bucket, &published);
-    let b = start_with(&cfg, b_store.clone());
+    let b_store = t.collector();
+    let b = start_with(cfg, b_store.clone());
     flush_until(&b_store, 45, &b);
 
     // A graceful hand-over (B stops with rows unflushed): B publishes
     // before it commits, and C reads nothing twice.
-    produce(&broker, prefix, 45..60);
+    produce(broker, prefix, 45..60);
     wait_until(
         WAIT,
         "B's memtable holds 45..60",
@@ -213,34 +246,26 @@ fn a_collector_killed_before_its_flush_loses_nothing_and_a_hand_over_reads_nothi
         || format!("{} rows unflushed", b_store.unflushed_rows()),
     );
     b.stop();
-    produce(&broker, prefix, 60..70);
-    let c_store = Collector::new(&bucket, &published);
-    let c = start_with(&cfg, c_store.clone());
+    produce(broker, prefix, 60..70);
+    let c_store = t.collector();
+    let c = start_with(cfg, c_store.clone());
     flush_until(&c_store, 70, &c);
     std::thread::sleep(std::time::Duration::from_secs(1));
     c_store.flush();
     c.stop();
-    assert_exactly(&bucket, 70);
+    assert_exactly(bucket, 70);
 }
 
 #[test]
 fn a_collector_killed_between_its_flush_and_its_commit_has_nothing_read_twice() {
     let prefix = "flushed";
-    let broker = setup(prefix);
-    let cfg = config(&broker, "overtime-flushed", prefix);
-    let bucket = Arc::new(RecordingSink::new());
-    let published = Published::default();
-
-    produce(&broker, prefix, 0..30);
-    let a_store = Collector::new(&bucket, &published);
-    let a = start_with(&cfg, a_store.clone());
-    flush_until(&a_store, 30, &a);
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let commits = a.source.stats().commits().0;
+    let t = Setup::new(prefix);
+    let (broker, cfg, bucket) = (&t.broker, &t.cfg, &t.bucket);
+    let (a_store, a, commits) = t.first_collector();
 
     // 30..45 are flushed to the bucket, and A dies before committing them.
     a_store.hold_commits();
-    produce(&broker, prefix, 30..45);
+    produce(broker, prefix, 30..45);
     flush_until(&a_store, 45, &a);
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(
@@ -252,15 +277,15 @@ fn a_collector_killed_between_its_flush_and_its_commit_has_nothing_read_twice() 
     a.stop();
 
     // B starts after what A published, not at the group's offsets.
-    produce(&broker, prefix, 45..55);
-    let b_store = Collector::new(&bucket, &published);
-    let b = start_with(&cfg, b_store.clone());
+    produce(broker, prefix, 45..55);
+    let b_store = t.collector();
+    let b = start_with(cfg, b_store.clone());
     flush_until(&b_store, 55, &b);
     std::thread::sleep(std::time::Duration::from_secs(1));
     b_store.flush();
     let seeks = b.source.stats().checkpoint_seeks();
     b.stop();
-    assert_exactly(&bucket, 55);
+    assert_exactly(bucket, 55);
     assert!(
         seeks >= 1,
         "B started past the group's offsets, from a published position"

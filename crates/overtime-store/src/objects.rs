@@ -146,11 +146,7 @@ pub fn object_key(
 /// Parses a key written by [`object_key`] under `prefix`; `None` for
 /// anything else (a file some other tool put there is ignored).
 pub fn parse_key(prefix: &str, key: &str) -> Option<ParsedKey> {
-    let rest = if prefix.is_empty() {
-        key
-    } else {
-        key.strip_prefix(prefix)?.strip_prefix('/')?
-    };
+    let rest = under_prefix(prefix, key)?;
     let mut parts = rest.split('/');
     let first = parts.next()?;
     let table = Table::ALL.into_iter().find(|t| t.as_str() == first)?;
@@ -170,6 +166,16 @@ pub fn parse_key(prefix: &str, key: &str) -> Option<ParsedKey> {
         bucket: bucket.to_string(),
         seq: seq.parse().ok()?,
     })
+}
+
+/// `key` less `prefix/` (the whole key with an empty prefix); `None` when
+/// the key is not under the prefix.
+pub(crate) fn under_prefix<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+    if prefix.is_empty() {
+        Some(key)
+    } else {
+        key.strip_prefix(prefix)?.strip_prefix('/')
+    }
 }
 
 /// A collector id as it may appear in a file name.

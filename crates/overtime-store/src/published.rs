@@ -64,12 +64,7 @@ pub fn manifest_key(prefix: &str, collector: &str) -> String {
 
 /// The collector whose manifest `key` is; `None` for any other key.
 pub fn parse_manifest_key(prefix: &str, key: &str) -> Option<String> {
-    let rest = if prefix.is_empty() {
-        key
-    } else {
-        key.strip_prefix(prefix)?.strip_prefix('/')?
-    };
-    let id = rest
+    let id = crate::objects::under_prefix(prefix, key)?
         .strip_prefix(DIR)?
         .strip_prefix('/')?
         .strip_suffix(".json")?;
