@@ -9,7 +9,7 @@
 //!   [`LightRequest`]: enough for the report's totals.
 //! - A request logged by several layers counts once.
 
-use overtime_model::{GatewayRecord, SpanRecord, is_trace_id};
+use overtime_model::{GatewayRecord, SpanRecord};
 
 /// Everything known about one request that needs a verdict.
 #[derive(Debug, Clone, Default)]
@@ -110,10 +110,29 @@ pub(crate) fn sane_gateway(mut g: GatewayRecord) -> GatewayRecord {
     g
 }
 
+/// A W3C trace id (32 hex digits, not all zero, either case) as a number.
+///
+/// One pass over the bytes, as two 64-bit halves: it runs for every
+/// gateway line and span of a day's input, where checking and then
+/// parsing the text through `u128::from_str_radix` took 3 % of a run.
 pub(crate) fn hex128(s: &str) -> Option<u128> {
-    is_trace_id(s)
-        .then(|| u128::from_str_radix(s, 16).ok())
-        .flatten()
+    fn half(b: &[u8]) -> Option<u64> {
+        b.iter().try_fold(0u64, |v, &c| {
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                b'A'..=b'F' => c - b'A' + 10,
+                _ => return None,
+            };
+            Some(v << 4 | d as u64)
+        })
+    }
+    let b = s.as_bytes();
+    if b.len() != 32 {
+        return None;
+    }
+    let t = (half(&b[..16])? as u128) << 64 | half(&b[16..])? as u128;
+    (t != 0).then_some(t)
 }
 
 pub(crate) fn key_name(k: &Key) -> String {
@@ -168,6 +187,32 @@ mod tests {
             request_id: rid.map(String::from),
             status: Some(status),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_trace_id_is_read_as_the_spec_defines_it_in_either_case() {
+        let reference = |s: &str| {
+            overtime_model::is_trace_id(s)
+                .then(|| u128::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        for s in [
+            "0af7651916cd43dd8448eb211c80319c",
+            "0AF7651916CD43DD8448EB211C80319C",
+            "00000000000000000000000000000001",
+            "10000000000000000000000000000000",
+            "ffffffffffffffffffffffffffffffff",
+            "00000000000000000000000000000000",
+            "0af7651916cd43dd8448eb211c80319",
+            "0af7651916cd43dd8448eb211c80319c0",
+            "0af7651916cd43dd8448eb211c80319g",
+            "+af7651916cd43dd8448eb211c80319c",
+            "0af7651916cd43dd-448eb211c80319c",
+            "0af7651916cd43d\u{e9}448eb211c80319c",
+            "",
+        ] {
+            assert_eq!(hex128(s), reference(s), "{s}");
         }
     }
 

@@ -99,6 +99,7 @@ impl Ingest<'_> {
             Some(_) => None,
             None => Some(GatewayRows::new(batch)?),
         };
+        let mut known_src: Option<String> = None;
         for i in 0..batch.num_rows() {
             let record = slow.as_ref().map(|r| r.row(i));
             let (src, line, head, trace_id, rid) = match (&wire, &record) {
@@ -124,14 +125,20 @@ impl Ingest<'_> {
                 (None, None) => unreachable!("one of the two is there"),
             };
             let seq = codec::seq(file, if by_line { line } else { i as u64 }, 0);
-            // Layer timeouts: every source, and the time of each 504.
-            if !self.samples.contains_key(src) {
-                self.samples.insert(src.to_string(), Vec::new());
+            // Layer timeouts: every source, and the time of each 504. (A
+            // batch's rows mostly share their source: looked up on a change.)
+            if known_src.as_deref() != Some(src) {
+                if !self.samples.contains_key(src) {
+                    self.samples.insert(src.to_string(), Vec::new());
+                }
+                known_src = Some(src.to_string());
             }
-            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms)
-                && let Some(rts) = self.samples.get_mut(src)
-            {
-                rts.push(rt);
+            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms) {
+                // (A flush since the source was seen handed its entry over.)
+                match self.samples.get_mut(src) {
+                    Some(rts) => rts.push(rt),
+                    None => drop(self.samples.insert(src.to_string(), vec![rt])),
+                }
             }
             self.stats.gateway_records += 1;
             if let Some(t) = trace_id.and_then(hex128) {
