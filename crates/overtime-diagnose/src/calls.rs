@@ -140,6 +140,12 @@ fn call_nodes(trace: &Trace, tree: &TraceTree) -> Vec<bool> {
 
 /// The name an SRE knows a span's target by.
 pub(crate) fn component_of(s: &SpanRecord) -> String {
+    component_name(s).to_string()
+}
+
+/// [`component_of`], borrowed from the span (for grouping, which needs no
+/// copy of each call's name).
+fn component_name(s: &SpanRecord) -> &str {
     let pick = match s.stage {
         Stage::Llm | Stage::Judge => s.model.as_deref().or(s.tool.as_deref()),
         Stage::Tool | Stage::Memory => s.tool.as_deref().or(s.peer.as_deref()),
@@ -147,9 +153,7 @@ pub(crate) fn component_of(s: &SpanRecord) -> String {
         Stage::Queue | Stage::Service | Stage::Gateway => Some(s.service.as_str()),
         Stage::Other => s.tool.as_deref().or(s.model.as_deref()),
     };
-    pick.filter(|p| !p.is_empty())
-        .unwrap_or(s.name.as_str())
-        .to_string()
+    pick.filter(|p| !p.is_empty()).unwrap_or(s.name.as_str())
 }
 
 /// DNS and connect time of one span (fields first, else its events), ms.
@@ -229,7 +233,7 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
     let spans = &trace.spans;
     let mut calls: Vec<Call> = Vec::new();
     // Topmost call spans, grouped by (parent node, stage, component).
-    let mut groups: BTreeMap<(usize, &'static str, String), Vec<usize>> = BTreeMap::new();
+    let mut groups: BTreeMap<(usize, &'static str, &str), Vec<usize>> = BTreeMap::new();
     let is_call = call_nodes(trace, tree);
     // Nodes are created parents first: one forward pass marks call subtrees.
     let mut under_call = vec![false; tree.nodes.len()];
@@ -248,7 +252,7 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
             let key = (
                 node.parent.unwrap_or(usize::MAX),
                 spans[si].stage.as_str(),
-                component_of(&spans[si]),
+                component_name(&spans[si]),
             );
             groups.entry(key).or_default().push(n);
         }
