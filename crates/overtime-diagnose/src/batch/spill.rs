@@ -7,9 +7,8 @@
 
 use crate::assemble::Key;
 use crate::batch::BatchError;
-use crate::batch::codec::{Corrupt, In, Out};
-use crate::batch::spill_file::{SpillWriter, append_frame, for_each_spilled, open_frames};
-use std::io::Read;
+use crate::batch::codec::{In, Out};
+use crate::batch::spill_file::{SpillWriter, append_frame, for_each_spilled, read_spilled};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -137,18 +136,22 @@ struct State {
 
 /// `n` partitions sharing one memory budget.
 ///
-/// Spilling writes outside the state lock, so the other readers keep
-/// routing while one writes: the buffers to spill are taken out (and
-/// counted as on disk) under the state lock, and the file lock is taken
-/// before the state lock is let go. Whoever reads a partition's file
-/// ([`Partitions::take`], [`Partitions::drain`]) passes through the file
-/// lock while holding the state lock, so it waits for every write counted
-/// before it; writes to one file land in the order they were counted.
+/// Spilling writes (and compresses) outside the state lock, so the other
+/// readers keep routing while one writes, and two that spill at once
+/// write different files side by side: the buffers to spill are taken out
+/// (and counted as on disk) under the state lock, and the lock of each of
+/// their files is taken before the state lock is let go. Whoever reads a
+/// partition's file ([`Partitions::take`], [`Partitions::drain`]) passes
+/// through its file lock while holding the state lock, so it waits for
+/// every write counted before it; writes to one file land in the order
+/// they were counted. (File locks are only ever taken under the state
+/// lock, and their holders never wait on it: no order between them can
+/// deadlock.)
 pub struct Partitions {
     name: String,
     budget: usize,
     state: Mutex<State>,
-    files: Mutex<()>,
+    files: Vec<Mutex<()>>,
 }
 
 impl Partitions {
@@ -161,7 +164,7 @@ impl Partitions {
                 mem_bytes: 0,
                 on_disk: vec![0; n],
             }),
-            files: Mutex::new(()),
+            files: (0..n).map(|_| Mutex::new(())).collect(),
         }
     }
 
@@ -189,12 +192,21 @@ impl Partitions {
         }
         let out = self.largest(&mut st);
         let dir = spill.path()?;
-        let files = self.files.lock().expect("partition file lock");
+        let out: Vec<_> = out
+            .into_iter()
+            .map(|(p, chunks)| {
+                (
+                    p,
+                    chunks,
+                    self.files[p].lock().expect("partition file lock"),
+                )
+            })
+            .collect();
         drop(st);
-        for (p, chunks) in out {
+        for (p, chunks, file) in out {
             append_frame(&self.file(dir, p), &chunks.bufs, spill.compress)?;
+            drop(file);
         }
-        drop(files);
         Ok(())
     }
 
@@ -233,7 +245,7 @@ impl Partitions {
             let disk = std::mem::take(&mut st.on_disk[p]);
             if disk > 0 {
                 // Waits for the writes counted in `disk` (see the type's doc).
-                drop(self.files.lock().expect("partition file lock"));
+                drop(self.files[p].lock().expect("partition file lock"));
             }
             (mem, disk)
         };
@@ -241,13 +253,7 @@ impl Partitions {
             return Ok(mem.bufs);
         }
         let path = self.file(spill.path()?, p);
-        let mut out = Vec::with_capacity(disk as usize);
-        open_frames(&path, spill.compress)?
-            .read_to_end(&mut out)
-            .map_err(|e| BatchError::io(&path, e))?;
-        if out.len() as u64 != disk {
-            return Err(Corrupt("a spill file shorter than written").into());
-        }
+        let out = read_spilled(&path, spill.compress, disk)?;
         let _ = std::fs::remove_file(&path);
         let mut bufs = Vec::with_capacity(mem.bufs.len() + 1);
         bufs.push(out);
@@ -269,7 +275,7 @@ impl Partitions {
             let disk = std::mem::take(&mut st.on_disk[p]);
             if disk > 0 {
                 // Waits for the writes counted in `disk` (see the type's doc).
-                drop(self.files.lock().expect("partition file lock"));
+                drop(self.files[p].lock().expect("partition file lock"));
             }
             (mem, disk)
         };

@@ -128,6 +128,23 @@ pub(crate) fn open_frames(path: &Path, compress: bool) -> Result<SpillReader, Ba
     }))
 }
 
+/// The whole of a spill file that holds `bytes` of records (one that
+/// reads back other than that is corrupt). A plain file is read straight
+/// into a buffer of its size, which is never zeroed first.
+pub(crate) fn read_spilled(path: &Path, compress: bool, bytes: u64) -> Result<Vec<u8>, BatchError> {
+    let out = if compress {
+        let mut out = Vec::with_capacity(bytes as usize);
+        open_frames(path, true)?.read_to_end(&mut out).map(|_| out)
+    } else {
+        std::fs::read(path)
+    }
+    .map_err(|e| BatchError::io(path, e))?;
+    if out.len() as u64 != bytes {
+        return Err(Corrupt("a spill file shorter than written").into());
+    }
+    Ok(out)
+}
+
 /// Calls `f` with each framed record of a spill file that holds `bytes`
 /// of them (a file that reads back shorter is corrupt, not short).
 pub(crate) fn for_each_spilled(
