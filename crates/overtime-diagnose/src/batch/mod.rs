@@ -302,60 +302,98 @@ impl Engine {
         })
     }
 
-    /// Step 2: request-id partitions → rows moved to their traces.
+    /// Step 2: request-id partitions → rows moved to their traces, a
+    /// partition per worker at a time (each partition is sized for one
+    /// worker, as in step 3; where rows land never depends on which
+    /// worker moved them, since assembly orders records by their place).
     fn resolve_request_ids(&self) -> Result<(), BatchError> {
-        let mut joined = [0usize; 3];
-        let mut local = vec![Vec::new(); 2 * self.n];
-        for p in self.n..2 * self.n {
-            self.check_cancel()?;
-            if self.parts.size(p) == 0 {
-                continue;
-            }
-            let bufs = self.parts.take(p, &self.spill)?;
-            let mut links = RidLinks::default();
-            let mut rows: Vec<(Seq, codec::Rid, &[u8])> = Vec::new();
-            spill::for_each_record_in(&bufs, |r| {
-                let mut i = In::new(r);
-                match i.u8()? {
-                    LINK => {
-                        let rid = i.rid()?;
-                        let seq = i.seq()?;
-                        let key = i.key()?;
-                        match (i.u8()?, key) {
-                            (1, k) => links.span(rid, seq, k),
-                            (_, Key::Trace(t)) => links.gateway(rid, seq, t),
-                            (_, Key::Other(_)) => return Err(codec::Corrupt("link").into()),
+        let next = AtomicUsize::new(self.n);
+        let workers = self.opts.threads.clamp(1, self.n);
+        let joined = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| -> Result<[usize; 3], BatchError> {
+                        let mut joined = [0usize; 3];
+                        let mut local = vec![Vec::new(); 2 * self.n];
+                        loop {
+                            let p = next.fetch_add(1, Ordering::Relaxed);
+                            if p >= 2 * self.n {
+                                return Ok(joined);
+                            }
+                            self.resolve_partition(p, &mut local, &mut joined)?;
                         }
-                    }
-                    RID_ROW => {
-                        let seq = i.seq()?;
-                        let rid = i.rid()?;
-                        rows.push((seq, rid, i.body()?));
-                    }
-                    _ => return Err(codec::Corrupt("request-id record").into()),
+                    })
+                })
+                .collect();
+            let mut sum = [0usize; 3];
+            let mut result = Ok(());
+            for h in handles {
+                match h.join().expect("request-id worker panicked") {
+                    Ok(j) => (0..3).for_each(|k| sum[k] += j[k]),
+                    Err(e) if result.is_ok() => result = Err(e),
+                    Err(_) => {}
                 }
-                Ok(())
-            })?;
-            for (seq, rid, body) in rows {
-                let (key, how) = links.resolve(rid);
-                joined[how as usize] += 1;
-                let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
-                let at = open_len(buf);
-                let mut o = Out(buf);
-                o.u8(GATEWAY);
-                o.seq(seq);
-                o.key(&key);
-                o.u8(0);
-                o.body_bytes(body);
-                close_len(buf, at);
             }
-            self.parts.absorb(&mut local, &self.spill)?;
-        }
+            result.map(|()| sum)
+        })?;
         let mut sh = self.shared.lock().expect("engine lock");
         sh.stats.joined_by_request_id += joined[Joined::ByRequestId as usize];
         sh.stats.joined_by_request_id_as_trace += joined[Joined::RequestIdAsTrace as usize];
         sh.stats.unjoined_gateway_records += joined[Joined::Unjoined as usize];
         Ok(())
+    }
+
+    /// Step 2 for request-id partition `p`: its rows resolved and routed
+    /// through `local` to their trace partitions, counted in `joined`.
+    fn resolve_partition(
+        &self,
+        p: usize,
+        local: &mut [Vec<u8>],
+        joined: &mut [usize; 3],
+    ) -> Result<(), BatchError> {
+        self.check_cancel()?;
+        if self.parts.size(p) == 0 {
+            return Ok(());
+        }
+        let bufs = self.parts.take(p, &self.spill)?;
+        let mut links = RidLinks::default();
+        let mut rows: Vec<(Seq, codec::Rid, &[u8])> = Vec::new();
+        spill::for_each_record_in(&bufs, |r| {
+            let mut i = In::new(r);
+            match i.u8()? {
+                LINK => {
+                    let rid = i.rid()?;
+                    let seq = i.seq()?;
+                    let key = i.key()?;
+                    match (i.u8()?, key) {
+                        (1, k) => links.span(rid, seq, k),
+                        (_, Key::Trace(t)) => links.gateway(rid, seq, t),
+                        (_, Key::Other(_)) => return Err(codec::Corrupt("link").into()),
+                    }
+                }
+                RID_ROW => {
+                    let seq = i.seq()?;
+                    let rid = i.rid()?;
+                    rows.push((seq, rid, i.body()?));
+                }
+                _ => return Err(codec::Corrupt("request-id record").into()),
+            }
+            Ok(())
+        })?;
+        for (seq, rid, body) in rows {
+            let (key, how) = links.resolve(rid);
+            joined[how as usize] += 1;
+            let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
+            let at = open_len(buf);
+            let mut o = Out(buf);
+            o.u8(GATEWAY);
+            o.seq(seq);
+            o.key(&key);
+            o.u8(0);
+            o.body_bytes(body);
+            close_len(buf, at);
+        }
+        self.parts.absorb(local, &self.spill)
     }
 
     /// Step 3 for partition `p` of `parts` (split again when too big).
