@@ -226,45 +226,20 @@ impl Engine {
             &self.cfg,
         );
         let collector = Mutex::new(Collector::new(self.opts.memory_limit / 10));
-        let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
         let target = partition_target(self.opts.memory_limit, self.opts.threads);
-        let workers = self.opts.threads.clamp(1, self.n);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| -> Result<(), BatchError> {
-                        loop {
-                            let p = next.fetch_add(1, Ordering::Relaxed);
-                            if p >= self.n {
-                                return Ok(());
-                            }
-                            self.check_cancel()?;
-                            self.diagnose_partition(
-                                &self.parts,
-                                p,
-                                0,
-                                target,
-                                &timeouts,
-                                &collector,
-                            )?;
-                            let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            if let Some(progress) = &self.opts.progress {
-                                progress("diagnose", d as u64, self.n as u64);
-                            }
-                        }
-                    })
-                })
-                .collect();
-            let mut result = Ok(());
-            for h in handles {
-                let r = h.join().expect("diagnosis worker panicked");
-                if result.is_ok() {
-                    result = r;
+        self.each_partition(
+            0..self.n,
+            || (),
+            |(), p| {
+                self.diagnose_partition(&self.parts, p, 0, target, &timeouts, &collector)?;
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(progress) = &self.opts.progress {
+                    progress("diagnose", d as u64, self.n as u64);
                 }
-            }
-            result
-        })?;
+                Ok(())
+            },
+        )?;
         lap("assemble and verdicts", &mut timings);
         let mut c = collector.into_inner().expect("collector lock");
         c.sort_failing();
@@ -302,40 +277,60 @@ impl Engine {
         })
     }
 
+    /// Runs `work` on each partition of `parts`, one at a time per worker
+    /// (`--threads` of them), each worker with its own `state`, made by
+    /// `init`; the states come back when every partition is done, or the
+    /// first error (a cancelled run's too).
+    fn each_partition<S: Send>(
+        &self,
+        parts: std::ops::Range<usize>,
+        init: impl Fn() -> S + Sync,
+        work: impl Fn(&mut S, usize) -> Result<(), BatchError> + Sync,
+    ) -> Result<Vec<S>, BatchError> {
+        let next = AtomicUsize::new(parts.start);
+        let workers = self.opts.threads.clamp(1, parts.len().max(1));
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| -> Result<S, BatchError> {
+                        let mut state = init();
+                        loop {
+                            let p = next.fetch_add(1, Ordering::Relaxed);
+                            if p >= parts.end {
+                                return Ok(state);
+                            }
+                            self.check_cancel()?;
+                            work(&mut state, p)?;
+                        }
+                    })
+                })
+                .collect();
+            let mut states = Vec::with_capacity(workers);
+            let mut first_error = None;
+            for h in handles {
+                match h.join().expect("partition worker panicked") {
+                    Ok(state) => states.push(state),
+                    Err(e) => drop(first_error.get_or_insert(e)),
+                }
+            }
+            first_error.map_or(Ok(states), Err)
+        })
+    }
+
     /// Step 2: request-id partitions → rows moved to their traces, a
     /// partition per worker at a time (each partition is sized for one
     /// worker, as in step 3; where rows land never depends on which
     /// worker moved them, since assembly orders records by their place).
     fn resolve_request_ids(&self) -> Result<(), BatchError> {
-        let next = AtomicUsize::new(self.n);
-        let workers = self.opts.threads.clamp(1, self.n);
-        let joined = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| -> Result<[usize; 3], BatchError> {
-                        let mut joined = [0usize; 3];
-                        let mut local = vec![Vec::new(); 2 * self.n];
-                        loop {
-                            let p = next.fetch_add(1, Ordering::Relaxed);
-                            if p >= 2 * self.n {
-                                return Ok(joined);
-                            }
-                            self.resolve_partition(p, &mut local, &mut joined)?;
-                        }
-                    })
-                })
-                .collect();
-            let mut sum = [0usize; 3];
-            let mut result = Ok(());
-            for h in handles {
-                match h.join().expect("request-id worker panicked") {
-                    Ok(j) => (0..3).for_each(|k| sum[k] += j[k]),
-                    Err(e) if result.is_ok() => result = Err(e),
-                    Err(_) => {}
-                }
-            }
-            result.map(|()| sum)
-        })?;
+        let workers = self.each_partition(
+            self.n..2 * self.n,
+            || ([0usize; 3], vec![Vec::new(); 2 * self.n]),
+            |(joined, local), p| self.resolve_partition(p, local, joined),
+        )?;
+        let mut joined = [0usize; 3];
+        for (j, _) in workers {
+            (0..3).for_each(|k| joined[k] += j[k]);
+        }
         let mut sh = self.shared.lock().expect("engine lock");
         sh.stats.joined_by_request_id += joined[Joined::ByRequestId as usize];
         sh.stats.joined_by_request_id_as_trace += joined[Joined::RequestIdAsTrace as usize];
@@ -351,7 +346,6 @@ impl Engine {
         local: &mut [Vec<u8>],
         joined: &mut [usize; 3],
     ) -> Result<(), BatchError> {
-        self.check_cancel()?;
         if self.parts.size(p) == 0 {
             return Ok(());
         }
