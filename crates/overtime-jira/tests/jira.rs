@@ -10,7 +10,6 @@ use overtime_jira::{
     Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats, Notifier, RetryPolicy, body_text,
     fingerprint_label, incident_label,
 };
-use overtime_test_support::net::free_port;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,9 +88,14 @@ async fn wait_for(what: &str, n: &Notifier, cond: impl Fn(&JiraStats) -> bool) -
     }
 }
 
-/// A loopback address nothing listens on (yet).
-fn free_addr() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], free_port()))
+/// A loopback port held but not listened on: a connection to it is
+/// refused until [`Standin::start_on`] listens on it, and no other test
+/// can take it meanwhile (a port found free and let go was, once, and
+/// this test's "Jira is down" reached another test's stand-in).
+fn down_port() -> (SocketAddr, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    (socket.local_addr().unwrap(), socket)
 }
 
 fn pending_files(dir: &Path) -> usize {
@@ -260,7 +264,7 @@ async fn a_workflow_without_the_reopen_transition_gets_a_new_issue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jira_outage_loses_nothing_and_delivers_each_event_once_in_order() {
-    let addr = free_addr();
+    let (addr, port) = down_port();
     let dir = tempfile::tempdir().unwrap();
     let c = config(&format!("http://{addr}"), Flavor::DataCenter, 2);
     let n = Notifier::start(c, Some(TOKEN.into()), dir.path().into()).unwrap();
@@ -275,7 +279,7 @@ async fn a_jira_outage_loses_nothing_and_delivers_each_event_once_in_order() {
     assert_eq!(s.queued, 3);
     assert!(s.last_error.unwrap().contains("could not connect"));
 
-    let jira = Standin::start_at(addr, Flavor::DataCenter, 2).await;
+    let jira = Standin::start_on(port, Flavor::DataCenter, 2);
     jira.state()
         .faults
         .extend([Fault::Status(503), Fault::Status(502)]);
@@ -322,7 +326,7 @@ async fn a_429_waits_for_retry_after_then_succeeds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_with_events_in_the_outbox_files_each_exactly_once() {
-    let addr = free_addr();
+    let (addr, port) = down_port();
     let dir = tempfile::tempdir().unwrap();
     let c = config(&format!("http://{addr}"), Flavor::Cloud, 2);
     let a = event("llm_prefill_slow", "m1", Utc::now());
@@ -335,7 +339,7 @@ async fn a_restart_with_events_in_the_outbox_files_each_exactly_once() {
     n1.shutdown().await;
     assert_eq!(pending_files(dir.path()), 2, "both events are on disk");
 
-    let jira = Standin::start_at(addr, Flavor::Cloud, 2).await;
+    let jira = Standin::start_on(port, Flavor::Cloud, 2);
     let n2 = Notifier::start(c.clone(), Some(TOKEN.into()), dir.path().into()).unwrap();
     assert_eq!(n2.stats().queued, 2);
     wait_for("both issues", &n2, |s| s.created == 2).await;

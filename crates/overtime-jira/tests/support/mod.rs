@@ -124,9 +124,10 @@ impl Standin {
     }
 
     /// Starts on a given address (a port a notifier already points at).
-    pub async fn start_at(addr: SocketAddr, flavor: Flavor, version: u8) -> Standin {
-        let l = tokio::net::TcpListener::bind(addr).await.unwrap();
-        Self::serve(l, flavor, version)
+    /// Starts on a socket bound beforehand (Jira coming back at the
+    /// address its clients already use).
+    pub fn start_on(socket: tokio::net::TcpSocket, flavor: Flavor, version: u8) -> Standin {
+        Self::serve(socket.listen(1024).unwrap(), flavor, version)
     }
 
     fn serve(l: tokio::net::TcpListener, flavor: Flavor, version: u8) -> Standin {
