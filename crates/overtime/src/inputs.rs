@@ -136,6 +136,9 @@ fn inputs(a: &DiagnoseArgs) -> Result<Inputs> {
         temp_dir: a.temp_dir.clone(),
         progress: !a.quiet,
         allow_rejects: a.allow_rejects,
+        // `OVERTIME_LEAN=off`: every gateway row routed whole, as before
+        // lean rows (docs/diagnose-at-scale.md) — the tests compare both.
+        lean_rows: std::env::var_os("OVERTIME_LEAN").is_none_or(|v| v != "off"),
     })
 }
 

@@ -34,6 +34,10 @@ pub(crate) const SPAN: u8 = 1;
 pub(crate) const GATEWAY: u8 = 2;
 pub(crate) const LINK: u8 = 3;
 pub(crate) const RID_ROW: u8 = 4;
+/// A gateway row routed as its head alone ([`GwHead`]): a healthy row
+/// whose body is read back from the input only if its request turns out
+/// to need a verdict (docs/diagnose-at-scale.md, *Lean rows*).
+pub(crate) const LEAN: u8 = 5;
 
 /// What a gateway row's routing and light accounting need.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,6 +78,46 @@ impl GwHead {
             time_us,
             request_time_ms: i.opt_f64()?,
         })
+    }
+
+    /// Written on its own, for a [`LEAN`] row.
+    pub(crate) fn write(&self, o: &mut Out) {
+        o.var(self.layer as u64);
+        match self.status {
+            Some(s) => {
+                o.u8(1);
+                o.var(s as u64);
+            }
+            None => o.u8(0),
+        }
+        o.zig(self.time_us);
+        match self.request_time_ms {
+            Some(v) => {
+                o.u8(1);
+                o.f64(v);
+            }
+            None => o.u8(0),
+        }
+    }
+
+    /// Read back as [`GwHead::write`] wrote it.
+    pub(crate) fn read(i: &mut In) -> R<Self> {
+        let layer = u32::try_from(i.var()?).map_err(|_| Corrupt("layer"))?;
+        let status = match i.u8()? {
+            0 => None,
+            _ => Some(u16::try_from(i.var()?).map_err(|_| Corrupt("status"))?),
+        };
+        Ok(GwHead {
+            layer,
+            status,
+            time_us: i.zig()?,
+            request_time_ms: i.opt_f64()?,
+        })
+    }
+
+    /// Whether the row alone makes its request need a verdict.
+    pub fn failed(&self) -> bool {
+        self.status.is_some_and(|s| s >= 500)
     }
 
     pub fn of(g: &GatewayRecord) -> Self {

@@ -57,6 +57,9 @@ impl Ingest<'_> {
         if let Some(rid) = &s.request_id {
             self.link(rid, seq, &key, true)?;
         }
+        if let Some(lean) = &self.engine.lean {
+            lean.spans.insert(&key);
+        }
         let p = self.trace_part(&key);
         self.put(p, |o| {
             o.u8(SPAN);
@@ -100,6 +103,12 @@ impl Ingest<'_> {
             None => Some(GatewayRows::new(batch)?),
         };
         let mut known_src: Option<String> = None;
+        // Healthy rows go lean when they can be read back (lean.rs): from
+        // the parser's batches of a file, after every span.
+        let lean = match (&self.engine.lean, &wire) {
+            (Some(l), Some(_)) if by_line && l.open() => Some(l),
+            _ => None,
+        };
         for i in 0..batch.num_rows() {
             let record = slow.as_ref().map(|r| r.row(i));
             let (src, line, head, trace_id, rid) = match (&wire, &record) {
@@ -145,14 +154,23 @@ impl Ingest<'_> {
                 self.stats.joined_by_traceparent += 1;
                 let key = Key::Trace(t);
                 let p = self.trace_part(&key);
-                let elided = wire.as_ref().map_or(0, |w| w.elided(i, t));
-                self.put(p, |o| {
-                    o.u8(GATEWAY);
-                    o.seq(seq);
-                    o.key(&key);
-                    o.u8(elided);
-                    o.record_with(|buf| body(buf, elided));
-                })?;
+                if !head.failed() && lean.is_some_and(|l| !l.spans.may_have(&key)) {
+                    self.put(p, |o| {
+                        o.u8(LEAN);
+                        o.seq(seq);
+                        o.key(&key);
+                        head.write(o);
+                    })?;
+                } else {
+                    let elided = wire.as_ref().map_or(0, |w| w.elided(i, t));
+                    self.put(p, |o| {
+                        o.u8(GATEWAY);
+                        o.seq(seq);
+                        o.key(&key);
+                        o.u8(elided);
+                        o.record_with(|buf| body(buf, elided));
+                    })?;
+                }
                 if let Some(rid) = rid {
                     self.link(rid, seq, &key, false)?;
                 }
@@ -168,13 +186,22 @@ impl Ingest<'_> {
                 self.stats.unjoined_gateway_records += 1;
                 let key = Key::Other(format!("line:{src}:{line}"));
                 let p = self.trace_part(&key);
-                self.put(p, |o| {
-                    o.u8(GATEWAY);
-                    o.seq(seq);
-                    o.key(&key);
-                    o.u8(0);
-                    o.record_with(|buf| body(buf, 0));
-                })?;
+                if !head.failed() && lean.is_some() {
+                    self.put(p, |o| {
+                        o.u8(LEAN);
+                        o.seq(seq);
+                        o.key(&key);
+                        head.write(o);
+                    })?;
+                } else {
+                    self.put(p, |o| {
+                        o.u8(GATEWAY);
+                        o.seq(seq);
+                        o.key(&key);
+                        o.u8(0);
+                        o.record_with(|buf| body(buf, 0));
+                    })?;
+                }
             }
         }
         Ok(())

@@ -19,14 +19,18 @@
 
 mod codec;
 mod gateway_wire;
+mod in_memory;
 mod ingest;
+mod lean;
 mod partition;
 mod results;
 mod spill;
 mod spill_file;
 
 pub use codec::{Seq, seq};
+pub(crate) use in_memory::{assemble_in_memory, ingest_in_memory};
 pub use ingest::Ingest;
+pub use lean::RefetchHook;
 pub use results::Verdicts;
 
 use crate::Trace;
@@ -35,7 +39,7 @@ use crate::config::DiagnoseConfig;
 use crate::report::{BucketRow, IncidentReport, LatencyAcc};
 use crate::timeouts::{self, LayerTimeout};
 use crate::verdict::{TraceSummary, diagnose_trace};
-use codec::{GATEWAY, GwHead, In, LINK, Out, RID_ROW, SPAN, close_len, open_len};
+use codec::{GATEWAY, GwHead, In, LEAN, LINK, Out, RID_ROW, SPAN, close_len, open_len};
 use gateway_wire::GatewayWire;
 use overtime_model::{GatewayRows, SpanRecord, Verdict};
 use partition::{Joined, RidLinks, assemble_partition};
@@ -70,6 +74,10 @@ pub enum BatchError {
     /// The verdicts could not be written out.
     #[error("writing the output: {0}")]
     Output(std::io::Error),
+    /// An input could not be read again as it was read the first time
+    /// (lean rows, [`BatchOptions::refetch`]).
+    #[error("{0}")]
+    Input(String),
     /// [`BatchOptions::cancel`] was set.
     #[error("interrupted")]
     Interrupted,
@@ -113,6 +121,14 @@ pub struct BatchOptions {
     pub progress: Option<ProgressHook>,
     /// Shown every request that needed a verdict; `None`: nobody.
     pub on_trace: Option<TraceHook>,
+    /// Reads gateway rows back from the input by (file, line). Given,
+    /// healthy rows are routed as their head alone once every span was
+    /// read ([`Engine::spans_read`]), and read back only for a request
+    /// that needs a verdict ([`RefetchHook`]). `None`: every row whole.
+    pub refetch: Option<RefetchHook>,
+    /// Bytes of span input, decompressed, as far as known: sizes the
+    /// filter of the traces that have spans.
+    pub span_bytes_hint: u64,
 }
 
 impl Default for BatchOptions {
@@ -128,6 +144,8 @@ impl Default for BatchOptions {
             cancel: Arc::new(AtomicBool::new(false)),
             progress: None,
             on_trace: None,
+            refetch: None,
+            span_bytes_hint: 0,
         }
     }
 }
@@ -152,6 +170,8 @@ pub struct Engine {
     /// Shared with the output, whose spilled verdicts live in it.
     spill: Arc<SpillDir>,
     shared: Mutex<Shared>,
+    /// Lean rows, when the input can be read back ([`lean`]).
+    lean: Option<lean::Lean>,
 }
 
 /// Encoded bytes a partition may hold for one worker to assemble it.
@@ -171,13 +191,28 @@ impl Engine {
             .next_power_of_two()
             .clamp(4 * opts.threads.max(1) as u64, 4096) as usize;
         let budget = (opts.memory_limit / 2).max(16 << 10);
+        let lean = opts
+            .refetch
+            .clone()
+            .filter(|_| !cfg.all_verdicts)
+            .map(|hook| lean::Lean::new(hook, opts.span_bytes_hint, opts.memory_limit, n));
         Engine {
+            lean,
             parts: Partitions::new("p", 2 * n, budget),
             n,
             spill: Arc::new(SpillDir::new(opts.spill_dir.clone(), opts.compress_spill)),
             shared: Mutex::new(Shared::default()),
             cfg,
             opts,
+        }
+    }
+
+    /// Every span has been routed: from now on healthy gateway rows may
+    /// be routed lean ([`BatchOptions::refetch`]). Spans routed later are
+    /// still right, only more rows are read back.
+    pub fn spans_read(&self) {
+        if let Some(l) = &self.lean {
+            l.seal();
         }
     }
 
@@ -241,6 +276,25 @@ impl Engine {
             },
         )?;
         lap("assemble and verdicts", &mut timings);
+        // Requests that waited for lean rows' bodies: read back, then
+        // diagnosed as any other (lean.rs).
+        if self.refetch()? {
+            lap("read rows back", &mut timings);
+            let deferred = &self
+                .lean
+                .as_ref()
+                .expect("lean rows were read back")
+                .deferred;
+            self.each_partition(
+                0..self.n,
+                || (),
+                |(), p| self.diagnose_partition(deferred, p, 0, target, &timeouts, &collector),
+            )?;
+            if self.refetch()? {
+                return Err(codec::Corrupt("a request waited twice for its rows").into());
+            }
+            lap("verdicts of read-back rows", &mut timings);
+        }
         let mut c = collector.into_inner().expect("collector lock");
         c.sort_failing();
         let stream = c.take_summaries();
@@ -380,11 +434,20 @@ impl Engine {
             let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
             let at = open_len(buf);
             let mut o = Out(buf);
-            o.u8(GATEWAY);
-            o.seq(seq);
-            o.key(&key);
-            o.u8(0);
-            o.body_bytes(body);
+            let head = GwHead::of_body(body)?;
+            let lean = self.lean.as_ref();
+            if !head.failed() && lean.is_some_and(|l| l.row_may_be_lean(&key)) {
+                o.u8(LEAN);
+                o.seq(seq);
+                o.key(&key);
+                head.write(&mut o);
+            } else {
+                o.u8(GATEWAY);
+                o.seq(seq);
+                o.key(&key);
+                o.u8(0);
+                o.body_bytes(body);
+            }
             close_len(buf, at);
         }
         self.parts.absorb(local, &self.spill)
@@ -427,7 +490,10 @@ impl Engine {
             return Ok(());
         }
         let buf = parts.take(p, &self.spill)?;
-        let a = assemble_partition(&buf, self.cfg.all_verdicts)?;
+        let (a, deferred) = assemble_partition(&buf, self.cfg.all_verdicts)?;
+        if !deferred.is_empty() {
+            self.defer(deferred)?;
+        }
         drop(buf);
         let mut out = self.diagnose_assembled(a, timeouts);
         out.sort();
@@ -489,71 +555,4 @@ pub struct BatchOutput {
     /// Every verdict, in (start, trace id) order, read from memory or
     /// the spill files.
     pub verdicts: Verdicts,
-}
-
-/// Assembly alone, in memory, through the same partition code.
-pub(crate) fn assemble_in_memory(
-    gateway: &[arrow::record_batch::RecordBatch],
-    spans: &[SpanRecord],
-    all: bool,
-) -> Result<Assembled, BatchError> {
-    let cfg = DiagnoseConfig {
-        all_verdicts: all,
-        ..Default::default()
-    };
-    let opts = BatchOptions {
-        threads: 1,
-        ..Default::default()
-    };
-    let engine = Engine::new(cfg, opts);
-    ingest_in_memory(&engine, gateway, spans)?;
-    engine.resolve_request_ids()?;
-    let mut out = Assembled::default();
-    for p in 0..engine.n {
-        let buf = engine.parts.take(p, &engine.spill)?;
-        let a = assemble_partition(&buf, all)?;
-        out.traces.extend(a.traces);
-        out.light.extend(a.light);
-        out.stats.spans_in += a.stats.spans_in;
-        out.stats.duplicate_spans += a.stats.duplicate_spans;
-    }
-    let sh = engine.shared.lock().expect("engine lock");
-    let s = &sh.stats;
-    out.stats.gateway_records = s.gateway_records;
-    out.stats.joined_by_traceparent = s.joined_by_traceparent;
-    out.stats.joined_by_request_id = s.joined_by_request_id;
-    out.stats.joined_by_request_id_as_trace = s.joined_by_request_id_as_trace;
-    out.stats.unjoined_gateway_records = s.unjoined_gateway_records;
-    Ok(out)
-}
-
-/// Routes in-memory inputs: batches in order, then spans in order.
-pub(crate) fn ingest_in_memory(
-    engine: &Engine,
-    gateway: &[arrow::record_batch::RecordBatch],
-    spans: &[SpanRecord],
-) -> Result<(), BatchError> {
-    let mut ing = engine.ingest();
-    for (i, b) in gateway.iter().enumerate() {
-        ing.gateway_in_row_order(b, i as u32)?;
-    }
-    let file = gateway.len() as u32;
-    for (i, s) in spans.iter().enumerate() {
-        ing.span(s, seq(file, i as u64, 0))?;
-    }
-    ing.flush()
-}
-
-impl BatchOutput {
-    /// Everything in memory, as [`crate::Diagnosis`].
-    pub(crate) fn into_diagnosis(self) -> Result<crate::Diagnosis, BatchError> {
-        Ok(crate::Diagnosis {
-            verdicts: self.verdicts.collect()?,
-            incidents: self.incidents,
-            latency: self.latency,
-            assembly: self.stats,
-            summaries_len: self.summaries_len,
-            timings: self.timings,
-        })
-    }
 }

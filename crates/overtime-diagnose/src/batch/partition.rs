@@ -11,7 +11,7 @@ use crate::assemble::{
     sane_span,
 };
 use crate::batch::BatchError;
-use crate::batch::codec::{GATEWAY, GwHead, In, Rid, SPAN, Seq, decode_gateway, decode_span};
+use crate::batch::codec::{GATEWAY, GwHead, In, LEAN, Rid, SPAN, Seq, decode_gateway, decode_span};
 use crate::batch::gateway_wire::restore;
 use crate::batch::spill::for_each_record_in;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -22,13 +22,36 @@ struct GwEntry<'a> {
     head: GwHead,
     /// The ids left out of `body` ([`restore`]).
     elided: u8,
-    body: &'a [u8],
+    /// `None` for a lean row ([`LEAN`]): its head only.
+    body: Option<&'a [u8]>,
+    /// The whole record, to set it aside ([`Deferred`]).
+    raw: &'a [u8],
+}
+
+/// The requests of a partition that need a verdict but hold lean rows
+/// (docs/diagnose-at-scale.md, *Lean rows*): set aside whole until those
+/// rows are read back from the input.
+#[derive(Default)]
+pub struct Deferred<'a> {
+    /// Every other record of those requests, by key, as framed.
+    pub records: Vec<(Key, &'a [u8])>,
+    /// Their lean rows: (place, key).
+    pub wanted: Vec<(Seq, Key)>,
+}
+
+impl Deferred<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.wanted.is_empty()
+    }
 }
 
 /// Assembles the framed records of one partition. `all` materialises
 /// every request (for `all_verdicts`).
-pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, BatchError> {
-    let mut spans: Vec<(Seq, Key, &[u8])> = Vec::new();
+pub fn assemble_partition(
+    bufs: &[Vec<u8>],
+    all: bool,
+) -> Result<(Assembled, Deferred<'_>), BatchError> {
+    let mut spans: Vec<(Seq, Key, &[u8], &[u8])> = Vec::new();
     let mut gws: Vec<GwEntry> = Vec::new();
     for_each_record_in(bufs, |r| {
         let mut i = In::new(r);
@@ -36,7 +59,7 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
             SPAN => {
                 let seq = i.seq()?;
                 let key = i.key()?;
-                spans.push((seq, key, i.body()?));
+                spans.push((seq, key, i.body()?, r));
             }
             GATEWAY => {
                 let seq = i.seq()?;
@@ -48,7 +71,20 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
                     key,
                     head: GwHead::of_body(body)?,
                     elided,
-                    body,
+                    body: Some(body),
+                    raw: r,
+                });
+            }
+            LEAN => {
+                let seq = i.seq()?;
+                let key = i.key()?;
+                gws.push(GwEntry {
+                    seq,
+                    key,
+                    head: GwHead::read(&mut i)?,
+                    elided: 0,
+                    body: None,
+                    raw: r,
                 });
             }
             _ => return Err(crate::batch::codec::Corrupt("record tag").into()),
@@ -58,12 +94,49 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
     spans.sort_unstable_by_key(|s| s.0);
     gws.sort_unstable_by_key(|g| g.seq);
 
+    // A request needs a verdict when it has spans, a layer answered 5xx,
+    // or every verdict was asked for.
+    let with_spans: FxHashSet<&Key> = spans.iter().map(|s| &s.1).collect();
+    let mut heavy: FxHashSet<&Key> = FxHashSet::default();
+    for g in &gws {
+        if all || g.head.failed() || with_spans.contains(&g.key) {
+            heavy.insert(&g.key);
+        }
+    }
+    // Those with a lean row wait for its body.
+    let waiting: FxHashSet<Key> = gws
+        .iter()
+        .filter(|g| g.body.is_none() && heavy.contains(&g.key))
+        .map(|g| g.key.clone())
+        .collect();
+    let heavy: FxHashSet<Key> = heavy.into_iter().cloned().collect();
+    drop(with_spans);
+    let mut deferred = Deferred::default();
+    if !waiting.is_empty() {
+        spans.retain(|s| {
+            let wait = waiting.contains(&s.1);
+            if wait {
+                deferred.records.push((s.1.clone(), s.3));
+            }
+            !wait
+        });
+        gws.retain(|g| {
+            let wait = waiting.contains(&g.key);
+            match (wait, g.body) {
+                (true, None) => deferred.wanted.push((g.seq, g.key.clone())),
+                (true, Some(_)) => deferred.records.push((g.key.clone(), g.raw)),
+                (false, _) => {}
+            }
+            !wait
+        });
+    }
+
     let mut out = Assembled::default();
     out.stats.spans_in = spans.len();
     let mut index: FxHashMap<Key, usize> = FxHashMap::default();
     let mut seen: FxHashSet<(u128, u64)> = FxHashSet::default();
     let mut seen_odd: FxHashSet<(String, String)> = FxHashSet::default();
-    for (_, key, body) in spans {
+    for (_, key, body, _) in spans {
         let mut s = decode_span(body)?;
         sane_span(&mut s);
         let span64 = u64::from_str_radix(&s.span_id, 16)
@@ -87,57 +160,52 @@ pub fn assemble_partition(bufs: &[Vec<u8>], all: bool) -> Result<Assembled, Batc
         out.traces[idx].spans.push(s);
     }
 
-    // A request needs a verdict when it has spans, a layer answered 5xx,
-    // or every verdict was asked for.
-    let mut heavy: FxHashSet<&Key> = FxHashSet::default();
-    for g in &gws {
-        if all || g.head.status.is_some_and(|s| s >= 500) || index.contains_key(&g.key) {
-            heavy.insert(&g.key);
-        }
-    }
-    let heavy: FxHashSet<Key> = heavy.into_iter().cloned().collect();
     let mut light: FxHashMap<Key, LightRequest> = FxHashMap::default();
     for g in gws {
-        if heavy.contains(&g.key) {
-            let mut r = decode_gateway(g.body)?;
-            restore(&mut r, g.elided, &g.key)?;
-            let idx = match index.get(&g.key) {
-                Some(&idx) => idx,
-                None => {
-                    out.traces.push(Trace {
-                        id: key_name(&g.key),
-                        ..Default::default()
-                    });
-                    index.insert(g.key, out.traces.len() - 1);
-                    out.traces.len() - 1
-                }
-            };
-            out.traces[idx].gateway.push(sane_gateway(r));
-        } else {
-            let h = g.head;
-            let end = h.time_us.clamp(0, MAX_TIME_US);
-            let start = end - (sane_ms(h.request_time_ms).unwrap_or(0.0) * 1000.0) as i64;
-            let req = LightRequest {
-                start_us: start,
-                end_us: end,
-                status: h.status,
-                layer: h.layer,
-            };
-            light
-                .entry(g.key)
-                .and_modify(|l| {
-                    if req.layer < l.layer {
-                        *l = req;
+        match (heavy.contains(&g.key), g.body) {
+            (true, Some(body)) => {
+                let mut r = decode_gateway(body)?;
+                restore(&mut r, g.elided, &g.key)?;
+                let idx = match index.get(&g.key) {
+                    Some(&idx) => idx,
+                    None => {
+                        out.traces.push(Trace {
+                            id: key_name(&g.key),
+                            ..Default::default()
+                        });
+                        index.insert(g.key, out.traces.len() - 1);
+                        out.traces.len() - 1
                     }
-                })
-                .or_insert(req);
+                };
+                out.traces[idx].gateway.push(sane_gateway(r));
+            }
+            (true, None) => unreachable!("a heavy request's lean rows were set aside"),
+            (false, _) => {
+                let h = g.head;
+                let end = h.time_us.clamp(0, MAX_TIME_US);
+                let start = end - (sane_ms(h.request_time_ms).unwrap_or(0.0) * 1000.0) as i64;
+                let req = LightRequest {
+                    start_us: start,
+                    end_us: end,
+                    status: h.status,
+                    layer: h.layer,
+                };
+                light
+                    .entry(g.key)
+                    .and_modify(|l| {
+                        if req.layer < l.layer {
+                            *l = req;
+                        }
+                    })
+                    .or_insert(req);
+            }
         }
     }
     out.light = light.into_values().collect();
     for t in &mut out.traces {
         t.normalize();
     }
-    Ok(out)
+    Ok((out, deferred))
 }
 
 /// The request id a gateway row without a trace id is joined by, resolved

@@ -1,7 +1,8 @@
 //! `overtime diagnose` at any size gives one answer: the same bytes on one
-//! thread, on every core and spilled to disk under a tiny
-//! `--memory-limit`, on every fixture and on a shuffled two-layer day;
-//! rotated, gzipped and zstd logs read as one; a broken `.gz` counted, not
+//! thread, on every core, spilled to disk under a tiny `--memory-limit`
+//! and with every gateway row kept whole (`OVERTIME_LEAN=off`), on every
+//! fixture and on a shuffled two-layer day; rotated, gzipped and zstd logs
+//! read as one, rows read back from them too; a broken `.gz` counted, not
 //! fatal; Ctrl-C leaves no temp files behind.
 
 mod day;
@@ -14,10 +15,11 @@ use std::process::{Command, Output};
 
 const FIXTURES: [&str; 4] = ["a_prefill", "b_tool_no_timeout", "c_dns_retry", "healthy"];
 
-fn overtime(args: &[String]) -> Output {
+fn overtime(args: &[String], lean: bool) -> Output {
     Command::new(env!("CARGO_BIN_EXE_overtime"))
         .args(args)
         .env("OVERTIME_PROFILE", "1")
+        .env("OVERTIME_LEAN", if lean { "on" } else { "off" })
         .output()
         .expect("run the overtime binary")
 }
@@ -28,7 +30,12 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// stdout of a successful run (stderr shown when it failed).
 fn ok(args: &[String]) -> (Vec<u8>, String) {
-    let out = overtime(args);
+    ok_with(args, true)
+}
+
+/// [`ok`], with healthy rows routed lean or every row kept whole.
+fn ok_with(args: &[String], lean: bool) -> (Vec<u8>, String) {
+    let out = overtime(args, lean);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
@@ -46,16 +53,21 @@ fn with(base: &[String], extra: &[&str]) -> Vec<String> {
     v
 }
 
-/// The same output on one thread, on two, and spilled (checked to have
-/// spilled), for each output form.
-fn same_every_way(inputs: &[String], what: &str, forms: &[&[&str]]) -> Vec<u8> {
-    let mut first_json = Vec::new();
+/// The same output on one thread, on two, spilled (checked to have
+/// spilled), and with every gateway row whole, for each output form; with
+/// the first run's stderr.
+fn same_every_way(inputs: &[String], what: &str, forms: &[&[&str]]) -> (Vec<u8>, String) {
+    let mut first = (Vec::new(), String::new());
     for form in forms {
         let mut base = inputs.to_vec();
         base.extend(strings(form));
         let (one, e1) = ok(&with(&base, &["--threads", "1", "--memory-limit", "4G"]));
         let (two, _) = ok(&with(&base, &["--threads", "2", "--memory-limit", "4G"]));
         let (spilled, e3) = ok(&with(&base, &["--threads", "2", "--memory-limit", "1K"]));
+        let (whole, _) = ok_with(
+            &with(&base, &["--threads", "2", "--memory-limit", "1K"]),
+            false,
+        );
         assert!(!e1.contains("spilled"), "{what}: 4G is room enough:\n{e1}");
         assert!(
             e3.contains("spilled"),
@@ -70,18 +82,22 @@ fn same_every_way(inputs: &[String], what: &str, forms: &[&[&str]]) -> Vec<u8> {
             one == spilled,
             "{what} {form:?}: spilled and in-memory runs differ"
         );
-        if first_json.is_empty() {
-            first_json = one;
+        assert!(
+            one == whole,
+            "{what} {form:?}: lean rows and rows kept whole differ"
+        );
+        if first.0.is_empty() {
+            first = (one, e1);
         }
     }
-    first_json
+    first
 }
 
 #[test]
 fn every_fixture_gives_the_same_bytes_on_one_thread_on_every_core_and_spilled() {
     for name in FIXTURES {
         let forms: [&[&str]; 3] = [&["--json"], &["--markdown"], &["--json", "--all"]];
-        let json = same_every_way(&fixture_args(name), name, &forms);
+        let (json, _) = same_every_way(&fixture_args(name), name, &forms);
         let doc: Value = serde_json::from_slice(&json).unwrap();
         assert!(doc["verdicts"].is_array(), "{name}: a verdicts array");
     }
@@ -104,7 +120,10 @@ fn a_shuffled_two_layer_day_gives_the_same_bytes_however_it_is_run() {
         "--spans",
         &p(&day.spans),
     ]);
-    let json = same_every_way(&inputs, "generated day", &[&["--json"], &["--markdown"]]);
+    let (json, stderr) = same_every_way(&inputs, "generated day", &[&["--json"], &["--markdown"]]);
+    // Requests with no spans that the edge failed while the internal layer
+    // answered 499: their internal rows were routed lean and read back.
+    assert!(stderr.contains("profile: read rows back"), "{stderr}");
     let doc: Value = serde_json::from_slice(&json).unwrap();
     let verdicts = doc["verdicts"].as_array().unwrap();
     assert!(verdicts.len() > 1000, "{} verdicts", verdicts.len());
@@ -204,6 +223,46 @@ fn a_rotated_set_of_gz_zst_and_plain_files_reads_as_the_one_log() {
             "{stderr}"
         );
     }
+}
+
+#[test]
+fn rows_read_back_from_a_rotated_gz_and_zst_set_give_the_bytes_of_the_plain_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let day = day::write_day(dir.path(), 20_000, 5);
+    let rotated = dir.path().join("rotated");
+    std::fs::create_dir(&rotated).unwrap();
+    let [oldest, older, live] = thirds(&std::fs::read(&day.internal).unwrap());
+    std::fs::write(rotated.join("internal.log.2.gz"), gz(&oldest)).unwrap();
+    std::fs::write(
+        rotated.join("internal.log.1.zst"),
+        zstd::encode_all(&older[..], 3).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(rotated.join("internal.log"), &live).unwrap();
+    let p = |p: &Path| p.to_string_lossy().into_owned();
+    let run = |internal: &str| {
+        ok(&with(
+            &strings(&[
+                "--nginx-log",
+                &p(&day.edge),
+                "--log-format",
+                "overtime",
+                "--nginx-log",
+                internal,
+                "--log-format",
+                "overtime",
+                "--spans",
+                &p(&day.spans),
+                "--memory-limit",
+                "1K",
+            ]),
+            &["--json"],
+        ))
+    };
+    let (plain, _) = run(&p(&day.internal));
+    let (set, stderr) = run(&p(&rotated.join("internal.log*")));
+    assert!(stderr.contains("profile: read rows back"), "{stderr}");
+    assert!(plain == set, "the rotated set differs from the one log");
 }
 
 #[test]
