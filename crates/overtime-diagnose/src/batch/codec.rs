@@ -115,6 +115,12 @@ impl GwHead {
         })
     }
 
+    /// The same values, bit for bit (a NaN equals itself).
+    pub fn same_as(&self, o: &GwHead) -> bool {
+        (self.layer, self.status, self.time_us) == (o.layer, o.status, o.time_us)
+            && self.request_time_ms.map(f64::to_bits) == o.request_time_ms.map(f64::to_bits)
+    }
+
     /// Whether the row alone makes its request need a verdict.
     pub fn failed(&self) -> bool {
         self.status.is_some_and(|s| s >= 500)

@@ -22,7 +22,7 @@
 //!   and every span was read first ([`super::Engine::spans_read`]).
 
 use crate::assemble::Key;
-use crate::batch::codec::{GATEWAY, Out, Seq, close_len, open_len};
+use crate::batch::codec::{GATEWAY, GwHead, Out, Seq, close_len, open_len};
 use crate::batch::gateway_wire::GatewayWire;
 use crate::batch::spill::{Partitions, key_hash, part_of};
 use crate::batch::{BatchError, Engine};
@@ -72,6 +72,10 @@ impl SpanKeys {
     }
 }
 
+/// A lean row to read back: its place, the key it was routed by, and
+/// the head it had (checked against the row read back).
+type Wanted = (Seq, Key, GwHead);
+
 /// The engine's lean-row state.
 pub(crate) struct Lean {
     pub spans: SpanKeys,
@@ -79,8 +83,9 @@ pub(crate) struct Lean {
     sealed: AtomicBool,
     /// Records of the requests that need a lean row's body, by key.
     pub deferred: Partitions,
-    /// The lean rows to read back, with the key each was routed by.
-    wanted: Mutex<Vec<(Seq, Key)>>,
+    /// The lean rows to read back, with the key each was routed by and
+    /// the head it had.
+    wanted: Mutex<Vec<Wanted>>,
     hook: RefetchHook,
 }
 
@@ -135,7 +140,7 @@ impl Engine {
         }
         wanted.sort_unstable_by_key(|w| w.0);
         // One group per file: (file, its wanted rows).
-        let mut files: Vec<(u32, &[(Seq, Key)])> = Vec::new();
+        let mut files: Vec<(u32, &[Wanted])> = Vec::new();
         let mut rest = &wanted[..];
         while let Some(first) = rest.first() {
             let file = (first.0 >> 96) as u32;
@@ -158,12 +163,20 @@ impl Engine {
                     for i in 0..batch.num_rows() {
                         let at = lines.binary_search(&wire.line(i)).map_err(|_| {
                             BatchError::Input(format!(
-                                "input {file}: line {} was read back unasked",
+                                "line {} was read back unasked",
                                 wire.line(i)
                             ))
                         })?;
                         got[at] = true;
-                        let (seq, key) = &rows[at];
+                        let (seq, key, head) = &rows[at];
+                        // Not the line first read (a log rotated during
+                        // the run): an error, never another request's row.
+                        if !wire.head(i).same_as(head) {
+                            return Err(BatchError::Input(format!(
+                                "line {} is not what it was when first read (did the file change during the run?)",
+                                lines[at]
+                            )));
+                        }
                         let elided = match key {
                             Key::Trace(t) => wire.elided(i, *t),
                             Key::Other(_) => 0,
@@ -261,7 +274,16 @@ mod tests {
     type Ran = (String, Vec<(u32, u64)>, Vec<(String, Vec<Row>)>);
     type Row = (String, Option<u16>, Option<String>);
 
+    /// A run; `change` alters the rows the hook reads back (a log that
+    /// changed under the run).
     fn run(lean: bool) -> Ran {
+        run_with(lean, |_| {}).unwrap()
+    }
+
+    fn run_with(
+        lean: bool,
+        change: fn(&mut GatewayRecord),
+    ) -> Result<Ran, crate::batch::BatchError> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let rows = seen.clone();
         let on_trace: crate::batch::TraceHook = Arc::new(move |t, _, _| {
@@ -278,7 +300,11 @@ mod tests {
             let rows: Vec<GatewayRecord> = files[file as usize]
                 .iter()
                 .filter(|r| lines.contains(&r.line))
-                .cloned()
+                .map(|r| {
+                    let mut r = r.clone();
+                    change(&mut r);
+                    r
+                })
                 .collect();
             log.lock().unwrap().extend(lines.iter().map(|l| (file, *l)));
             sink(&batch(&rows))
@@ -301,12 +327,21 @@ mod tests {
         }
         ing.flush().unwrap();
         drop(ing);
-        let out = engine.finish().unwrap();
-        let v = out.verdicts.collect().unwrap();
+        let out = engine.finish()?;
+        let v = out.verdicts.collect()?;
         let asked = asked.lock().unwrap().clone();
         let mut seen = seen.lock().unwrap().clone();
         seen.sort();
-        (serde_json::to_string(&v).unwrap(), asked, seen)
+        Ok((serde_json::to_string(&v).unwrap(), asked, seen))
+    }
+
+    #[test]
+    fn a_row_that_changed_since_it_was_read_is_an_error_not_another_requests_row() {
+        let err = run_with(true, |r| r.status = Some(201)).expect_err("an error");
+        let msg = err.to_string();
+        assert!(msg.contains("line 1 is not what it was"), "{msg}");
+        let err = run_with(true, |r| r.time_us += 1).expect_err("an error");
+        assert!(err.to_string().contains("did the file change"), "{err}");
     }
 
     #[test]

@@ -35,8 +35,8 @@ struct GwEntry<'a> {
 pub struct Deferred<'a> {
     /// Every other record of those requests, by key, as framed.
     pub records: Vec<(Key, &'a [u8])>,
-    /// Their lean rows: (place, key).
-    pub wanted: Vec<(Seq, Key)>,
+    /// Their lean rows: (place, key, head).
+    pub wanted: Vec<(Seq, Key, GwHead)>,
 }
 
 impl Deferred<'_> {
@@ -123,7 +123,7 @@ pub fn assemble_partition(
         gws.retain(|g| {
             let wait = waiting.contains(&g.key);
             match (wait, g.body) {
-                (true, None) => deferred.wanted.push((g.seq, g.key.clone())),
+                (true, None) => deferred.wanted.push((g.seq, g.key.clone(), g.head)),
                 (true, Some(_)) => deferred.records.push((g.key.clone(), g.raw)),
                 (false, _) => {}
             }

@@ -27,7 +27,12 @@ pub(super) fn hook(jobs: &[Job]) -> RefetchHook {
             .iter()
             .find(|f| f.0 == file)
             .ok_or_else(|| BatchError::Input(format!("no input file number {file}")))?;
-        read_lines(path, format, lines, sink)
+        read_lines(path, format, lines, sink).map_err(|e| match e {
+            BatchError::Input(m) if !m.starts_with(&*path.to_string_lossy()) => {
+                BatchError::Input(format!("{}: {m}", path.display()))
+            }
+            e => e,
+        })
     })
 }
 
@@ -106,6 +111,13 @@ pub fn read_lines(
     // A last line without its newline is a line too (as on the first read).
     if !partial.is_empty() && next < lines.len() && lines[next] == line {
         decoder.push_record(&partial, line);
+        next += 1;
+    }
+    if let Some(l) = lines.get(next) {
+        return Err(BatchError::Input(format!(
+            "{}: line {l} is past the end of the file (did it change during the run?)",
+            path.display()
+        )));
     }
     flush(&mut decoder)
 }
