@@ -238,6 +238,28 @@ impl Out<'_> {
         self.0.extend_from_slice(&(b.len() as u32).to_le_bytes());
         self.0.extend_from_slice(b);
     }
+    /// A [`LEAN`] row: its place, key and head.
+    pub fn lean_row(&mut self, seq: Seq, key: &Key, head: &GwHead) {
+        self.u8(LEAN);
+        self.seq(seq);
+        self.key(key);
+        head.write(self);
+    }
+    /// A [`GATEWAY`] row: place, key, the ids `elided` from the body
+    /// `write` appends ([`super::gateway_wire::restore`]).
+    pub fn gateway_row(
+        &mut self,
+        seq: Seq,
+        key: &Key,
+        elided: u8,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.u8(GATEWAY);
+        self.seq(seq);
+        self.key(key);
+        self.u8(elided);
+        self.record_with(write);
+    }
     /// A record as postcard behind a 4-byte length, written in place.
     pub fn record<T: serde::Serialize>(&mut self, r: &T) {
         self.record_with(|buf| postcard_into(r, buf));

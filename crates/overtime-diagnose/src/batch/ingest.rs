@@ -155,21 +155,10 @@ impl Ingest<'_> {
                 let key = Key::Trace(t);
                 let p = self.trace_part(&key);
                 if !head.failed() && lean.is_some_and(|l| !l.spans.may_have(&key)) {
-                    self.put(p, |o| {
-                        o.u8(LEAN);
-                        o.seq(seq);
-                        o.key(&key);
-                        head.write(o);
-                    })?;
+                    self.put(p, |o| o.lean_row(seq, &key, &head))?;
                 } else {
                     let elided = wire.as_ref().map_or(0, |w| w.elided(i, t));
-                    self.put(p, |o| {
-                        o.u8(GATEWAY);
-                        o.seq(seq);
-                        o.key(&key);
-                        o.u8(elided);
-                        o.record_with(|buf| body(buf, elided));
-                    })?;
+                    self.put(p, |o| o.gateway_row(seq, &key, elided, |b| body(b, elided)))?;
                 }
                 if let Some(rid) = rid {
                     self.link(rid, seq, &key, false)?;
@@ -187,20 +176,9 @@ impl Ingest<'_> {
                 let key = Key::Other(format!("line:{src}:{line}"));
                 let p = self.trace_part(&key);
                 if !head.failed() && lean.is_some() {
-                    self.put(p, |o| {
-                        o.u8(LEAN);
-                        o.seq(seq);
-                        o.key(&key);
-                        head.write(o);
-                    })?;
+                    self.put(p, |o| o.lean_row(seq, &key, &head))?;
                 } else {
-                    self.put(p, |o| {
-                        o.u8(GATEWAY);
-                        o.seq(seq);
-                        o.key(&key);
-                        o.u8(0);
-                        o.record_with(|buf| body(buf, 0));
-                    })?;
+                    self.put(p, |o| o.gateway_row(seq, &key, 0, |b| body(b, 0)))?;
                 }
             }
         }

@@ -22,7 +22,7 @@
 //!   and every span was read first ([`super::Engine::spans_read`]).
 
 use crate::assemble::Key;
-use crate::batch::codec::{GATEWAY, GwHead, Out, Seq, close_len, open_len};
+use crate::batch::codec::{GwHead, Out, Seq, close_len, open_len};
 use crate::batch::gateway_wire::GatewayWire;
 use crate::batch::spill::{Partitions, key_hash, part_of};
 use crate::batch::{BatchError, Engine};
@@ -183,12 +183,7 @@ impl Engine {
                         };
                         let buf = &mut local[part_of(key_hash(key), 0, self.n)];
                         let len = open_len(buf);
-                        let mut o = Out(buf);
-                        o.u8(GATEWAY);
-                        o.seq(*seq);
-                        o.key(key);
-                        o.u8(elided);
-                        o.record_with(|b| wire.write(i, b, elided));
+                        Out(buf).gateway_row(*seq, key, elided, |b| wire.write(i, b, elided));
                         held += buf.len() - len;
                         close_len(buf, len);
                     }

@@ -39,7 +39,7 @@ use crate::config::DiagnoseConfig;
 use crate::report::{BucketRow, IncidentReport, LatencyAcc};
 use crate::timeouts::{self, LayerTimeout};
 use crate::verdict::{TraceSummary, diagnose_trace};
-use codec::{GATEWAY, GwHead, In, LEAN, LINK, Out, RID_ROW, SPAN, close_len, open_len};
+use codec::{GwHead, In, LINK, Out, RID_ROW, SPAN, close_len, open_len};
 use gateway_wire::GatewayWire;
 use overtime_model::{GatewayRows, SpanRecord, Verdict};
 use partition::{Joined, RidLinks, assemble_partition};
@@ -437,16 +437,9 @@ impl Engine {
             let head = GwHead::of_body(body)?;
             let lean = self.lean.as_ref();
             if !head.failed() && lean.is_some_and(|l| l.row_may_be_lean(&key)) {
-                o.u8(LEAN);
-                o.seq(seq);
-                o.key(&key);
-                head.write(&mut o);
+                o.lean_row(seq, &key, &head);
             } else {
-                o.u8(GATEWAY);
-                o.seq(seq);
-                o.key(&key);
-                o.u8(0);
-                o.body_bytes(body);
+                o.gateway_row(seq, &key, 0, |b| b.extend_from_slice(body));
             }
             close_len(buf, at);
         }
