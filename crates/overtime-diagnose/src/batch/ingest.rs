@@ -154,7 +154,7 @@ impl Ingest<'_> {
                 self.stats.joined_by_traceparent += 1;
                 let key = Key::Trace(t);
                 let p = self.trace_part(&key);
-                if !head.failed() && lean.is_some_and(|l| !l.spans.may_have(&key)) {
+                if !head.failed() && lean.is_some_and(|l| l.row_may_be_lean(&key)) {
                     self.put(p, |o| o.lean_row(seq, &key, &head))?;
                 } else {
                     let elided = wire.as_ref().map_or(0, |w| w.elided(i, t));

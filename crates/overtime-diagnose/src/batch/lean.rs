@@ -64,11 +64,13 @@ impl SpanKeys {
                 .expected_items(items as usize),
         )
     }
+    // The key's hash is already well mixed: the filter takes it as is
+    // (the hasher is never asked).
     pub fn insert(&self, k: &Key) {
-        self.0.insert(&key_hash(k));
+        self.0.insert_hash(key_hash(k));
     }
     pub fn may_have(&self, k: &Key) -> bool {
-        self.0.contains(&key_hash(k))
+        self.0.contains_hash(key_hash(k))
     }
 }
 
