@@ -15,6 +15,7 @@
 //!   holds on the path exclusively (not covered by a critical child).
 
 use crate::assemble::Trace;
+use crate::shape::{Role, attach_beside, is_moment, role};
 use overtime_model::GatewayRecord;
 use std::collections::HashMap;
 
@@ -96,20 +97,15 @@ pub struct Orphan {
 /// rest hang from the root (a trace of a million orphans stays linear).
 const MAX_ADOPTION_WORK: usize = 50_000_000;
 
-/// An ASGI event span (`… http send`, `… http receive`): a moment of the
-/// request, never anyone's parent.
-fn is_asgi_event(s: &overtime_model::SpanRecord) -> bool {
-    s.attributes.iter().any(|(k, _)| k == "asgi.event.type")
-        || s.name.ends_with(" http send")
-        || s.name.ends_with(" http receive")
-}
-
 /// Places every span whose parent never arrived under its nearest known
 /// ancestor: the innermost span of the trace that was running when it
 /// started (the latest start, then the shortest), else nothing (it hangs
-/// from the request's root). ASGI event spans never adopt. A candidate
-/// whose own chain of parents leads back to the orphan is skipped, so no
-/// cycle is made.
+/// from the request's root). ASGI event spans never adopt, nor do
+/// transport spans (an HTTP client's children are the far service's,
+/// which name their parent); an orphaned piece of a call (an operation or
+/// an attempt whose operation was lost) is never given to another call
+/// running beside it. A candidate whose own chain of parents leads back to
+/// the orphan is skipped, so no cycle is made.
 ///
 /// ```
 /// use overtime_diagnose::{tree::build, Trace};
@@ -147,11 +143,17 @@ fn adopt_orphans(
         };
         // An ASGI event whose parent is missing lost its server span: it
         // is a moment of the request itself, not of whatever ran then.
-        let adoptable = !is_asgi_event(o);
+        let adoptable = !is_moment(o);
+        let piece_of_call = matches!(role(o), Role::Operation | Role::Transport);
+        let may_host = |j: usize| match role(&spans[j]) {
+            Role::Moment | Role::Transport => false,
+            Role::Operation => !piece_of_call,
+            Role::Application => true,
+        };
         let mut hosts: Vec<usize> =
             if adoptable && spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
                 (0..spans.len())
-                    .filter(|&j| j != i && !is_asgi_event(&spans[j]))
+                    .filter(|&j| j != i && may_host(j))
                     .filter(|&j| spans[j].start_us <= o.start_us && o.start_us < spans[j].end_us)
                     .collect()
             } else {
@@ -253,7 +255,14 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
                 .filter(|&p| p != i)
         })
         .collect();
-    let orphans = adopt_orphans(spans, &mut parent_of);
+    let mut orphans = adopt_orphans(spans, &mut parent_of);
+    // One nesting for every instrumentation: attempts beside their
+    // operation go under it (shape.rs).
+    if attach_beside(spans, &mut parent_of) > 0 {
+        for o in &mut orphans {
+            o.placed_under = parent_of[o.span];
+        }
+    }
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
     let mut tops = Vec::new();
     for (i, p) in parent_of.iter().enumerate() {
@@ -340,7 +349,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         let id = nodes.len();
         nodes.push(Node {
             raw_end_us: raw_e,
-            moment: is_asgi_event(&spans[i]),
+            moment: is_moment(&spans[i]),
             ..Node::new(Some(i), s, e, parent)
         });
         if let Some(p) = parent {

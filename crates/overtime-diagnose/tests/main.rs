@@ -4,6 +4,7 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod adversarial;
+mod call_model;
 mod common;
 mod findings_and_incidents;
 mod headlines;
