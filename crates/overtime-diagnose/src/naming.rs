@@ -8,7 +8,7 @@
 //!
 //! | the call is | named by, first that says it |
 //! |---|---|
-//! | an LLM or judge call | the model: the `model` column (GenAI `gen_ai.request.model` / `response.model`, OpenInference `llm.model_name` or `llm.invocation_parameters`, `ai.model.id`, `ls_model_name`…), else a GenAI span name `chat <model>` |
+//! | an LLM or judge call | the model: the `model` column (GenAI `gen_ai.request.model` / `response.model`, OpenInference `llm.model_name` or `llm.invocation_parameters`, `ai.model.id`, `ls_model_name`…), else a GenAI span name `chat <model>`, else the target an operation span's name names (`deepseek-v4-pro call`) |
 //! | a tool, memory, network or queue call | the tool: the `tool` column (`gen_ai.tool.name`, `tool.name`, `traceloop.entity.name`, `ai.toolCall.name`, or a span named `execute_tool <name>`, `tool.<name>`, `<name>.tool`…); else the store or data source (`gen_ai.memory.store.name`, `gen_ai.data_source.id`, `db.namespace`, `rpc.service`, `peer.service`, a span named `search_memory <store>`); else the operation span's own name when it is not a transport's (`POST`, `GET /x`) |
 //! | anything else, or nothing above | the address of its first attempt (`server.address:port`, the URL's host); the span's name when there is none |
 //!
@@ -111,11 +111,18 @@ pub fn call_component(trace: &Trace, tree: &TraceTree, nodes: &[usize], stage: S
             .map(str::to_string)
     };
     let named = match stage {
-        Stage::Llm | Stage::Judge => spans.iter().find_map(|s| nonempty(&s.model)).or_else(|| {
-            spans
-                .iter()
-                .find_map(|s| model_in_name(&s.name).map(str::to_string))
-        }),
+        Stage::Llm | Stage::Judge => spans
+            .iter()
+            .find_map(|s| nonempty(&s.model))
+            .or_else(|| {
+                spans
+                    .iter()
+                    .find_map(|s| model_in_name(&s.name).map(str::to_string))
+            })
+            .or_else(|| {
+                ops.iter()
+                    .find_map(|s| tool_in_name(&s.name).map(str::to_string))
+            }),
         _ => None,
     };
     let named = named.or_else(|| match stage {

@@ -31,23 +31,32 @@ pub(crate) fn family(s: Stage) -> Stage {
     }
 }
 
-/// The nodes, in start order, one after the other?
-pub(super) fn sequential(tree: &TraceTree, nodes: &[usize]) -> bool {
-    nodes
-        .windows(2)
-        .all(|w| tree.nodes[w[1]].start_us >= tree.nodes[w[0]].raw_end_us - SEQUENTIAL_SLACK_US)
+/// A node's own start (skew-shifted, not clamped to the request: an
+/// attempt that began after the gateway's cut still began after the one
+/// before it).
+fn raw_start(trace: &Trace, tree: &TraceTree, n: usize) -> i64 {
+    tree.nodes[n].span.map_or(tree.nodes[n].start_us, |i| {
+        trace.spans[i].start_us + tree.shift_us[i]
+    })
 }
 
-/// Operation spans of one target (in start order) are one call retried:
-/// one after the other, and an attempt number or the failure of every
-/// earlier one says so.
+/// The nodes, in start order, one after the other?
+pub(super) fn sequential(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> bool {
+    nodes
+        .windows(2)
+        .all(|w| raw_start(trace, tree, w[1]) >= tree.nodes[w[0]].raw_end_us - SEQUENTIAL_SLACK_US)
+}
+
+/// Operation spans of one target (in start order) are one call retried
+/// when an attempt number says so, or when they ran one after the other
+/// and every earlier one failed.
 pub(super) fn retried(trace: &Trace, tree: &TraceTree, nodes: &[usize]) -> bool {
     let span_of = |n: usize| &trace.spans[tree.nodes[n].span.expect("operation nodes are spans")];
     let marked = nodes.iter().any(|&n| span_of(n).attempt.unwrap_or(0) > 0);
     let failed_before = nodes[..nodes.len().saturating_sub(1)]
         .iter()
         .all(|&n| matches!(span_of(n).status, SpanStatus::Error | SpanStatus::Timeout));
-    nodes.len() > 1 && sequential(tree, nodes) && (marked || failed_before)
+    nodes.len() > 1 && (marked || (failed_before && sequential(trace, tree, nodes)))
 }
 
 fn sorted_children(tree: &TraceTree, node: usize, keep: impl Fn(usize) -> bool) -> Vec<usize> {
@@ -92,7 +101,7 @@ pub(super) fn attempts_under(
         let transports = sorted_children(tree, at, |k| {
             span(k).is_some_and(|s| role(s) == Role::Transport)
         });
-        if transports.len() >= 2 && sequential(tree, &transports) {
+        if transports.len() >= 2 && sequential(trace, tree, &transports) {
             return transports;
         }
         match ops.as_slice() {

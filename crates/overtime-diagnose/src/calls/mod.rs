@@ -360,6 +360,19 @@ fn inside_judge(trace: &Trace, tree: &TraceTree, node: usize) -> bool {
     false
 }
 
+/// A tool span whose tool no attribute names, only its span name
+/// (`deepseek-v4-pro call`): what it calls is told by what answered.
+fn named_only_by_its_name(s: &SpanRecord) -> bool {
+    s.stage == Stage::Tool
+        && s.tool.as_deref().is_some_and(|t| {
+            overtime_parse::spans::names::tool_in_name(&s.name) == Some(t)
+                && !s
+                    .attributes
+                    .iter()
+                    .any(|(k, _)| k == "gen_ai.operation.name")
+        })
+}
+
 /// One call: its operation spans `ops` (several when it was retried as
 /// repeated operations) and, for one operation, the attempts under it
 /// (`tries`, empty when it was tried once).
@@ -410,15 +423,17 @@ fn span_call(trace: &Trace, tree: &TraceTree, ops: &[usize], tries: &[usize]) ->
     }
     let judged: Vec<usize> = ops.iter().chain(tries).copied().collect();
     measure::observe_timeout(trace, tree, &judged, &mut c);
+    // A bare transport, or a span only its name calls a tool (`X call`),
+    // that reached a model server (its phases, or a model name below it)
+    // is an LLM call.
+    let reached_model = !c.phases.is_empty() || c.model.is_some();
+    if reached_model && (c.stage == Stage::Network || named_only_by_its_name(first)) {
+        c.stage = Stage::Llm;
+    }
     // An LLM call made inside an application span that is a judge
     // (`judge_answer`, or one carrying the evaluation result) is the judge.
     if c.stage == Stage::Llm && inside_judge(trace, tree, ops[0]) {
         c.stage = Stage::Judge;
-    }
-    // A bare transport that reached a model server (its phases, or a
-    // model name below it) is an LLM call.
-    if c.stage == Stage::Network && (!c.phases.is_empty() || c.model.is_some()) {
-        c.stage = Stage::Llm;
     }
     c.component = call_component(trace, tree, ops, c.stage);
     c
