@@ -7,6 +7,7 @@ mod adversarial;
 mod common;
 mod findings_and_incidents;
 mod headlines;
+mod invariance;
 mod live_bounded;
 mod live_early;
 mod live_parity;
