@@ -3,11 +3,14 @@
 //! truth.json gives), the original diagnosis, and the traces sampled for
 //! rewriting.
 //!
-//! A folder is an incident when it holds a `truth.json` with `args` (the
-//! `diagnose` arguments, relative to the folder; `@file` means the file's
-//! contents). Its `failing` (trace id → kind, component, outcome) and
-//! `ok_traces` are the truth the original is held to; a folder without
-//! them (a recorded run) is held to its own original diagnosis.
+//! A folder is an incident when it holds a `truth.json`; its `args` (or an
+//! `args.json` beside it) are the `diagnose` arguments, relative to the
+//! folder (`@file` means the file's contents) — a folder without them
+//! fails the harness, it is never skipped. The truth the original is held
+//! to is an incident's `failing` (trace id → kind, component, outcome) and
+//! `ok_traces`, or an e2e harness's list of requests (`trace_id`,
+//! `expect_kind`, `expect_component`, `expect_outcome`); a truth with
+//! neither holds the rewrites to the original diagnosis alone.
 
 use arrow::record_batch::RecordBatch;
 use overtime_diagnose::{DiagnoseConfig, diagnose_tables};
@@ -125,9 +128,21 @@ pub fn load(root: &Path, dir: &Path) -> Incident {
             .unwrap_or_else(|e| panic!("{}: {e}", dir.join("truth.json").display())),
     )
     .unwrap_or_else(|e| panic!("{}/truth.json: {e}", dir.display()));
-    let args: Vec<String> = truth["args"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}/truth.json has no args", dir.display()))
+    // The diagnose arguments: the truth's `args`, else an `args.json` beside it.
+    let args_v = match truth["args"].as_array() {
+        Some(a) => a.clone(),
+        None => std::fs::read_to_string(dir.join("args.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: neither truth.json's `args` nor an args.json gives the `overtime diagnose` \
+                     arguments (relative to the folder) this harness reads the incident with",
+                    dir.display()
+                )
+            }),
+    };
+    let args: Vec<String> = args_v
         .iter()
         .map(|a| a.as_str().expect("args are strings").to_string())
         .collect();
@@ -146,27 +161,7 @@ pub fn load(root: &Path, dir: &Path) -> Incident {
         .into_iter()
         .map(|v| (v.trace_id.clone(), v))
         .collect();
-    let failing = truth["failing"].as_object().map(|m| {
-        m.iter()
-            .map(|(tid, t)| {
-                let s = |k: &str| t[k].as_str().unwrap_or("").to_string();
-                (
-                    tid.clone(),
-                    Expect {
-                        kind: s("kind"),
-                        component: s("component"),
-                        outcome: s("outcome"),
-                        call_span: t["call_span"].as_str().map(str::to_string),
-                    },
-                )
-            })
-            .collect()
-    });
-    let ok_traces = truth["ok_traces"].as_array().map(|a| {
-        a.iter()
-            .filter_map(|t| t.as_str().map(str::to_string))
-            .collect()
-    });
+    let (failing, ok_traces) = truth_sets(&truth);
     Incident {
         name: dir.strip_prefix(root).unwrap_or(dir).display().to_string(),
         gateway: loaded.gateway,
@@ -178,17 +173,63 @@ pub fn load(root: &Path, dir: &Path) -> Incident {
     }
 }
 
-/// Every incident folder: `tests/fixtures/incidents/*` and any
-/// `tests/fixtures/e2e_*/**` folder with a truth.json that has `args`.
+/// The failing and healthy traces of a truth: an incident's object
+/// (`failing`: trace id → kind, component, outcome; `ok_traces`), or the
+/// e2e harnesses' list of requests (`trace_id`, `expect_kind`,
+/// `expect_component`, `expect_outcome`; requests with no trace id cannot
+/// be told apart and are left out).
+type Sets = (Option<BTreeMap<String, Expect>>, Option<Vec<String>>);
+
+fn truth_sets(truth: &serde_json::Value) -> Sets {
+    let s = |t: &serde_json::Value, k: &str| t[k].as_str().unwrap_or("").to_string();
+    if let Some(list) = truth.as_array() {
+        let mut failing = BTreeMap::new();
+        let mut ok = Vec::new();
+        for r in list {
+            let Some(tid) = r["trace_id"].as_str() else {
+                continue;
+            };
+            if s(r, "expect_outcome") == "ok" {
+                ok.push(tid.to_string());
+            } else if r["expect_kind"].is_string() {
+                let e = Expect {
+                    kind: s(r, "expect_kind"),
+                    component: s(r, "expect_component"),
+                    outcome: s(r, "expect_outcome"),
+                    call_span: None,
+                };
+                failing.insert(tid.to_string(), e);
+            }
+        }
+        return (Some(failing), Some(ok));
+    }
+    let failing = truth["failing"].as_object().map(|m| {
+        m.iter()
+            .map(|(tid, t)| {
+                let e = Expect {
+                    kind: s(t, "kind"),
+                    component: s(t, "component"),
+                    outcome: s(t, "outcome"),
+                    call_span: t["call_span"].as_str().map(str::to_string),
+                };
+                (tid.clone(), e)
+            })
+            .collect()
+    });
+    let ok_traces = truth["ok_traces"].as_array().map(|a| {
+        a.iter()
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect()
+    });
+    (failing, ok_traces)
+}
+
+/// Every incident folder: `tests/fixtures/incidents/*` and every folder
+/// under `tests/fixtures/e2e_*/` (two levels down at most) that holds a
+/// truth.json.
 pub fn folders(root: &Path) -> Vec<PathBuf> {
     fn walk(d: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-        let truth = d.join("truth.json");
-        if truth.is_file()
-            && std::fs::read_to_string(&truth)
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .is_some_and(|v| v["args"].is_array())
-        {
+        if d.join("truth.json").is_file() {
             out.push(d.to_path_buf());
             return;
         }
