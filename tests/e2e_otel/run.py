@@ -15,7 +15,7 @@ every failing request against the fault it was given.
 
 usage: run.py [--check] [--install] [--install-only] [--venv DIR] [--out DIR]
               [--overtime BIN] [--only NAME ...] [--variants V ...]
-              [--reanalyze DIR] [--markdown FILE]
+              [--reanalyze DIR] [--markdown FILE] [--score-json FILE]
 
 --check exits 1 below 90 % kind+component, on any failing verdict or
 incident from healthy traffic, on any failing request without a verdict,
@@ -58,6 +58,7 @@ scenarios = _load("e2e_otel_scenarios", os.path.join(HERE, "scenarios.py"))
 model_server = _load("e2e_otel_model_server", os.path.join(HERE, "model_server.py"))
 tool_server = _load("e2e_otel_tool_server", os.path.join(HERE, "tool_server.py"))
 receiver = _load("e2e_otel_receiver", os.path.join(HERE, "receiver.py"))
+scoreboard = _load("scoreboard", os.path.join(HERE, "..", "..", "scripts", "scoreboard.py"))
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 REQUIREMENTS = os.path.join(HERE, "requirements.txt")
@@ -431,6 +432,46 @@ def score(truth, docs):
     return res
 
 
+def score_datasets(truth, docs, healthy_docs, suffix=""):
+    """The score JSON's datasets (docs/testing.md, *Scoreboard*), one per
+    variant: `e2e_otel/<variant><suffix>`. Findings: semantic_mask where
+    the request expects it; false positives: failing verdicts for requests
+    that did not fail, and failing verdicts or incidents of the healthy
+    phase diagnosed alone."""
+    out = {}
+    for variant, doc in docs.items():
+        d = scoreboard.empty()
+        verdicts = doc["verdicts"]
+        by_tid = {v["trace_id"]: v for v in verdicts}
+        by_rid = {}
+        for v in verdicts:
+            if v.get("request_id"):
+                by_rid.setdefault(v["request_id"], v)
+        used = set()
+        for r in (r for r in truth if r["variant"] == variant):
+            v = (by_tid.get(r["trace_id"]) if r["trace_id"] else None) or by_rid.get(r.get("request_id"))
+            if v:
+                used.add(v["trace_id"])
+            if r["expect_outcome"] == "ok" or r["expect_kind"] is None:
+                d["false_positives"] += bool(r["expect_outcome"] == "ok" and v and v["outcome"] != "ok")
+                continue
+            d["failing"] += 1
+            d["findings_expected"] += bool(r.get("expect_mask"))
+            if v:
+                kind = v["root_cause"]["kind"] == r["expect_kind"]
+                d["with_verdict"] += v["outcome"] != "ok"
+                d["kind_right"] += kind
+                d["kind_component_right"] += kind and v["root_cause"]["component"] == r["expect_component"]
+                d["outcome_right"] += v["outcome"] == r["expect_outcome"]
+                d["findings_found"] += bool(r.get("expect_mask")) and has_mask(v)
+        d["false_positives"] += sum(1 for v in verdicts if v["trace_id"] not in used and v["outcome"] != "ok")
+        h = healthy_docs.get(variant)
+        if h:
+            d["false_positives"] += sum(v["outcome"] != "ok" for v in h["verdicts"]) + len(h["incidents"])
+        out[f"e2e_otel/{variant}{suffix}"] = d
+    return out
+
+
 ORDER = ["stream_idle_gap", "gateway_timeout_mismatch", "serial_budget_exhaustion", "pool_saturation", "judge_slow",
          "llm_queueing", "llm_prefill_slow", "llm_decode_slow", "llm_slow", "upstream_connect_slow",
          "retry_amplification", "tool_no_timeout", "tool_slow", "unknown"]
@@ -506,10 +547,12 @@ def analyze(binary, meta, truth, out_dir):
             healthy_docs[variant] = overtime(binary, hargs, htraces)[0]
     rep = report(truth, docs, healthy_docs, list(meta))
     rep["cmds"] = cmds
+    rep["score"] = score_datasets(truth, docs, healthy_docs)
     # The same files with the log_format bodies on the command line and no
     # nginx.conf: read timeouts inferred from the 504s.
     noconf = {v: overtime(binary, m["args_noconf"], m["traces"])[0] for v, m in meta.items() if m.get("args_noconf")}
     if noconf:
+        rep["score"].update(score_datasets(truth, noconf, {}, "-noconf"))
         res = score(truth, noconf)
         n = sum(r["n"] for r in res["rows"].values())
         ok = sum(r["ok"] for r in res["rows"].values())
@@ -555,6 +598,7 @@ def main():
     ap.add_argument("--reanalyze", metavar="DIR")
     ap.add_argument("--markdown")
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--score-json", help="write the score JSON (docs/testing.md, Scoreboard) here")
     a = ap.parse_args()
     if a.install or a.install_only:
         install(a.venv)
@@ -611,6 +655,8 @@ def main():
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write(doc + "\n")
+    if a.score_json:
+        scoreboard.write_scores(a.score_json, rep["score"])
     if a.check:
         fails = []
         if rep["accuracy"] < 0.9:

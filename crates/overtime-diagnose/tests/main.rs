@@ -8,6 +8,7 @@ mod call_model;
 mod common;
 mod findings_and_incidents;
 mod headlines;
+mod invariance;
 mod live_bounded;
 mod live_early;
 mod live_parity;
