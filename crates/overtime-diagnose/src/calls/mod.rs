@@ -153,14 +153,14 @@ fn call_nodes(trace: &Trace, tree: &TraceTree) -> Vec<bool> {
     // Nodes are created parents first, so a backwards walk sees children
     // first: which operation families, and whether any call, lie below.
     let mut below_ops: Vec<[bool; 2]> = vec![[false; 2]; n];
+    let mut call_below = vec![false; n];
     let mut is_call = vec![false; n];
     for i in (0..n).rev() {
         let mut below = [false; 2];
-        let mut call_below = false;
         for &c in &tree.nodes[i].children {
             below[0] |= below_ops[c][0];
             below[1] |= below_ops[c][1];
-            call_below |= is_call[c] || below_ops[c][0] || below_ops[c][1];
+            call_below[i] |= is_call[c] || call_below[c];
             if let Some(cs) = span(c)
                 && role(cs) == Role::Operation
             {
@@ -171,7 +171,7 @@ fn call_nodes(trace: &Trace, tree: &TraceTree) -> Vec<bool> {
         is_call[i] = match span(i) {
             Some(s) => match role(s) {
                 Role::Operation => !(family(s.stage) == Stage::Llm && below[1]),
-                Role::Transport => !call_below,
+                Role::Transport => !call_below[i],
                 Role::Application | Role::Moment => false,
             },
             None => false,
