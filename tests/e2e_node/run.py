@@ -212,7 +212,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--overtime")
     ap.add_argument("--only", nargs="*")
-    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--variants", nargs="*", choices=list(VARIANTS))
     ap.add_argument("--max-per-scenario", type=int, help="send at most N requests of each scenario (a small run)")
     ap.add_argument("--reanalyze", metavar="DIR", help="diagnose an earlier run's (or a fixture's) files again")
     ap.add_argument("--markdown")
@@ -233,7 +233,7 @@ def main():
         if isinstance(json.load(open(os.path.join(run_dir, "truth.json"))), dict) and not a.out:
             out_dir = tempfile.mkdtemp(prefix="overtime-reanalyze-")
         os.makedirs(out_dir, exist_ok=True)
-        meta = {v: m for v, m in meta.items() if v in a.variants}
+        meta = {v: m for v, m in meta.items() if not a.variants or v in a.variants}
         truth = [r for r in truth if r["variant"] in meta]
     else:
         if not os.path.exists(nginx_layers.NGINX):
@@ -245,7 +245,7 @@ def main():
             shutil.rmtree(out_dir)
         os.makedirs(out_dir)
         rng = random.Random(a.seed)
-        deps = [NodeDeployment(v, out_dir, a.node_dir, random.Random(rng.getrandbits(32))) for v in a.variants]
+        deps = [NodeDeployment(v, out_dir, a.node_dir, random.Random(rng.getrandbits(32))) for v in a.variants or VARIANTS]
         truth, meta, took = otel.run_deployments(deps, a.only, a.max_per_scenario, out_dir)
         fix_truth(deps, truth, out_dir)
     binary = otel.build(a.overtime)

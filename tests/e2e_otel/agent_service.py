@@ -12,7 +12,8 @@ auto-instrumentation is told to skip it, `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=
 (Traceloop's opentelemetry-instrumentation-openai) or `langchain` (the
 models called through LangChain's `ChatOpenAI`, tools as LangChain tools,
 the judge as a named chain step, all instrumented by Traceloop's
-opentelemetry-instrumentation-langchain). Tool calls are
+opentelemetry-instrumentation-langchain; `langchain-oi`: the same app
+under OpenInference's openinference-instrumentation-langchain). Tool calls are
 wrapped the way each family's own helper writes them: `execute_tool
 <name>` from opentelemetry-util-genai, a TOOL span from
 openinference-instrumentation's tracer; under `traceloop` they stay bare
@@ -40,6 +41,7 @@ import openai
 from openai import AsyncOpenAI
 
 VARIANT = os.environ.get("AGENT_LLM_INSTRUMENTATION", "genai")
+LANGCHAIN = VARIANT in ("langchain", "langchain-oi")
 MODEL_URL = os.environ["AGENT_MODEL_URL"]  # http://127.0.0.1:PORT/v1
 LEGACY_MODEL_URL = os.environ.get("AGENT_LEGACY_MODEL_URL", MODEL_URL)
 TOOLS = json.loads(os.environ.get("AGENT_TOOLS", "{}"))  # name -> base url
@@ -60,6 +62,8 @@ def _instrument_llm():
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
     elif VARIANT == "langchain":
         from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenAIInstrumentor
+    elif VARIANT == "langchain-oi":
+        from openinference.instrumentation.langchain import LangChainInstrumentor as OpenAIInstrumentor
     else:
         raise SystemExit(f"unknown AGENT_LLM_INSTRUMENTATION {VARIANT!r}")
     OpenAIInstrumentor().instrument()
@@ -95,7 +99,7 @@ elif VARIANT == "openinference":
         with _oi.start_as_current_span(name, openinference_span_kind="evaluator") as span:
             yield span
 
-elif VARIANT == "langchain":
+elif LANGCHAIN:
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableLambda
     from langchain_core.tools import StructuredTool
@@ -164,7 +168,7 @@ async def langchain_llm(step, relay):
 
 
 async def llm_step(step, relay):
-    if VARIANT == "langchain":
+    if LANGCHAIN:
         return await langchain_llm(step, relay)
     client = llm_clients[step.get("server", "main")].with_options(
         timeout=step.get("timeout", 30.0), max_retries=int(step.get("retries", 0))
@@ -204,7 +208,7 @@ async def tool_call(step):
 
 
 async def invoke_tool(step):
-    if VARIANT == "langchain":
+    if LANGCHAIN:
         # A LangChain tool named for the API it calls.
         async def call():
             return await tool_call(step)
@@ -235,7 +239,7 @@ async def run_steps(steps, relay):
         elif op == "judge":
             name = step.get("name", "answer_judge")
             judged = {**step, "model": step.get("model") or JUDGE_MODEL}
-            if VARIANT == "langchain":
+            if LANGCHAIN:
                 # a chain step named for the judge, around the model call
                 async def judge_chain(_):
                     await llm_step(judged, None)

@@ -123,8 +123,8 @@ def _scrub_value(v, subs):
 
 
 def scrub(src, dst, mark, subs):
-    """Copies src to dst with every string value's machine paths replaced
-    (stack traces, process arguments): recorded runs kept in the repo name
+    """Copies src to dst with the machine's paths replaced in every string
+    value and status message (stack traces, process arguments): recorded runs kept in the repo name
     no directory of the machine that made them. Returns where byte offset
     `mark` of src (a request boundary) falls in dst."""
     out, new_mark, pos = bytearray(), None, 0
@@ -143,6 +143,8 @@ def scrub(src, dst, mark, subs):
                     _scrub_kvs(sp.attributes, subs)
                     for e in sp.events:
                         _scrub_kvs(e.attributes, subs)
+                    for old, new in subs:  # OpenInference puts the traceback there
+                        sp.status.message = sp.status.message.replace(old, new)
         body = req.SerializeToString()
         out += _varint(len(body)) + body
     if pos == mark:

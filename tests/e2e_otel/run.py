@@ -66,6 +66,9 @@ REQUIREMENTS = os.path.join(HERE, "requirements.txt")
 DEFAULT_VENV = os.path.expanduser("~/.cache/overtime-e2e-otel/venv")
 # Variant → the nginx layout of tests/e2e it runs behind.
 VARIANTS = {"genai": "a", "openinference": "b", "traceloop": "a", "langchain": "b"}
+# Run only when named (--variants): a second LangChain instrumentation,
+# OpenInference's, whose HTTP attempts are also the LLM span's siblings.
+EXTRA_VARIANTS = {"langchain-oi": "a"}
 SERVICE = "agent-api"
 CLIENT_TIMEOUT_S = 20
 BATCH_TIMEOUT_S = 40
@@ -177,7 +180,7 @@ class Deployment:
                 time.sleep(0.1)
         else:
             raise RuntimeError(f"agent {self.variant} did not listen")
-        make = nginx_layers.variant_a if VARIANTS[self.variant] == "a" else nginx_layers.variant_b
+        make = nginx_layers.variant_a if {**VARIANTS, **EXTRA_VARIANTS}[self.variant] == "a" else nginx_layers.variant_b
         self.gw = make(self.dir, self.port)
         for n in self.gw["layers"]:
             n.start()
@@ -590,7 +593,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--overtime")
     ap.add_argument("--only", nargs="*")
-    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--variants", nargs="*", choices=[*VARIANTS, *EXTRA_VARIANTS])
     ap.add_argument("--reanalyze", metavar="DIR")
     ap.add_argument("--markdown")
     ap.add_argument("--seed", type=int, default=20261202)
@@ -611,7 +614,7 @@ def main():
         if isinstance(json.load(open(os.path.join(run_dir, "truth.json"))), dict) and not a.out:
             out_dir = tempfile.mkdtemp(prefix="overtime-reanalyze-")
         os.makedirs(out_dir, exist_ok=True)
-        meta = {v: m for v, m in meta.items() if v in a.variants}
+        meta = {v: m for v, m in meta.items() if not a.variants or v in a.variants}
         truth = [r for r in truth if r["variant"] in meta]
     else:
         if not os.path.exists(nginx_layers.NGINX):
@@ -623,7 +626,7 @@ def main():
             shutil.rmtree(out_dir)
         os.makedirs(out_dir)
         rng = random.Random(a.seed)
-        deps = [Deployment(v, out_dir, a.venv, random.Random(rng.getrandbits(32))) for v in a.variants]
+        deps = [Deployment(v, out_dir, a.venv, random.Random(rng.getrandbits(32))) for v in a.variants or VARIANTS]
         truth, meta, took = run_deployments(deps, a.only, a.max_per_scenario, out_dir)
     binary = build(a.overtime)
     rep = analyze(binary, meta, truth, out_dir)
