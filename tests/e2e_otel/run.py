@@ -2,20 +2,23 @@
 """End-to-end accuracy of `overtime diagnose` on spans written by real,
 off-the-shelf instrumentation.
 
-For each of three variants — the OpenAI instrumentation of OpenTelemetry
+For each of four variants — the OpenAI instrumentation of OpenTelemetry
 (`genai`), of OpenInference (`openinference`), of Traceloop
-(`traceloop`) — starts a FastAPI agent service on uvicorn under
+(`traceloop`), and a LangChain app under Traceloop's LangChain
+instrumentation (`langchain`; `langchain-oi`, under OpenInference's, only
+when named with --variants) — starts a FastAPI agent service on uvicorn under
 `opentelemetry-instrument` (configured only by `OTEL_*` environment
 variables), its OpenAI-compatible model servers and tool APIs, a small
 OTLP/HTTP receiver, and real nginx in front (the layouts of tests/e2e);
-runs the scenarios of scenarios.py against all three at once, healthy
+runs the scenarios of scenarios.py against all of them at once, healthy
 traffic mixed in; stops everything; runs `overtime diagnose` on the
 access logs nginx wrote and the OTLP protobuf the exporter sent; scores
 every failing request against the fault it was given.
 
 usage: run.py [--check] [--install] [--install-only] [--venv DIR] [--out DIR]
               [--overtime BIN] [--only NAME ...] [--variants V ...]
-              [--reanalyze DIR] [--markdown FILE]
+              [--reanalyze DIR] [--markdown FILE] [--max-per-scenario N]
+              [--score-json FILE] [--save-fixtures DIR]
 
 --check exits 1 below 90 % kind+component, on any failing verdict or
 incident from healthy traffic, on any failing request without a verdict,
