@@ -21,7 +21,8 @@ SMALL = "qwen3-32b"
 LEGACY = "llama-3-8b-instruct"
 # The judge: under GenAI and OpenInference it runs inside the family's
 # agent/evaluator span; Traceloop has none, so its model says it.
-JUDGE = {"genai": "qwen2.5-72b-instruct", "openinference": "qwen2.5-72b-instruct", "traceloop": "judge-qwen2.5-72b"}
+JUDGE = {"genai": "qwen2.5-72b-instruct", "openinference": "qwen2.5-72b-instruct", "traceloop": "judge-qwen2.5-72b",
+         "langchain": "qwen2.5-72b-instruct", "langchain-oi": "qwen2.5-72b-instruct"}
 TOOLS = ["weather_api", "crm_api", "web_search", "poi_search", "calc"]
 
 
