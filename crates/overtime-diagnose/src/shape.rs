@@ -61,6 +61,28 @@ pub enum Role {
     /// An ASGI event (`http send`, `http receive`): a moment of the
     /// request, never anyone's parent and never work.
     Moment,
+    /// A connection phase written as a span of its own (Node's
+    /// `dns.lookup`, `tcp.connect`, `tls.connect`): part of the attempt it
+    /// opens the connection for, never a call nor anyone's parent.
+    Phase,
+}
+
+/// Span names of connection phases, lowercase.
+const PHASE_NAMES: &[&str] = &[
+    "dns.lookup",
+    "dns.lookupservice",
+    "dns.resolve",
+    "tcp.connect",
+    "tls.connect",
+    "ipc.connect",
+    "net.connect",
+    "socket.connect",
+];
+
+/// A connection phase span (see [`Role::Phase`]).
+pub fn is_phase(s: &SpanRecord) -> bool {
+    let n = s.name.to_ascii_lowercase();
+    PHASE_NAMES.contains(&n.as_str())
 }
 
 /// An ASGI event span (`… http send`, `… http receive`).
@@ -87,6 +109,9 @@ fn is_db_client(s: &SpanRecord) -> bool {
 pub fn role(s: &SpanRecord) -> Role {
     if is_moment(s) {
         return Role::Moment;
+    }
+    if is_phase(s) {
+        return Role::Phase;
     }
     match s.stage {
         Stage::Network => Role::Transport,
@@ -126,29 +151,57 @@ fn same_endpoint(op: &SpanRecord, t: &SpanRecord) -> bool {
 
 /// Moves every transport that sits beside its operation under it (see
 /// the module's design rules). `parent_of` holds each span's parent index
-/// (after orphans were placed); returns how many transports moved.
+/// (after orphans were placed); returns how many spans moved.
+///
+/// *Beside* is the transport's parent's subtree, reached through
+/// application spans only: LangChain's callback spans are never made
+/// current, so an attempt lands under the request's span while its
+/// `ChatOpenAI` run sits under an application span of the app (a judge).
 pub fn attach_beside(spans: &[SpanRecord], parent_of: &mut [Option<usize>]) -> usize {
     let n = spans.len();
     let roles: Vec<Role> = spans.iter().map(role).collect();
-    // Operations with an attempt or an operation of their own under them.
-    let mut busy = vec![false; n];
-    let mut by_parent: std::collections::HashMap<Option<usize>, Vec<usize>> =
-        std::collections::HashMap::new();
-    for i in 0..n {
-        if let Some(p) = parent_of[i]
-            && matches!(roles[i], Role::Transport | Role::Operation)
-        {
-            busy[p] = true;
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut tops = Vec::new();
+    for (i, p) in parent_of.iter().enumerate() {
+        match p {
+            Some(p) => children[*p].push(i),
+            None => tops.push(i),
         }
-        by_parent.entry(parent_of[i]).or_default().push(i);
     }
+    // Operations with an attempt or an operation of their own under them.
+    let busy: Vec<bool> = (0..n)
+        .map(|i| {
+            children[i]
+                .iter()
+                .any(|&c| matches!(roles[c], Role::Transport | Role::Operation))
+        })
+        .collect();
+    let leaf_op = |o: usize| roles[o] == Role::Operation && remote(spans[o].stage) && !busy[o];
     let mut moved = 0;
-    for siblings in by_parent.values() {
-        let ops: Vec<usize> = siblings
-            .iter()
-            .copied()
-            .filter(|&o| roles[o] == Role::Operation && remote(spans[o].stage) && !busy[o])
-            .collect();
+    let groups = (0..n)
+        .map(|p| &children[p][..])
+        .chain(std::iter::once(&tops[..]));
+    for siblings in groups {
+        moved += attach_phases(spans, &roles, siblings, parent_of);
+        if !siblings.iter().any(|&t| roles[t] == Role::Transport) {
+            continue;
+        }
+        // Leaf operations beside them: among the siblings, or under
+        // application spans among them.
+        let mut ops = Vec::new();
+        let mut stack: Vec<usize> = siblings.to_vec();
+        let mut budget = MAX_BESIDE_WALK;
+        while let Some(x) = stack.pop() {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            if leaf_op(x) {
+                ops.push(x);
+            } else if roles[x] == Role::Application {
+                stack.extend(children[x].iter().copied());
+            }
+        }
         if ops.is_empty() {
             continue;
         }
@@ -169,6 +222,42 @@ pub fn attach_beside(spans: &[SpanRecord], parent_of: &mut [Option<usize>]) -> u
                 parent_of[t] = Some(o);
                 moved += 1;
             }
+        }
+    }
+    moved
+}
+
+/// Most spans looked at to find the operations beside one group of
+/// transports (a trace of a million spans stays linear).
+const MAX_BESIDE_WALK: usize = 10_000;
+
+/// Moves each connection phase under the attempt beside it that it opened
+/// the connection for: a transport sibling running when the phase began
+/// (or starting right after it ended), to the same endpoint. Returns how
+/// many moved.
+fn attach_phases(
+    spans: &[SpanRecord],
+    roles: &[Role],
+    siblings: &[usize],
+    parent_of: &mut [Option<usize>],
+) -> usize {
+    const SLACK_US: i64 = 50_000;
+    let mut moved = 0;
+    for &p in siblings.iter().filter(|&&p| roles[p] == Role::Phase) {
+        let ps = &spans[p];
+        let opened = siblings
+            .iter()
+            .copied()
+            .filter(|&t| roles[t] == Role::Transport && same_endpoint(&spans[t], ps))
+            .filter(|&t| {
+                let ts = &spans[t];
+                (ts.start_us - 2_000 <= ps.start_us && ps.start_us <= ts.end_us)
+                    || (ps.end_us <= ts.start_us && ts.start_us <= ps.end_us + SLACK_US)
+            })
+            .min_by_key(|&t| ((spans[t].start_us - ps.start_us).abs(), t));
+        if let Some(t) = opened {
+            parent_of[p] = Some(t);
+            moved += 1;
         }
     }
     moved

@@ -104,8 +104,9 @@ const MAX_ADOPTION_WORK: usize = 50_000_000;
 /// transport spans (an HTTP client's children are the far service's,
 /// which name their parent); an orphaned piece of a call (an operation or
 /// an attempt whose operation was lost) is never given to another call
-/// running beside it. A candidate whose own chain of parents leads back to
-/// the orphan is skipped, so no cycle is made.
+/// running beside it. Orphans of one lost parent go together, where the
+/// earliest of them went. A candidate whose own chain of parents leads
+/// back to the orphan is skipped, so no cycle is made.
 ///
 /// ```
 /// use overtime_diagnose::{tree::build, Trace};
@@ -123,12 +124,17 @@ fn adopt_orphans(
     spans: &[overtime_model::SpanRecord],
     parent_of: &mut [Option<usize>],
 ) -> Vec<Orphan> {
-    let orphans: Vec<usize> = (0..spans.len())
+    let mut orphans: Vec<usize> = (0..spans.len())
         .filter(|&i| parent_of[i].is_none() && spans[i].parent_span_id.is_some())
         .collect();
+    // Earliest first: orphans of one lost parent (the attempts of one call
+    // whose operation span never arrived) all go where the first went.
+    orphans.sort_by_key(|&i| (spans[i].start_us, i));
+    let mut placed: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::with_capacity(orphans.len());
     for i in orphans {
         let o = &spans[i];
+        let lost = o.parent_span_id.as_deref().unwrap_or_default();
         let leads_back = |mut c: usize, parent_of: &[Option<usize>]| {
             for _ in 0..spans.len() {
                 if c == i {
@@ -146,10 +152,20 @@ fn adopt_orphans(
         let adoptable = !is_moment(o);
         let piece_of_call = matches!(role(o), Role::Operation | Role::Transport);
         let may_host = |j: usize| match role(&spans[j]) {
-            Role::Moment | Role::Transport => false,
+            Role::Moment | Role::Transport | Role::Phase => false,
             Role::Operation => !piece_of_call,
             Role::Application => true,
         };
+        if let Some(&host) = placed.get(lost)
+            && !leads_back(host, parent_of)
+        {
+            parent_of[i] = Some(host);
+            out.push(Orphan {
+                span: i,
+                placed_under: Some(host),
+            });
+            continue;
+        }
         let mut hosts: Vec<usize> =
             if adoptable && spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
                 (0..spans.len())
@@ -168,6 +184,9 @@ fn adopt_orphans(
         });
         let host = hosts.into_iter().find(|&j| !leads_back(j, parent_of));
         parent_of[i] = host;
+        if let Some(h) = host {
+            placed.insert(lost, h);
+        }
         // A server span with nothing around it is where the trace entered
         // this system: its parent is the caller's, never ours to see.
         let entry = host.is_none() && matches!(o.kind.as_deref(), Some("server" | "consumer"));

@@ -244,3 +244,23 @@ fn an_orphaned_attempt_is_not_given_to_another_call_running_beside_it() {
     assert_eq!(v.root_cause.kind, K::LlmQueueing, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "127.0.0.1:41829");
 }
+
+#[test]
+fn debug_langchain_oi_judge() {
+    let mut b = Builder::new(399);
+    b.gateway(504, 3_000.0);
+    let r = b.root("agent-api", 1.8, 3_637.1);
+    r.kind = Some("server".into());
+    let c1 = b.child("2", "agent-api", Stage::Llm, 4.1, 112.4);
+    c1.model = Some("deepseek-v4-pro".into());
+    client(&mut b, "3", "1", 7.2, 109.4, "127.0.0.1:46047");
+    b.child("4", "agent-api", Stage::Other, 113.6, 3_636.1).name = "answer_judge".into();
+    let c2 = b.span("5", Some("4"), "agent-api", Stage::Llm, 115.8, 3_634.9);
+    c2.model = Some("qwen2.5-72b-instruct".into());
+    let p = client(&mut b, "6", "1", 118.3, 3_592.7, "127.0.0.1:46047");
+    with_phases(p, "queue_wait=0.0s,kv_cache_build=0.07s,decode_loop=3.4s");
+    let v = verdict(b, 3_000.0);
+    for t in &v.timeline { eprintln!("{} {} {:?} {}", t.name, t.span_id, t.parent_span_id, t.component); }
+    assert_eq!(v.root_cause.kind, K::JudgeSlow, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "qwen2.5-72b-instruct");
+}

@@ -10,6 +10,16 @@ use overtime_parse::llm_reason::parse_llm_reason;
 
 /// DNS and connect time of one span (fields first, else its events), ms.
 pub(super) fn span_dns_connect(s: &SpanRecord) -> (Option<f64>, Option<f64>) {
+    // A connection phase written as a span of its own (`dns.lookup`,
+    // `tcp.connect`) is that phase, all of it.
+    if crate::shape::is_phase(s) {
+        let d = Some(s.duration_ms());
+        return if s.name.to_ascii_lowercase().starts_with("dns") {
+            (d, None)
+        } else {
+            (None, d)
+        };
+    }
     let mut dns = s.dns_ms;
     let mut connect = s.connect_ms;
     let mut last_phase_end = s.start_us;

@@ -172,7 +172,7 @@ fn call_nodes(trace: &Trace, tree: &TraceTree) -> Vec<bool> {
             Some(s) => match role(s) {
                 Role::Operation => !(family(s.stage) == Stage::Llm && below[1]),
                 Role::Transport => !call_below[i],
-                Role::Application | Role::Moment => false,
+                Role::Application | Role::Moment | Role::Phase => false,
             },
             None => false,
         };
@@ -212,9 +212,18 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
         let stage = tree.nodes[n].span.map_or(Stage::Other, |i| spans[i].stage);
         call_component(trace, tree, &[n], stage)
     };
-    // Topmost calls, grouped by (parent node, family, name): a group is
-    // one call retried, or calls of one target made one after another.
-    let mut groups: BTreeMap<(usize, &'static str, String), Vec<usize>> = BTreeMap::new();
+    // The parent each orphan lost: orphans of one lost operation are the
+    // attempts of that one call.
+    let lost: std::collections::HashMap<usize, &str> = tree
+        .orphans
+        .iter()
+        .filter_map(|o| Some((o.span, spans[o.span].parent_span_id.as_deref()?)))
+        .collect();
+    // Topmost calls, grouped by (parent node, family, name, lost parent): a
+    // group is one call retried, or calls of one target made one after
+    // another.
+    type Key<'a> = (usize, &'static str, String, Option<&'a str>);
+    let mut groups: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
     for (n, node) in tree.nodes.iter().enumerate() {
         let Some(si) = node.span else { continue };
         if is_call[n] && !under_call[n] {
@@ -222,13 +231,16 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
                 node.parent.unwrap_or(usize::MAX),
                 family(spans[si].stage).as_str(),
                 name(n),
+                lost.get(&si).copied(),
             );
             groups.entry(key).or_default().push(n);
         }
     }
-    for (_, mut nodes) in groups {
+    for ((_, _, _, lost_parent), mut nodes) in groups {
         nodes.sort_by_key(|&n| tree.nodes[n].start_us);
-        if attempts::retried(trace, tree, &nodes) {
+        let one_lost_call =
+            lost_parent.is_some() && nodes.len() > 1 && attempts::sequential(trace, tree, &nodes);
+        if one_lost_call || attempts::retried(trace, tree, &nodes) {
             calls.push(span_call(trace, tree, &nodes, &nodes));
         } else {
             for n in nodes {

@@ -65,6 +65,8 @@ fn names_a_role(key: &str) -> bool {
         || key.ends_with(".model_name")
         || key == "gen_ai.agent.name"
         || key == "traceloop.entity.name"
+        // The Vercel AI SDK names the function a call serves.
+        || key == "ai.telemetry.functionId"
 }
 
 /// Sets `slot` to the value's text when it has one.
