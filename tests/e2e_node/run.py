@@ -176,6 +176,8 @@ class NodeDeployment(otel.Deployment):
             return f"127.0.0.1:{self.tools[name].port}" if self.variant == "genai" else name
         if c == "judge":
             return JUDGE_MODEL
+        if c and c.startswith("stream:"):
+            return c[7:]
         return c
 
 

@@ -234,6 +234,11 @@ class Deployment:
             return f"127.0.0.1:{self.tools[name].port}" if self.variant == "traceloop" else name
         if c == "judge":
             return scenarios.JUDGE[self.variant]
+        if c and c.startswith("stream:"):
+            # opentelemetry-instrumentation-openai-v2 ends a streamed chat
+            # span only when the stream is read to its end: a stream the
+            # gateway cut leaves only its HTTP attempt, named by address.
+            return f"127.0.0.1:{self.model.port}" if self.variant == "genai" else c[7:]
         return c
 
 
