@@ -14,7 +14,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, wait_for};
+use overtime_test_support::net::wait_for;
 use overtime_test_support::s3rver::S3rver;
 use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
@@ -34,11 +34,13 @@ const RECORDS: u64 = 300; // per topic
 const PARTITIONS: u32 = 3;
 
 /// S3 emulator + a tansu broker storing in it; the broker can be killed
-/// and started again on the same port and bucket.
+/// and started again on the same address and bucket.
 struct Cluster {
     _s3: S3rver,
     s3_url: String,
     broker: Option<Tansu>,
+    /// The broker's address, from its first start on: a restarted broker
+    /// comes back on it, as a real one does for its clients.
     addr: String,
     dir: PathBuf,
     starts: u32,
@@ -51,7 +53,7 @@ impl Cluster {
             s3_url: s3.endpoint.clone(),
             _s3: s3,
             broker: None,
-            addr: format!("127.0.0.1:{}", free_port()),
+            addr: String::new(),
             dir: dir.to_path_buf(),
             starts: 0,
         };
@@ -69,7 +71,13 @@ impl Cluster {
             ("AWS_SECRET_ACCESS_KEY", "S3RVER"),
             ("AWS_DEFAULT_REGION", "us-east-1"),
         ];
-        self.broker = Some(Tansu::start(&self.addr, "s3://tansu/", &env, &log));
+        let broker = if self.addr.is_empty() {
+            Tansu::start("s3://tansu/", &env, &log)
+        } else {
+            Tansu::restart(&self.addr, "s3://tansu/", &env, &log)
+        };
+        self.addr = broker.addr.clone();
+        self.broker = Some(broker);
     }
 
     fn kill_broker(&mut self) {
@@ -137,12 +145,11 @@ fn a_broker_restart_mid_stream_loses_and_duplicates_nothing() {
     let (edge, spans) = ("faults-edge", "faults-spans");
     cluster.create_topic(edge);
     cluster.create_topic(spans);
-    let api = free_port();
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 2000\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 2000\n\
              [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n\n\
              [[kafka]]\nbrokers = \"{addr}\"\ngroup_id = \"faults\"\nmax_prefetch_kbytes = 1024\n\
              [[kafka.topics]]\ntopic = \"{edge}\"\nformat = \"nginx\"\nlog_format = \"overtime\"\nlayer = \"edge\"\n\
@@ -152,7 +159,8 @@ fn a_broker_restart_mid_stream_loses_and_duplicates_nothing() {
         ),
     )
     .unwrap();
-    let serve = Serve::start(&cfg, api);
+    let serve = Serve::start(&cfg);
+    let api = serve.port;
 
     // One record per batch (tansu 0.6 cannot fetch from inside a batch),
     // idempotent, retried through the restart.
