@@ -84,6 +84,25 @@ impl Cluster {
         drop(self.broker.take());
     }
 
+    /// The last lines of what each broker start logged, for a failure's
+    /// message.
+    fn broker_logs(&self) -> String {
+        let mut out = String::new();
+        for n in 1..=self.starts {
+            for ext in ["log", "err"] {
+                let p = self.dir.join(format!("tansu-{n}.{ext}"));
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                out += &format!("\n--- {} (last lines) ---\n", p.display());
+                for l in tail.into_iter().rev() {
+                    out += l;
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+
     fn create_topic(&self, name: &str) {
         self.broker
             .as_ref()
@@ -106,8 +125,13 @@ fn jsonl_span(i: u64) -> String {
     )
 }
 
-/// How often each key is in `topic`'s log (read with a plain consumer).
-fn log_counts(addr: &str, topic: &str, want: u64) -> BTreeMap<String, u64> {
+/// How often each key is in `topic`'s log: every partition read with a
+/// plain consumer from its start to its high watermark. The wait is
+/// bounded by progress, not by a total: 60 s without a record is a hang,
+/// while a loaded machine that keeps reading (one record per batch, each
+/// fetched from S3) is waited for — a total of 60 s cut the read short on
+/// a busy machine and reported the unread records as lost.
+fn log_counts(addr: &str, topic: &str) -> BTreeMap<String, u64> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", addr)
         .set("group.id", format!("faults-audit-{}", now_ns()))
@@ -120,19 +144,26 @@ fn log_counts(addr: &str, topic: &str, want: u64) -> BTreeMap<String, u64> {
             .unwrap();
     }
     c.assign(&tpl).unwrap();
+    let high: Vec<i64> = (0..PARTITIONS as i32)
+        .map(|p| {
+            c.fetch_watermarks(topic, p, Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("{topic}/{p}: watermarks: {e}"))
+                .1
+        })
+        .collect();
+    let mut next = vec![0i64; PARTITIONS as usize];
     let mut counts = BTreeMap::new();
-    let mut seen = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        match c.poll(Duration::from_millis(500)) {
-            Some(Ok(m)) => {
-                let k = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
-                *counts.entry(k).or_default() += 1;
-                seen += 1;
-            }
-            Some(Err(_)) => {}
-            None if seen >= want => break,
-            None => {}
+    let mut progress = Instant::now();
+    while next.iter().zip(&high).any(|(n, h)| n < h) {
+        assert!(
+            progress.elapsed() < Duration::from_secs(60),
+            "{topic}: no record read for 60 s; next offsets {next:?} of high watermarks {high:?}"
+        );
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(500)) {
+            let k = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+            *counts.entry(k).or_default() += 1;
+            next[m.partition() as usize] = m.offset() + 1;
+            progress = Instant::now();
         }
     }
     counts
@@ -220,13 +251,17 @@ fn a_broker_restart_mid_stream_loses_and_duplicates_nothing() {
     }
     producing.join().unwrap();
     let failed = deliveries.failed.lock().unwrap().clone();
-    assert!(failed.is_empty(), "deliveries failed: {failed:.5?}");
+    assert!(
+        failed.is_empty(),
+        "deliveries failed: {failed:.5?}\nthe broker said:{}",
+        cluster.broker_logs()
+    );
     assert_eq!(deliveries.ok.load(Relaxed), 2 * RECORDS);
 
     // What the broker's log holds, per key and topic.
     let in_log = [
-        (edge, log_counts(&cluster.addr, edge, RECORDS)),
-        (spans, log_counts(&cluster.addr, spans, RECORDS)),
+        (edge, log_counts(&cluster.addr, edge)),
+        (spans, log_counts(&cluster.addr, spans)),
     ];
     for (topic, counts) in &in_log {
         let missing: Vec<_> = (0..RECORDS)
