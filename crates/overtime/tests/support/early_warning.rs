@@ -202,20 +202,25 @@ pub fn run(dir: &Path, scenario: &str, seed: u64, time_scale: f64, extra: &[&str
         "overtime simulate {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let gateway_timeout_ms = if scenario == "ramp_dns_retry" {
-        10_000.0
-    } else {
-        60_000.0
-    };
     replay(
         scenario,
         seed,
         time_scale,
-        gateway_timeout_ms,
+        gateway_timeout_ms(scenario),
         &access,
         &spans,
         &truth,
     )
+}
+
+/// The read timeout of the gateway in front of `scenario`'s platform
+/// (nominal ms): 10 s for seed 004's ramp, 60 s for the others.
+pub fn gateway_timeout_ms(scenario: &str) -> f64 {
+    if scenario == "ramp_dns_retry" {
+        10_000.0
+    } else {
+        60_000.0
+    }
 }
 
 fn read(p: &Path) -> Vec<u8> {
