@@ -127,10 +127,11 @@ fn jsonl_span(i: u64) -> String {
 
 /// How often each key is in `topic`'s log: every partition read with a
 /// plain consumer from its start to its high watermark. The wait is
-/// bounded by progress, not by a total: 60 s without a record is a hang,
-/// while a loaded machine that keeps reading (one record per batch, each
-/// fetched from S3) is waited for — a total of 60 s cut the read short on
-/// a busy machine and reported the unread records as lost.
+/// bounded by progress, not by a total: 60 s without a record is a hang
+/// (the message names the offsets reached and the watermarks), while a
+/// loaded machine that keeps reading (one record per batch, each fetched
+/// from S3) is waited for. A total of 60 s stopped wherever the read was
+/// and called the rest lost, so a slow read and a short log looked alike.
 fn log_counts(addr: &str, topic: &str) -> BTreeMap<String, u64> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", addr)
