@@ -202,6 +202,17 @@ impl<'a> GatewayWire<'a> {
         }
     }
 
+    /// Row `i`'s last try got a response header from upstream
+    /// ([`crate::outcome::relayed`]): a 504 of it was passed on.
+    pub fn relayed(&self, i: usize) -> bool {
+        let l = self.header;
+        if l.is_null(i) {
+            return false;
+        }
+        let e = l.value_offsets()[i + 1] as usize;
+        e > l.value_offsets()[i] as usize && l.values().is_valid(e - 1)
+    }
+
     fn f64_list(out: &mut Vec<u8>, l: &ListArray, i: usize) {
         if l.is_null(i) {
             return var(out, 0);
