@@ -4,12 +4,15 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod adversarial;
+mod agent_upstream;
 mod common;
+mod cuts_and_layers;
 mod findings_and_incidents;
 mod headlines;
 mod live_bounded;
 mod live_early;
 mod live_parity;
 mod off_the_shelf_spans;
+mod real_nginx_verdicts;
 mod real_world_shapes;
 mod root_cause_kinds;

@@ -51,6 +51,21 @@ impl Nginx {
     /// prefix and waits (30 s at most) until it listens on `port`; fails
     /// with nginx's error log if it exits or never listens.
     pub fn start(dir: &Path, conf: &str, port: u16) -> Nginx {
+        let addr = format!("127.0.0.1:{port}");
+        Self::start_until(dir, conf, &addr, || listening(&addr))
+    }
+
+    /// [`Nginx::start`] for a config whose server listens on the unix
+    /// socket `socket` (`listen unix:…;`: no port picked for nginx); waits
+    /// until it accepts connections there.
+    pub fn start_unix(dir: &Path, conf: &str, socket: &Path) -> Nginx {
+        let what = format!("unix:{}", socket.display());
+        Self::start_until(dir, conf, &what, || {
+            std::os::unix::net::UnixStream::connect(socket).is_ok()
+        })
+    }
+
+    fn start_until(dir: &Path, conf: &str, addr: &str, mut ready: impl FnMut() -> bool) -> Nginx {
         let bin = nginx_bin();
         let conf_path = dir.join("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
@@ -64,7 +79,6 @@ impl Nginx {
             prefix: dir.to_path_buf(),
             conf: conf_path,
         };
-        let addr = format!("127.0.0.1:{port}");
         let error_log = || std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
         wait_until(
             30,
@@ -73,7 +87,7 @@ impl Nginx {
                 if let Ok(Some(st)) = n.child.try_wait() {
                     panic!("nginx exited ({st}): {}", error_log());
                 }
-                listening(&addr)
+                ready()
             },
             error_log,
         );
