@@ -34,6 +34,30 @@ pub struct LayerTimeout {
 /// Fewest cuts that can show a timeout.
 const MIN_CLUSTER: usize = 3;
 
+/// What a layer's own 504 says of its read timeout (ms): its request time,
+/// or — when nginx tried several servers in turn (`proxy_next_upstream`)
+/// — the last try's `$upstream_response_time`, since each try waited one
+/// read timeout. `None` for a 504 the layer relayed
+/// ([`crate::outcome::relayed`]), another status, or no time.
+///
+/// `tries`: how many upstream tries the row lists; `last_try_ms`: the
+/// last one's response time.
+pub(crate) fn own_504_ms(
+    status: Option<u16>,
+    relayed: bool,
+    request_time_ms: Option<f64>,
+    tries: usize,
+    last_try_ms: Option<f64>,
+) -> Option<f64> {
+    if status != Some(504) || relayed {
+        return None;
+    }
+    match (tries, last_try_ms) {
+        (2.., Some(t)) => Some(t),
+        _ => request_time_ms,
+    }
+}
+
 /// The timeout of every layer seen: configured, else inferred from its own
 /// 504s. `records` yields (layer source, status, request time ms) per
 /// gateway row; leave relayed 504s out of it ([`crate::outcome::relayed`]).
@@ -149,6 +173,25 @@ mod doc_examples {
         let t = super::infer_from(&[60001.0, 60003.0, 60000.0, 12.0, 60010.0], &[]).unwrap();
         assert_eq!(t.ms, 60000.0);
         assert_eq!((t.cluster, t.of), (4, 5));
+    }
+
+    #[test]
+    fn a_retried_504_says_one_tries_worth_of_timeout() {
+        use super::own_504_ms;
+        // Two servers tried, 1 s each: the read timeout is 1 s, not 2.
+        assert_eq!(
+            own_504_ms(Some(504), false, Some(2_004.0), 2, Some(1_001.0)),
+            Some(1_001.0)
+        );
+        assert_eq!(
+            own_504_ms(Some(504), false, Some(3_004.0), 1, Some(3_003.0)),
+            Some(3_004.0)
+        );
+        assert_eq!(
+            own_504_ms(Some(504), true, Some(3_004.0), 1, Some(3_003.0)),
+            None
+        );
+        assert_eq!(own_504_ms(Some(502), false, Some(3_004.0), 1, None), None);
     }
 
     #[test]

@@ -391,7 +391,13 @@ fn next_upstream(cancel: bool, case: u32) {
     assert_eq!(d.verdicts.len(), 6);
     for v in &d.verdicts {
         assert_eq!(v.outcome, Outcome::GatewayTimeout);
-        assert_eq!(v.gateway.as_ref().unwrap().upstream_tries, 2);
+        let g = v.gateway.as_ref().unwrap();
+        // Each try waited one read timeout: 1 s, not the 2 s of both.
+        assert_eq!(
+            (g.upstream_tries, g.timeout_ms),
+            (2, Some(1_000.0)),
+            "{g:?}"
+        );
         assert_eq!(
             (v.root_cause.kind, v.root_cause.component.as_str()),
             (K::ToolNoTimeout, "web_search"),

@@ -213,6 +213,21 @@ impl<'a> GatewayWire<'a> {
         e > l.value_offsets()[i] as usize && l.values().is_valid(e - 1)
     }
 
+    /// Row `i`'s upstream tries and the last one's response time.
+    pub fn last_try_ms(&self, i: usize) -> (usize, Option<f64>) {
+        let l = self.response;
+        if l.is_null(i) {
+            return (0, None);
+        }
+        let (s, e) = (
+            l.value_offsets()[i] as usize,
+            l.value_offsets()[i + 1] as usize,
+        );
+        let v = l.values().as_primitive::<Float64Type>();
+        let last = (e > s && v.is_valid(e - 1)).then(|| v.value(e - 1));
+        (e - s, last)
+    }
+
     fn f64_list(out: &mut Vec<u8>, l: &ListArray, i: usize) {
         if l.is_null(i) {
             return var(out, 0);

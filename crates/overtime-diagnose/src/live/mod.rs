@@ -235,9 +235,13 @@ impl LiveDiagnoser {
         for g in records {
             let g = sane_gateway(g);
             // A 504 the layer passed on is not its timeout.
-            if let (Some(504), Some(rt), false) =
-                (g.status, g.request_time_ms, crate::outcome::relayed(&g))
-            {
+            if let Some(rt) = crate::timeouts::own_504_ms(
+                g.status,
+                crate::outcome::relayed(&g),
+                g.request_time_ms,
+                g.upstream_response_ms.len(),
+                g.upstream_response_ms.last().copied().flatten(),
+            ) {
                 let s = self.samples.entry(g.source.clone()).or_default();
                 if s.len() == MAX_SAMPLES {
                     s.pop_front();
