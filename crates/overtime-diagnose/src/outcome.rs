@@ -401,19 +401,29 @@ pub(crate) fn cut_stream(
     ran_on && top_spans(trace, tree).iter().any(|s| says_client_left(s))
 }
 
+/// How long after the gateway's line the service's span of an answer the
+/// gateway passed on may end (it ends once the answer is written), µs
+/// (plus the line's clock precision).
+const ANSWERED_BY_LINE_US: i64 = 100_000;
+
 /// A 504 the service answered itself (its own timeout gave up) and the
 /// gateway only passed on: the gateway got a response header for it
 /// ([`relayed`]), or the service's top span recorded HTTP 504 and ended by
-/// the gateway's end. Not when the service ran on past the gateway's end:
-/// then a gateway gave up on it (one whose log may not be here).
+/// the gateway's line (one sent later went to a connection the gateway
+/// had already given up on). Not when the service ran on past the
+/// gateway's end: then a gateway gave up on it (one whose log may not be
+/// here).
 fn service_answered_504(trace: &Trace, tree: &TraceTree, gw: &GatewayRecord) -> bool {
     let root = &tree.nodes[tree.root];
-    let tol = LEFT_AT_LINE_US + gw.time_precision_us.max(0);
+    let precision = gw.time_precision_us.max(0);
     let server = service_node(trace, tree).map(|(c, s)| (tree.nodes[c].raw_end_us, s));
-    if server.is_some_and(|(end, _)| end > root.end_us + tol) {
+    if server.is_some_and(|(end, _)| end > root.end_us + LEFT_AT_LINE_US + precision) {
         return false;
     }
-    relayed(gw) || server.is_some_and(|(_, s)| s.http_status == Some(504))
+    relayed(gw)
+        || server.is_some_and(|(end, s)| {
+            s.http_status == Some(504) && end <= root.end_us + ANSWERED_BY_LINE_US + precision
+        })
 }
 
 /// The outcome and whether the trace failed.

@@ -270,3 +270,19 @@ fn a_relayed_504_whose_service_ran_on_is_a_gateways_timeout() {
     assert_eq!(v.outcome, Outcome::GatewayTimeout);
     assert_eq!(v.root_cause.kind, K::ToolNoTimeout);
 }
+
+#[test]
+fn a_504_the_service_sent_after_the_gateways_own_is_the_gateways() {
+    // nginx gave up at 3 s; the service's own timeout answered 504 half a
+    // second later, to a connection nginx had already closed.
+    let mut b = Builder::new(112);
+    b.gateway(504, 3_000.0);
+    let r = b.root("agent-api", 1.0, 3_500.0);
+    r.kind = Some("server".into());
+    r.http_status = Some(504);
+    let t = b.tool("2", "agent-api", "crm_api", 5.0, 3_490.0);
+    t.timeout_ms = Some(3_480.0);
+    t.status = SpanStatus::Timeout;
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.outcome, Outcome::GatewayTimeout);
+}
