@@ -14,6 +14,9 @@
 //! - Bounded: a trace is kept for revision `keep_ms` after its verdict,
 //!   then forgotten; per-layer 504 samples and summaries are capped.
 //! - Each span counts once per trace, however often it arrives.
+//! - A layer's timeout is inferred from its own 504s and the streams it
+//!   cut (`cuts.rs`); the cuts of the traces a tick judges are counted
+//!   before it judges them, as a batch run counts every cut first.
 //! - Each trace is observed for the SLIs once, at its first diagnosis after
 //!   the full grace period ([`LiveDiagnoser::drain_observations`]): an early
 //!   verdict is not observed (its spans may still be on their way), and a
