@@ -9,6 +9,7 @@ really wrote and the OTLP JSON the exporters wrote, and compares every
 failing trace with the ground truth the scenarios decided.
 
 usage: run.py [--check] [--out DIR] [--overtime BIN] [--only NAME ...] [--markdown FILE]
+              [--score-json FILE]
 
 --check exits 1 if the overall kind+component accuracy is below 90 % or
 healthy traffic got any failing verdict or incident.
@@ -47,6 +48,7 @@ def _load(name, file):
 agent_platform = _load("agent_platform", "platform.py")
 nginx_layers = _load("nginx_layers", "nginx_layers.py")
 scenarios = _load("e2e_scenarios", "scenarios.py")
+scoreboard = _load("scoreboard", os.path.join("..", "..", "scripts", "scoreboard.py"))
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_BIN = os.path.join(
@@ -389,6 +391,40 @@ def score(truth, runs, meta):
     return res
 
 
+def score_datasets(truth, runs, healthy_runs):
+    """The score JSON's datasets (docs/testing.md, *Scoreboard*): one per
+    diagnosis run, `e2e/A`, `e2e/A-noconf`… False positives: failing
+    verdicts for requests that succeeded, and failing verdicts or
+    incidents of the healthy phase diagnosed alone."""
+    out = {}
+    for run in runs:
+        variant, doc = run["variant"], run["doc"]
+        d = scoreboard.empty()
+        verdicts = {v["trace_id"]: v for v in doc["verdicts"]}
+        for r in truth:
+            if r["variant"] != variant:
+                continue
+            v = verdicts.get(r["trace_id"]) if r["trace_id"] else None
+            if r["expect_outcome"] == "ok":
+                d["false_positives"] += bool(v and v["outcome"] != "ok")
+                continue
+            if r["expect_kind"] is None:
+                continue  # meant to succeed, failed at the client: the harness's, not a score
+            d["failing"] += 1
+            if v:
+                kind = v["root_cause"]["kind"] == r["expect_kind"]
+                d["with_verdict"] += v["outcome"] != "ok"
+                d["kind_right"] += kind
+                d["kind_component_right"] += kind and v["root_cause"]["component"] == r["expect_component"]
+                d["outcome_right"] += v["outcome"] == r["expect_outcome"]
+        for h in healthy_runs:
+            if h["label"] == run["label"]:
+                hv = h["doc"]
+                d["false_positives"] += sum(v["outcome"] != "ok" for v in hv["verdicts"]) + len(hv["incidents"])
+        out["e2e/" + (variant if run["primary"] else f"{variant}-noconf")] = d
+    return out
+
+
 def fmt_pct(a, n):
     return f"{100.0 * a / n:.0f} %" if n else "—"
 
@@ -542,6 +578,7 @@ def analyze(binary, meta, truth, out_dir):
                 )
     rep = report(truth, runs, healthy_runs, meta)
     rep["cmds"], rep["stderr"] = cmds, stderr
+    rep["score"] = score_datasets(truth, runs, healthy_runs)
     return rep
 
 
@@ -592,6 +629,7 @@ def main():
     ap.add_argument("--reanalyze", metavar="DIR", help="skip the platform: diagnose the files of an earlier run again")
     ap.add_argument("--markdown", help="also write the report as Markdown to this file")
     ap.add_argument("--seed", type=int, default=20261128)
+    ap.add_argument("--score-json", help="write the score JSON (docs/testing.md, Scoreboard) here")
     a = ap.parse_args()
     binary = build(a.overtime)
     if a.reanalyze:
@@ -641,6 +679,8 @@ def main():
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write(doc + "\n")
+    if a.score_json:
+        scoreboard.write_scores(a.score_json, rep["score"])
     if a.check and (rep["accuracy"] < 0.9 or rep["healthy_bad"]):
         log(
             f"FAIL: accuracy {100 * rep['accuracy']:.1f} % (need 90 %), "

@@ -6,10 +6,14 @@ It carries no tracing code of its own: `run.py` starts it under
 exporter, all configured by `OTEL_*` environment variables). The one
 thing an SRE has to choose in code is which OpenAI instrumentation to
 turn on (all three packages register the entry point `openai`, so
-auto-instrumentation is told to skip it, `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai`):
+auto-instrumentation is told to skip it, `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai,langchain`):
 `AGENT_LLM_INSTRUMENTATION` = `genai` (opentelemetry-instrumentation-openai-v2),
 `openinference` (openinference-instrumentation-openai) or `traceloop`
-(Traceloop's opentelemetry-instrumentation-openai). Tool calls are
+(Traceloop's opentelemetry-instrumentation-openai) or `langchain` (the
+models called through LangChain's `ChatOpenAI`, tools as LangChain tools,
+the judge as a named chain step, all instrumented by Traceloop's
+opentelemetry-instrumentation-langchain; `langchain-oi`: the same app
+under OpenInference's openinference-instrumentation-langchain). Tool calls are
 wrapped the way each family's own helper writes them: `execute_tool
 <name>` from opentelemetry-util-genai, a TOOL span from
 openinference-instrumentation's tracer; under `traceloop` they stay bare
@@ -37,6 +41,7 @@ import openai
 from openai import AsyncOpenAI
 
 VARIANT = os.environ.get("AGENT_LLM_INSTRUMENTATION", "genai")
+LANGCHAIN = VARIANT in ("langchain", "langchain-oi")
 MODEL_URL = os.environ["AGENT_MODEL_URL"]  # http://127.0.0.1:PORT/v1
 LEGACY_MODEL_URL = os.environ.get("AGENT_LEGACY_MODEL_URL", MODEL_URL)
 TOOLS = json.loads(os.environ.get("AGENT_TOOLS", "{}"))  # name -> base url
@@ -55,6 +60,10 @@ def _instrument_llm():
         from openinference.instrumentation.openai import OpenAIInstrumentor
     elif VARIANT == "traceloop":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+    elif VARIANT == "langchain":
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor as OpenAIInstrumentor
+    elif VARIANT == "langchain-oi":
+        from openinference.instrumentation.langchain import LangChainInstrumentor as OpenAIInstrumentor
     else:
         raise SystemExit(f"unknown AGENT_LLM_INSTRUMENTATION {VARIANT!r}")
     OpenAIInstrumentor().instrument()
@@ -90,6 +99,18 @@ elif VARIANT == "openinference":
         with _oi.start_as_current_span(name, openinference_span_kind="evaluator") as span:
             yield span
 
+elif LANGCHAIN:
+    from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.tools import StructuredTool
+    from langchain_openai import ChatOpenAI
+
+    def tool_span(name):
+        return contextlib.nullcontext()
+
+    def judge_span(name):
+        return contextlib.nullcontext()
+
 else:
 
     def tool_span(name):
@@ -122,7 +143,33 @@ def _prompt(words):
     return " ".join(f"w{i % 97}" for i in range(max(1, int(words))))
 
 
+async def langchain_llm(step, relay):
+    """The model call as a LangChain app makes it: `ChatOpenAI`, its own
+    timeout and retries, streamed with `astream`."""
+    chat = ChatOpenAI(
+        model=step["model"],
+        base_url=MODEL_URL if step.get("server", "main") == "main" else LEGACY_MODEL_URL,
+        api_key="sk-local",
+        timeout=step.get("timeout", 30.0),
+        max_retries=int(step.get("retries", 0)),
+        max_tokens=int(step.get("max_tokens", 64)),
+        default_headers={"X-Sim": json.dumps(step.get("sim", {}))},
+        stream_usage=True,
+    )
+    messages = [HumanMessage(_prompt(step.get("prompt_words", 40)))]
+    if step.get("stream"):
+        async for chunk in chat.astream(messages):
+            if relay and chunk.content:
+                await relay.put(chunk.content)
+        return
+    r = await chat.ainvoke(messages)
+    if relay:
+        await relay.put(r.content)
+
+
 async def llm_step(step, relay):
+    if LANGCHAIN:
+        return await langchain_llm(step, relay)
     client = llm_clients[step.get("server", "main")].with_options(
         timeout=step.get("timeout", 30.0), max_retries=int(step.get("retries", 0))
     )
@@ -160,12 +207,23 @@ async def tool_call(step):
     return r.json()
 
 
+async def invoke_tool(step):
+    if LANGCHAIN:
+        # A LangChain tool named for the API it calls.
+        async def call():
+            return await tool_call(step)
+
+        lc_tool = StructuredTool.from_function(coroutine=call, name=step["name"], description=f"calls {step['name']}")
+        return await lc_tool.ainvoke({})
+    with tool_span(step["name"]):
+        return await tool_call(step)
+
+
 async def tool_step(step):
     attempts = int(step.get("attempts", 1))
     for a in range(attempts):
         try:
-            with tool_span(step["name"]):
-                return await tool_call(step)
+            return await invoke_tool(step)
         except (httpx.HTTPError, requests.RequestException):
             if a + 1 == attempts:
                 if step.get("fallback"):
@@ -179,8 +237,17 @@ async def run_steps(steps, relay):
         if op == "llm":
             await llm_step(step, relay)
         elif op == "judge":
-            with judge_span(step.get("name", "answer_judge")):
-                await llm_step({**step, "model": step.get("model") or JUDGE_MODEL}, None)
+            name = step.get("name", "answer_judge")
+            judged = {**step, "model": step.get("model") or JUDGE_MODEL}
+            if LANGCHAIN:
+                # a chain step named for the judge, around the model call
+                async def judge_chain(_):
+                    await llm_step(judged, None)
+
+                await RunnableLambda(judge_chain).with_config(run_name=name).ainvoke({})
+            else:
+                with judge_span(name):
+                    await llm_step(judged, None)
         elif op == "tool":
             await tool_step(step)
         elif op == "parallel":

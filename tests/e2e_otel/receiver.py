@@ -1,7 +1,8 @@
 """A tiny OTLP/HTTP trace receiver (stdlib only): `POST /v1/traces`
-bodies (protobuf, gzip or not) are appended, as the exporter sent them,
-to one file of varint length-delimited `ExportTraceServiceRequest`s —
-what `overtime diagnose --otlp-proto` reads.
+bodies (protobuf, gzip or not, with a Content-Length or chunked) are
+appended, as the exporter sent them, to one file of varint
+length-delimited `ExportTraceServiceRequest`s — what `overtime diagnose
+--otlp-proto` reads.
 """
 
 from __future__ import annotations
@@ -40,9 +41,23 @@ class Receiver:
             def log_message(self, *a):
                 pass
 
+            def body(self):
+                # Python's exporter sends a Content-Length; Node's pipes its
+                # gzip stream, chunked.
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    out = bytearray()
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass  # trailers
+                            return bytes(out)
+                        out += self.rfile.read(size)
+                        self.rfile.readline()
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
             def do_POST(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(n)
+                data = self.body()
                 enc = (self.headers.get("Content-Encoding") or "").lower()
                 ok = self.path.rstrip("/") == "/v1/traces" and "protobuf" in (self.headers.get("Content-Type") or "")
                 if ok and enc == "gzip":

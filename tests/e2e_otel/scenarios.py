@@ -21,7 +21,8 @@ SMALL = "qwen3-32b"
 LEGACY = "llama-3-8b-instruct"
 # The judge: under GenAI and OpenInference it runs inside the family's
 # agent/evaluator span; Traceloop has none, so its model says it.
-JUDGE = {"genai": "qwen2.5-72b-instruct", "openinference": "qwen2.5-72b-instruct", "traceloop": "judge-qwen2.5-72b"}
+JUDGE = {"genai": "qwen2.5-72b-instruct", "openinference": "qwen2.5-72b-instruct", "traceloop": "judge-qwen2.5-72b",
+         "langchain": "qwen2.5-72b-instruct", "langchain-oi": "qwen2.5-72b-instruct"}
 TOOLS = ["weather_api", "crm_api", "web_search", "poi_search", "calc"]
 
 
@@ -101,7 +102,11 @@ def failing() -> list[Scenario]:
     s.append(Scenario(
         "stream_idle_gap", "stream_idle_gap", "agent-api",
         rep(3, lambda i: Req("/v1/agent/stream", [llm(stream=True), tool("web_search", 4.5), llm(stream=True)], stream=True))
-        + rep(3, lambda i: Req("/v1/agent/stream", [llm(stream=True, sim={"stall_after": 3, "stall_s": 4.5})], stream=True)),
+        # the model's own stream stalls: what went silent is the model
+        # (docs/diagnosis.md, "Names") — or, where the instrumentation never
+        # exports the cut stream's chat span, the model server's address
+        + rep(3, lambda i: Req("/v1/agent/stream", [llm(stream=True, sim={"stall_after": 3, "stall_s": 4.5})], stream=True,
+                               expect=("stream_idle_gap", "stream:" + MAIN))),
         noise=[Req("/v1/agent/stream", [llm(stream=True), tool("web_search", 3.5), llm(stream=True)], stream=True, heartbeat_s=0.5)],
         note="the service's SSE goes silent (a 4.5 s tool call with no heartbeat, or the model stream stalling 4.5 s): nginx cuts it 3 s after the last byte and logs 200",
     ))

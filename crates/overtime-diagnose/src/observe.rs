@@ -10,7 +10,8 @@
 //! not a call.
 
 use crate::assemble::Trace;
-use crate::calls::{component_of, is_call_stage, span_phases};
+use crate::calls::{self, family, is_call_stage, span_phases};
+use crate::naming::span_components;
 use crate::timeouts::LayerTimeout;
 use crate::verdict::TraceSummary;
 use overtime_model::{
@@ -18,14 +19,6 @@ use overtime_model::{
 };
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-
-/// Stages that are one call when nested (an LLM call inside a judge).
-fn family(s: Stage) -> Stage {
-    match s {
-        Stage::Judge => Stage::Llm,
-        s => s,
-    }
-}
 
 /// The route: the outermost gateway's request path without its query
 /// string, else the root span's name.
@@ -170,13 +163,18 @@ fn call_timeout_used(
     used
 }
 
-fn call(s: &SpanRecord, phases: &LlmPhases, timeout_used: Option<f64>) -> CallObservation {
+fn call(
+    s: &SpanRecord,
+    name: &str,
+    phases: &LlmPhases,
+    timeout_used: Option<f64>,
+) -> CallObservation {
     let llm = matches!(s.stage, Stage::Llm | Stage::Judge);
     let tool = matches!(s.stage, Stage::Tool | Stage::Memory | Stage::Network);
     CallObservation {
         stage: s.stage,
-        model: llm.then(|| component_of(s)),
-        tool: tool.then(|| component_of(s)),
+        model: llm.then(|| name.to_string()),
+        tool: tool.then(|| name.to_string()),
         status: s.status,
         duration_ms: s.duration_ms(),
         ttft_ms: s.ttft_ms,
@@ -272,6 +270,13 @@ pub fn observe_with_timeouts(
             children.entry(p).or_default().push(i);
         }
     }
+    // Names come from the one call model (naming.rs), as in verdicts.
+    let tree = crate::tree::build(
+        trace,
+        crate::outcome::deciding_gateway(trace, timeouts),
+        0.0,
+    );
+    let names = span_components(trace, &tree, &calls::collect(trace, &tree));
     let mut calls: Vec<CallObservation> = call_spans(spans)
         .into_iter()
         .map(|i| {
@@ -280,7 +285,12 @@ pub fn observe_with_timeouts(
             } else {
                 LlmPhases::default()
             };
-            call(&spans[i], &phases, call_timeout_used(spans, i, &children))
+            call(
+                &spans[i],
+                &names[i],
+                &phases,
+                call_timeout_used(spans, i, &children),
+            )
         })
         .collect();
     calls.sort_by_key(|c| c.end_us);

@@ -103,7 +103,8 @@ pub struct StreamGap {
 /// count as running into the cut (µs).
 const AT_END_TOLERANCE_US: i64 = 500_000;
 
-fn is_stream_event(name: &str) -> bool {
+/// A chunk or heartbeat event of a stream, by its name.
+pub(crate) fn is_stream_event(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n == "chunk"
         || n == "heartbeat"

@@ -15,6 +15,7 @@
 //!   holds on the path exclusively (not covered by a critical child).
 
 use crate::assemble::Trace;
+use crate::shape::{Role, attach_beside, is_moment, role};
 use overtime_model::GatewayRecord;
 use std::collections::HashMap;
 
@@ -96,20 +97,16 @@ pub struct Orphan {
 /// rest hang from the root (a trace of a million orphans stays linear).
 const MAX_ADOPTION_WORK: usize = 50_000_000;
 
-/// An ASGI event span (`… http send`, `… http receive`): a moment of the
-/// request, never anyone's parent.
-fn is_asgi_event(s: &overtime_model::SpanRecord) -> bool {
-    s.attributes.iter().any(|(k, _)| k == "asgi.event.type")
-        || s.name.ends_with(" http send")
-        || s.name.ends_with(" http receive")
-}
-
 /// Places every span whose parent never arrived under its nearest known
 /// ancestor: the innermost span of the trace that was running when it
 /// started (the latest start, then the shortest), else nothing (it hangs
-/// from the request's root). ASGI event spans never adopt. A candidate
-/// whose own chain of parents leads back to the orphan is skipped, so no
-/// cycle is made.
+/// from the request's root). ASGI event spans never adopt, nor do
+/// transport spans (an HTTP client's children are the far service's,
+/// which name their parent); an orphaned piece of a call (an operation or
+/// an attempt whose operation was lost) is never given to another call
+/// running beside it. Orphans of one lost parent go together, where the
+/// earliest of them went. A candidate whose own chain of parents leads
+/// back to the orphan is skipped, so no cycle is made.
 ///
 /// ```
 /// use overtime_diagnose::{tree::build, Trace};
@@ -127,12 +124,17 @@ fn adopt_orphans(
     spans: &[overtime_model::SpanRecord],
     parent_of: &mut [Option<usize>],
 ) -> Vec<Orphan> {
-    let orphans: Vec<usize> = (0..spans.len())
+    let mut orphans: Vec<usize> = (0..spans.len())
         .filter(|&i| parent_of[i].is_none() && spans[i].parent_span_id.is_some())
         .collect();
+    // Earliest first: orphans of one lost parent (the attempts of one call
+    // whose operation span never arrived) all go where the first went.
+    orphans.sort_by_key(|&i| (spans[i].start_us, i));
+    let mut placed: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::with_capacity(orphans.len());
     for i in orphans {
         let o = &spans[i];
+        let lost = o.parent_span_id.as_deref().unwrap_or_default();
         let leads_back = |mut c: usize, parent_of: &[Option<usize>]| {
             for _ in 0..spans.len() {
                 if c == i {
@@ -147,11 +149,27 @@ fn adopt_orphans(
         };
         // An ASGI event whose parent is missing lost its server span: it
         // is a moment of the request itself, not of whatever ran then.
-        let adoptable = !is_asgi_event(o);
+        let adoptable = !is_moment(o);
+        let piece_of_call = matches!(role(o), Role::Operation | Role::Transport);
+        let may_host = |j: usize| match role(&spans[j]) {
+            Role::Moment | Role::Transport | Role::Phase => false,
+            Role::Operation => !piece_of_call,
+            Role::Application => true,
+        };
+        if let Some(&host) = placed.get(lost)
+            && !leads_back(host, parent_of)
+        {
+            parent_of[i] = Some(host);
+            out.push(Orphan {
+                span: i,
+                placed_under: Some(host),
+            });
+            continue;
+        }
         let mut hosts: Vec<usize> =
             if adoptable && spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
                 (0..spans.len())
-                    .filter(|&j| j != i && !is_asgi_event(&spans[j]))
+                    .filter(|&j| j != i && may_host(j))
                     .filter(|&j| spans[j].start_us <= o.start_us && o.start_us < spans[j].end_us)
                     .collect()
             } else {
@@ -166,6 +184,9 @@ fn adopt_orphans(
         });
         let host = hosts.into_iter().find(|&j| !leads_back(j, parent_of));
         parent_of[i] = host;
+        if let Some(h) = host {
+            placed.insert(lost, h);
+        }
         // A server span with nothing around it is where the trace entered
         // this system: its parent is the caller's, never ours to see.
         let entry = host.is_none() && matches!(o.kind.as_deref(), Some("server" | "consumer"));
@@ -253,7 +274,14 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
                 .filter(|&p| p != i)
         })
         .collect();
-    let orphans = adopt_orphans(spans, &mut parent_of);
+    let mut orphans = adopt_orphans(spans, &mut parent_of);
+    // One nesting for every instrumentation: attempts beside their
+    // operation go under it (shape.rs).
+    if attach_beside(spans, &mut parent_of) > 0 {
+        for o in &mut orphans {
+            o.placed_under = parent_of[o.span];
+        }
+    }
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
     let mut tops = Vec::new();
     for (i, p) in parent_of.iter().enumerate() {
@@ -340,7 +368,7 @@ pub fn build(trace: &Trace, gateway: Option<usize>, clock_skew_ms: f64) -> Trace
         let id = nodes.len();
         nodes.push(Node {
             raw_end_us: raw_e,
-            moment: is_asgi_event(&spans[i]),
+            moment: is_moment(&spans[i]),
             ..Node::new(Some(i), s, e, parent)
         });
         if let Some(p) = parent {

@@ -2,9 +2,10 @@
 //! rules and the findings put together (docs/diagnosis.md).
 
 use crate::assemble::Trace;
-use crate::calls::{self, Call, CallKind, component_of};
+use crate::calls::{self, Call, CallKind};
 use crate::config::DiagnoseConfig;
 use crate::findings::{FindingFacts, findings};
+use crate::naming::{span_components, stream_component};
 use crate::outcome;
 use crate::rules::{Facts, root_cause};
 use crate::timeouts::LayerTimeout;
@@ -143,10 +144,11 @@ fn build_verdict(
         .unwrap_or_else(|| "service".into());
     let service_budget_ms = outcome::service_budget_ms(trace, tree);
     let stream = outcome::stream_gap(trace, tree);
-    // The gateway cut the response a service was streaming to it: that
-    // service is what went silent (and what must send heartbeats), also
-    // when the chunks it relayed are seen only on its LLM call's span.
-    let stream_component = stream.as_ref().map(|s| trace.spans[s.span].service.clone());
+    // The gateway cut a streamed response: what went silent is the call
+    // that was streaming into it (a stalled model), else the service.
+    let stream_component = stream
+        .as_ref()
+        .map(|s| stream_component(trace, tree, calls, s));
     let facts = Facts {
         outcome,
         calls,
@@ -211,7 +213,7 @@ fn build_verdict(
             source: source.map(String::from),
             consumed_ms: elapsed_ms,
         },
-        timeline: timeline(trace, tree),
+        timeline: timeline(trace, tree, calls),
         root_cause,
         contributing,
         findings,
@@ -239,8 +241,9 @@ fn orphan_evidence(trace: &Trace, tree: &TraceTree) -> String {
     )
 }
 
-fn timeline(trace: &Trace, tree: &TraceTree) -> Vec<TimelineEntry> {
+fn timeline(trace: &Trace, tree: &TraceTree, calls: &[Call]) -> Vec<TimelineEntry> {
     let origin = tree.origin_us();
+    let mut components = span_components(trace, tree, calls);
     let mut out: Vec<TimelineEntry> = tree
         .nodes
         .iter()
@@ -254,7 +257,7 @@ fn timeline(trace: &Trace, tree: &TraceTree) -> Vec<TimelineEntry> {
                 name: s.name.clone(),
                 service: s.service.clone(),
                 stage: s.stage,
-                component: component_of(s),
+                component: std::mem::take(&mut components[i]),
                 start_offset_ms: (start - origin) as f64 / 1000.0,
                 duration_ms: s.duration_ms(),
                 critical_ms: n.critical_us as f64 / 1000.0,

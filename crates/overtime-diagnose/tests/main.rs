@@ -5,10 +5,12 @@
 
 mod adversarial;
 mod agent_upstream;
+mod call_model;
 mod common;
 mod cuts_and_layers;
 mod findings_and_incidents;
 mod headlines;
+mod invariance;
 mod live_bounded;
 mod live_early;
 mod live_parity;

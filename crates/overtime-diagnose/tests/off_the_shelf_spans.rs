@@ -344,9 +344,10 @@ fn asgi_event_spans_are_moments_not_work_on_the_critical_path() {
 }
 
 #[test]
-fn a_cut_stream_seen_only_on_the_llm_spans_chunk_events_names_the_service() {
+fn a_cut_stream_seen_only_on_the_llm_spans_chunk_events_names_the_model_that_stalled() {
     // Traceloop writes one `gen_ai.content.completion.chunk` event per
-    // chunk on its `openai.chat` span; no `http send` spans arrived.
+    // chunk on its `openai.chat` span; no `http send` spans arrived. The
+    // model's stream is what went silent (docs/diagnosis.md, "Names").
     let mut b = Builder::new(51);
     b.gateway(200, 3_500.0);
     b.root("agent-api", 1.0, 3_503.0).kind = Some("server".into());
@@ -358,7 +359,7 @@ fn a_cut_stream_seen_only_on_the_llm_spans_chunk_events_names_the_service() {
     }
     let v = verdict(b, 3_000.0);
     assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
-    assert_eq!(v.root_cause.component, "agent-api");
+    assert_eq!(v.root_cause.component, "deepseek-v4-pro");
     assert_evidence(&v, "silent for 3.1 s");
 }
 

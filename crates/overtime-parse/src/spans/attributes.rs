@@ -8,6 +8,7 @@
 //! table is in the README and in the module docs of [`super`].
 
 use super::conventions::{self, Slot, clean_error_type};
+use super::names::tool_in_name;
 use super::stage::{StageHints, derive_stage, says_judge};
 use super::status::{parse_status_word, refine_status};
 use super::value::{
@@ -33,6 +34,8 @@ pub struct SpanBuilder {
     /// Per slot group: the rank, key and value of the attribute that filled it.
     winners: HashMap<&'static str, (usize, String, String)>,
     db_system: bool,
+    /// `rpc.system` is set: a client span of it is an outgoing call.
+    rpc_system: bool,
     http_client: bool,
     judge: bool,
     server_address: Option<String>,
@@ -62,6 +65,8 @@ fn names_a_role(key: &str) -> bool {
         || key.ends_with(".model_name")
         || key == "gen_ai.agent.name"
         || key == "traceloop.entity.name"
+        // The Vercel AI SDK names the function a call serves.
+        || key == "ai.telemetry.functionId"
 }
 
 /// Sets `slot` to the value's text when it has one.
@@ -114,6 +119,7 @@ impl SpanBuilder {
             entity_name: None,
             winners: HashMap::new(),
             db_system: false,
+            rpc_system: false,
             http_client: false,
             judge: false,
             server_address: None,
@@ -298,6 +304,23 @@ impl SpanBuilder {
         }
     }
 
+    /// Nothing but its name can say this span is a tool call: not a
+    /// server, no LLM or application convention, no model, and no other
+    /// explicit stage.
+    fn may_be_named_tool(&self) -> bool {
+        let r = &self.rec;
+        r.kind.as_deref() != Some("server")
+            && r.model.is_none()
+            && self
+                .operation
+                .as_deref()
+                .is_none_or(|o| o.eq_ignore_ascii_case("execute_tool"))
+            && self.convention_kind.as_deref().is_none_or(|k| k == "tool")
+            && self.explicit_stage.as_deref().is_none_or(|s| {
+                super::stage::parse_stage_lenient(s) == Some(overtime_model::Stage::Tool)
+            })
+    }
+
     fn kept(&self, key: &str) -> bool {
         self.rec.attributes.iter().any(|(k, _)| k == key)
     }
@@ -346,6 +369,7 @@ impl SpanBuilder {
                 }
                 None => false,
             },
+            Slot::TtftMillis => self.field("ttft_ms", v),
             Slot::Tool => self.field("tool", v),
             Slot::JudgeScore => self.field("judge_score", v),
             Slot::LlmReason => match any_joined(v) {
@@ -379,6 +403,10 @@ impl SpanBuilder {
             }
             Slot::DbSystem => {
                 self.db_system = true;
+                true
+            }
+            Slot::RpcSystem => {
+                self.rpc_system = true;
                 true
             }
         }
@@ -428,9 +456,16 @@ impl SpanBuilder {
 
     /// Settles status, stage, peer and DNS/connect and returns the span.
     pub fn finish(mut self) -> SpanRecord {
+        let named_tool = self.may_be_named_tool();
         let r = &mut self.rec;
         if r.tool.is_none() && self.convention_kind.as_deref() == Some("tool") {
             r.tool = self.entity_name.take();
+        }
+        // A framework span named for a tool (`tool.carrier_rates`,
+        // LangChain's `carrier_rates.tool`) names it when no attribute
+        // does, unless something else says what the span is.
+        if r.tool.is_none() && named_tool {
+            r.tool = tool_in_name(&r.name).map(str::to_string);
         }
         let address = match (self.server_address, self.server_port) {
             (Some(a), Some(p)) => Some(format!("{a}:{p}")),
@@ -466,7 +501,7 @@ impl SpanBuilder {
             model: r.model.is_some(),
             tool: r.tool.is_some(),
             db_system: self.db_system,
-            http_client: self.http_client,
+            http_client: self.http_client || self.rpc_system,
             judge: self.judge,
             is_root: r.parent_span_id.is_none(),
         };

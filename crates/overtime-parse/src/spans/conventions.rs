@@ -40,6 +40,8 @@ pub enum Slot {
     Temperature,
     /// Seconds to the first chunk.
     TtftSeconds,
+    /// Milliseconds to the first chunk.
+    TtftMillis,
     Tool,
     JudgeScore,
     /// `X-LLM-Reason`, one string or one array element per phase.
@@ -57,6 +59,8 @@ pub enum Slot {
     Url,
     /// A database or vector store: a stage hint.
     DbSystem,
+    /// An RPC system (`grpc`…): an outgoing call when the span is a client.
+    RpcSystem,
 }
 
 /// One row of the table: an attribute name some instrumentation writes,
@@ -117,6 +121,9 @@ const HTTP: &str = "HTTP semantic conventions";
 const HTTP_OLD: &str = "HTTP semantic conventions (before 1.21)";
 const HEADER: &str = "captured HTTP header";
 const DB: &str = "database semantic conventions";
+const RPC: &str = "RPC semantic conventions";
+const AI_SDK: &str = "Vercel AI SDK";
+const LANGCHAIN: &str = "LangChain (LangSmith metadata)";
 
 /// Every span attribute overtime reads into a `spans` column, ranked:
 /// where several fill one column, the first listed wins whatever order
@@ -134,11 +141,14 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
     ),
     hint("db.system.name", "stage", DB, Slot::DbSystem),
     hint("db.system", "stage", DB, Slot::DbSystem),
+    hint("rpc.system", "stage", RPC, Slot::RpcSystem),
     hint("http.request.method", "stage", HTTP, Slot::HttpMethod),
     hint("http.method", "stage", HTTP_OLD, Slot::HttpMethod),
     row("gen_ai.request.model", "model", GENAI, Slot::Model),
     row("llm.model_name", "model", OI, Slot::Model),
     row("gen_ai.response.model", "model", GENAI, Slot::Model),
+    row("ai.model.id", "model", AI_SDK, Slot::Model),
+    row("ls_model_name", "model", LANGCHAIN, Slot::Model),
     row(
         "llm.invocation_parameters",
         "model",
@@ -170,6 +180,18 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
         Slot::InputTokens,
     ),
     row(
+        "ai.usage.inputTokens",
+        "input_tokens",
+        AI_SDK,
+        Slot::InputTokens,
+    ),
+    row(
+        "ai.usage.promptTokens",
+        "input_tokens",
+        AI_SDK,
+        Slot::InputTokens,
+    ),
+    row(
         "gen_ai.usage.output_tokens",
         "output_tokens",
         GENAI,
@@ -191,6 +213,18 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
         "llm.usage.completion_tokens",
         "output_tokens",
         TRACELOOP,
+        Slot::OutputTokens,
+    ),
+    row(
+        "ai.usage.outputTokens",
+        "output_tokens",
+        AI_SDK,
+        Slot::OutputTokens,
+    ),
+    row(
+        "ai.usage.completionTokens",
+        "output_tokens",
+        AI_SDK,
         Slot::OutputTokens,
     ),
     row(
@@ -235,8 +269,15 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
         GENAI,
         Slot::TtftSeconds,
     ),
+    row(
+        "ai.response.msToFirstChunk",
+        "ttft_ms",
+        AI_SDK,
+        Slot::TtftMillis,
+    ),
     row("gen_ai.tool.name", "tool", GENAI, Slot::Tool),
     row("tool.name", "tool", OI, Slot::Tool),
+    row("ai.toolCall.name", "tool", AI_SDK, Slot::Tool),
     row("traceloop.entity.name", "tool", TRACELOOP, Slot::EntityName),
     row(
         "gen_ai.evaluation.score.value",
@@ -317,7 +358,7 @@ pub fn group(slot: Slot) -> &'static str {
         Slot::OutputTokens => "output_tokens",
         Slot::MaxTokens | Slot::InvocationMaxTokens => "max_tokens",
         Slot::Temperature | Slot::InvocationTemperature => "temperature",
-        Slot::TtftSeconds => "ttft_ms",
+        Slot::TtftSeconds | Slot::TtftMillis => "ttft_ms",
         Slot::Tool => "tool",
         Slot::JudgeScore => "judge_score",
         Slot::LlmReason => "llm_reason",
@@ -331,6 +372,7 @@ pub fn group(slot: Slot) -> &'static str {
         Slot::HttpMethod => "http_method",
         Slot::Url => "url",
         Slot::DbSystem => "db_system",
+        Slot::RpcSystem => "rpc_system",
     }
 }
 

@@ -23,6 +23,7 @@ mod attributes;
 mod conventions;
 mod ids;
 mod jsonl;
+pub mod names;
 mod otlp;
 mod otlp_json;
 mod otlp_proto;

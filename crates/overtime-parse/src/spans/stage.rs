@@ -30,7 +30,8 @@ pub struct StageHints<'a> {
     pub tool: bool,
     /// A database/vector store is named (`db.system`, `db.system.name`).
     pub db_system: bool,
-    /// An outgoing HTTP request (`http.request.method` or `url.full`).
+    /// An outgoing HTTP or RPC request (`http.request.method`, `url.full`,
+    /// or `rpc.system`).
     pub http_client: bool,
     /// An `agent.*` / `gen_ai.*` attribute says this is a judge/evaluation.
     pub judge: bool,
@@ -134,8 +135,8 @@ fn says_queue(l: &str, kind: Option<&str>) -> bool {
 ///    or a `db.system` → `memory`;
 /// 6. a name/operation saying queue, pool/worker wait or acquire → `queue`
 ///    (messaging producer/consumer spans excepted);
-/// 7. a client-kind HTTP call (`http.request.method` or `url.full`) →
-///    `network`;
+/// 7. a client-kind HTTP or RPC call (`http.request.method`, `url.full`,
+///    `rpc.system`) → `network`;
 /// 8. a server-kind span, or a root → `service`;
 /// 9. else `other`.
 pub fn derive_stage(h: &StageHints) -> Stage {

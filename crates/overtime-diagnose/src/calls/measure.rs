@@ -1,0 +1,199 @@
+//! What a call's spans say, gathered over every span of the call: the
+//! model server's phases, DNS and connect times, and the timeouts that
+//! fired.
+
+use super::Call;
+use crate::assemble::Trace;
+use crate::tree::TraceTree;
+use overtime_model::{LlmPhases, SpanRecord, SpanStatus};
+use overtime_parse::llm_reason::parse_llm_reason;
+
+/// DNS and connect time of one span (fields first, else its events), ms.
+pub(super) fn span_dns_connect(s: &SpanRecord) -> (Option<f64>, Option<f64>) {
+    // A connection phase written as a span of its own (`dns.lookup`,
+    // `tcp.connect`) is that phase, all of it.
+    if crate::shape::is_phase(s) {
+        let d = Some(s.duration_ms());
+        return if s.name.to_ascii_lowercase().starts_with("dns") {
+            (d, None)
+        } else {
+            (None, d)
+        };
+    }
+    let mut dns = s.dns_ms;
+    let mut connect = s.connect_ms;
+    let mut last_phase_end = s.start_us;
+    let mut evs: Vec<_> = s.events.iter().collect();
+    evs.sort_by_key(|e| e.time_us);
+    for e in evs {
+        let name = e.name.to_ascii_lowercase();
+        let slot = if name == "dns" || name.starts_with("dns.") || name.contains("dns_") {
+            &mut dns
+        } else if name == "connect" || name.starts_with("connect") || name.contains("tls") {
+            &mut connect
+        } else {
+            continue;
+        };
+        let d = e
+            .duration_ms
+            .unwrap_or(((e.time_us - last_phase_end) as f64 / 1000.0).max(0.0));
+        last_phase_end = e.time_us.max(last_phase_end);
+        if slot.is_none() {
+            *slot = Some(d);
+        } else if e.duration_ms.is_some() && s.dns_ms.is_none() && s.connect_ms.is_none() {
+            *slot = Some(slot.unwrap_or(0.0) + d);
+        }
+    }
+    (dns, connect)
+}
+
+/// Adds `b` to `a` when `b` is known.
+pub(super) fn add(a: &mut Option<f64>, b: Option<f64>) {
+    if let Some(b) = b {
+        *a = Some(a.unwrap_or(0.0) + b);
+    }
+}
+
+/// Adds the phases of `p` into `into`.
+pub(super) fn merge_phases(into: &mut LlmPhases, p: &LlmPhases) {
+    add(&mut into.queue_ms, p.queue_ms);
+    add(&mut into.prefill_ms, p.prefill_ms);
+    add(&mut into.decode_ms, p.decode_ms);
+    add(&mut into.io_ms, p.io_ms);
+    for (n, v) in &p.other {
+        match into.other.iter_mut().find(|(k, _)| k == n) {
+            Some((_, x)) => *x += v,
+            None => into.other.push((n.clone(), *v)),
+        }
+    }
+    into.malformed |= p.malformed;
+}
+
+/// A span's own phases: parsed already, else its raw `X-LLM-Reason`.
+pub(crate) fn span_phases(s: &SpanRecord) -> LlmPhases {
+    if !s.phases.is_empty() {
+        return s.phases.clone();
+    }
+    s.llm_reason
+        .as_deref()
+        .map(parse_llm_reason)
+        .unwrap_or_default()
+}
+
+/// Phase spans (a model server may emit `queue`/`prefill`/`decode` spans).
+pub(super) fn phase_of_name(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    let n = n.rsplit(['.', ' ', '/']).next().unwrap_or(&n).to_string();
+    match n.as_str() {
+        "queue" | "queue_wait" | "queueing" => Some("queue"),
+        "prefill" | "kv_cache_build" => Some("prefill"),
+        "decode" | "decode_loop" => Some("decode"),
+        _ => None,
+    }
+}
+
+/// Every node of the subtree under `node`, itself first, breadth-first.
+pub(super) fn descendants(tree: &TraceTree, node: usize) -> Vec<usize> {
+    let mut out = vec![node];
+    let mut i = 0;
+    while i < out.len() {
+        out.extend(tree.nodes[out[i]].children.iter().copied());
+        i += 1;
+    }
+    out
+}
+
+/// The phases one attempt's reply reported: the first span under it (itself
+/// first) that carries some.
+pub(super) fn attempt_phases(trace: &Trace, tree: &TraceTree, node: usize) -> Option<LlmPhases> {
+    descendants(tree, node)
+        .into_iter()
+        .filter_map(|d| tree.nodes[d].span)
+        .map(|i| span_phases(&trace.spans[i]))
+        .find(|p| !p.is_empty())
+}
+
+/// Gathers what the spans under operation node `n` say into `c`: phases
+/// (the model server's header, else phase spans), DNS and connect, model,
+/// tokens, time to first token, GPU load, and a timeout configured on a
+/// span inside it.
+pub(super) fn gather(trace: &Trace, tree: &TraceTree, n: usize, c: &mut Call) {
+    let spans = &trace.spans;
+    let mut phases = LlmPhases::default();
+    let mut dns = None;
+    let mut connect = None;
+    let mut phase_spans = LlmPhases::default();
+    let mut nested_timeout: Option<f64> = None;
+    for d in descendants(tree, n) {
+        let Some(di) = tree.nodes[d].span else {
+            continue;
+        };
+        let ds = &spans[di];
+        if phases.is_empty() {
+            phases = span_phases(ds);
+        }
+        let (a, b) = span_dns_connect(ds);
+        add(&mut dns, a);
+        add(&mut connect, b);
+        if d != n {
+            if let Some(t) = ds.timeout_ms {
+                nested_timeout = Some(nested_timeout.map_or(t, |x: f64| x.min(t)));
+            }
+            if let Some(p) = phase_of_name(&ds.name) {
+                let ms = Some(ds.duration_ms());
+                match p {
+                    "queue" => add(&mut phase_spans.queue_ms, ms),
+                    "prefill" => add(&mut phase_spans.prefill_ms, ms),
+                    _ => add(&mut phase_spans.decode_ms, ms),
+                }
+            }
+        }
+        c.model = c.model.clone().or(ds.model.clone());
+        c.input_tokens = c.input_tokens.or(ds.input_tokens);
+        c.output_tokens = c.output_tokens.or(ds.output_tokens);
+        c.max_tokens = c.max_tokens.or(ds.max_tokens);
+        c.ttft_ms = c.ttft_ms.or(ds.ttft_ms);
+        c.gpu_load = c.gpu_load.or(ds.gpu_load);
+    }
+    if phases.is_empty() {
+        phases = phase_spans;
+    }
+    merge_phases(&mut c.phases, &phases);
+    add(&mut c.dns_ms, dns);
+    add(&mut c.dns_connect_ms, dns);
+    add(&mut c.dns_connect_ms, connect);
+    if c.timeout_ms.is_none() {
+        c.timeout_ms = nested_timeout;
+    }
+}
+
+/// Instrumentation records no configured timeouts, only the errors they
+/// raise: a call (one of its operation spans, or one of its attempts) that
+/// ended in a timeout error had a timeout, and it fired at about that
+/// span's duration. A configured timeout (`timeout_ms`) is kept as it is.
+pub(super) fn observe_timeout(trace: &Trace, tree: &TraceTree, nodes: &[usize], c: &mut Call) {
+    let mut fired: Vec<(f64, Option<String>)> = Vec::new();
+    for &n in nodes {
+        let Some(s) = tree.nodes[n].span.map(|i| &trace.spans[i]) else {
+            continue;
+        };
+        if s.status == SpanStatus::Timeout {
+            fired.push((s.duration_ms(), s.error_type.clone()));
+        } else if c.error_type.is_none() && s.status == SpanStatus::Error {
+            c.error_type = s.error_type.clone();
+        }
+    }
+    if fired.is_empty() {
+        return;
+    }
+    c.timed_out = true;
+    c.error_type = fired
+        .iter()
+        .find_map(|(_, e)| e.clone())
+        .or(c.error_type.take());
+    if c.timeout_ms.is_none() {
+        // The shortest: an attempt's timeout, not the whole retry loop's.
+        c.timeout_ms = fired.iter().map(|(d, _)| *d).reduce(f64::min);
+        c.timeout_observed = true;
+    }
+}
