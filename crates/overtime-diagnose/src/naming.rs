@@ -172,9 +172,10 @@ pub fn nodes_of_spans(tree: &TraceTree, spans: usize) -> Vec<Option<usize>> {
 /// waited on something that does not stream, such as a tool, and sent no
 /// heartbeat). The call streaming into it is a model call (or a call with
 /// stream events of its own) that began before the last chunk and either
-/// ran until the cut, or is the last call the service made before the cut
-/// (an HTTP client's span ends when the reply's headers arrive, while its
-/// body streams on).
+/// ran until the cut, or — a bare HTTP attempt whose operation span never
+/// arrived — is the last call the service made before the cut (an HTTP
+/// client's span ends when the reply's headers arrive, while its body
+/// streams on).
 pub fn stream_component(
     trace: &Trace,
     tree: &TraceTree,
@@ -203,10 +204,17 @@ pub fn stream_component(
         .iter()
         .filter(|(c, s, e)| streaming(c) && *s < last_chunk && *e >= cut - AT_CUT_US)
         .max_by_key(|(_, s, _)| *s);
+    // Only a bare HTTP attempt's span ends before its reply does; an
+    // operation span that ended had its whole reply.
+    let bare = |c: &Call| {
+        c.spans
+            .iter()
+            .all(|&i| role(&trace.spans[i]) == Role::Transport)
+    };
     let last_made = timed
         .iter()
         .max_by_key(|(_, s, _)| *s)
-        .filter(|(c, s, _)| streaming(c) && *s < last_chunk);
+        .filter(|(c, s, _)| streaming(c) && bare(c) && *s < last_chunk);
     running_at_cut
         .or(last_made)
         .map(|(c, _, _)| c.component.clone())
