@@ -80,6 +80,40 @@ impl Nginx {
         })
     }
 
+    /// nginx for a config whose server listens on the unix socket `socket`
+    /// (`listen unix:…;`: no port at all); writes `conf` to
+    /// `dir/nginx.conf` and waits (30 s at most) until it accepts
+    /// connections there. Fails with nginx's error log if it exits first.
+    pub fn start_unix(dir: &Path, conf: &str, socket: &Path) -> Nginx {
+        let bin = nginx_bin();
+        let conf_path = dir.join("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Self::args(&mut Command::new(&bin), dir, &conf_path)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut n = Nginx {
+            child: Proc(child),
+            bin,
+            prefix: dir.to_path_buf(),
+            conf: conf_path,
+            port: 0,
+        };
+        let error_log = || std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        crate::net::wait_until(
+            30,
+            &format!("nginx to listen on unix:{}", socket.display()),
+            || {
+                if !n.child.alive() {
+                    panic!("nginx exited: {}", error_log());
+                }
+                std::os::unix::net::UnixStream::connect(socket).is_ok()
+            },
+            error_log,
+        );
+        n
+    }
+
     /// The port it listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port
