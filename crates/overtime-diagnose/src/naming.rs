@@ -202,7 +202,11 @@ pub fn stream_component(
     let streaming = |c: &Call| c.is_llm() || streams_itself(trace, c);
     let running_at_cut = timed
         .iter()
-        .filter(|(c, s, e)| streaming(c) && *s < last_chunk && *e >= cut - AT_CUT_US)
+        .filter(|(c, s, e)| {
+            // With no chunk traced (nginx's timings showed the cut), a
+            // streaming call running at the cut is what nginx waited on.
+            streaming(c) && (gap.events == 0 || *s < last_chunk) && *e >= cut - AT_CUT_US
+        })
         .max_by_key(|(_, s, _)| *s);
     // Only a bare HTTP attempt's span ends before its reply does; an
     // operation span that ended had its whole reply.

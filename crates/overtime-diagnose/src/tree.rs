@@ -166,22 +166,43 @@ fn adopt_orphans(
             });
             continue;
         }
-        let mut hosts: Vec<usize> =
-            if adoptable && spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK {
-                (0..spans.len())
-                    .filter(|&j| j != i && may_host(j))
-                    .filter(|&j| spans[j].start_us <= o.start_us && o.start_us < spans[j].end_us)
-                    .collect()
-            } else {
-                Vec::new()
-            };
+        let work_left = spans.len().saturating_mul(out.len() + 1) <= MAX_ADOPTION_WORK;
+        let mut hosts: Vec<usize> = if adoptable && work_left {
+            (0..spans.len())
+                .filter(|&j| j != i && may_host(j))
+                .filter(|&j| spans[j].start_us <= o.start_us && o.start_us < spans[j].end_us)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The innermost: the latest start; of spans that started together
+        // (clocks of whole milliseconds), one still running when the orphan
+        // ended, then the shortest.
         hosts.sort_by_key(|&j| {
             std::cmp::Reverse((
                 spans[j].start_us,
+                spans[j].end_us >= o.end_us,
                 std::cmp::Reverse(spans[j].end_us - spans[j].start_us),
                 std::cmp::Reverse(j),
             ))
         });
+        // Nothing running when it began (it began after everything else
+        // ended, as a call made after the gateway's cut): the application
+        // span that ended last before it, which is what made it.
+        if hosts.is_empty() && adoptable && work_left && piece_of_call {
+            hosts.extend(
+                (0..spans.len())
+                    .filter(|&j| j != i && may_host(j) && spans[j].end_us <= o.start_us)
+                    .filter(|&j| spans[j].kind.as_deref() != Some("client"))
+                    .max_by_key(|&j| {
+                        (
+                            spans[j].end_us,
+                            std::cmp::Reverse(spans[j].end_us - spans[j].start_us),
+                            j,
+                        )
+                    }),
+            );
+        }
         let host = hosts.into_iter().find(|&j| !leads_back(j, parent_of));
         parent_of[i] = host;
         if let Some(h) = host {

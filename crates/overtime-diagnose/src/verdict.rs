@@ -143,7 +143,11 @@ fn build_verdict(
         .or_else(|| gw.map(|g| g.source.clone()))
         .unwrap_or_else(|| "service".into());
     let service_budget_ms = outcome::service_budget_ms(trace, tree);
-    let stream = outcome::stream_gap(trace, tree);
+    let stream = outcome::stream_gap(trace, tree).or_else(|| {
+        // No chunk traced: a cut as nginx's own timings show it.
+        let g = gw.filter(|_| outcome == Outcome::GatewayTimeout)?;
+        outcome::held_open(trace, tree, g, gw_timeout_ms)
+    });
     // The gateway cut a streamed response: what went silent is the call
     // that was streaming into it (a stalled model), else the service.
     let stream_component = stream

@@ -41,8 +41,22 @@ impl TraceRule for StreamIdleGap {
             .clone()
             .unwrap_or_else(|| f.service.clone());
         let t = dur_or_none(f.gateway_timeout_ms);
+        let silence = if s.events == 0 {
+            format!(
+                "the gateway held the stream of {comp} open {} after its headers (at {}) with no chunk traced, while {comp} was still answering",
+                dur(s.gap_ms),
+                dur(s.last_event_ms)
+            )
+        } else {
+            format!(
+                "the stream of {comp} went silent for {} (no chunk or heartbeat) after {} events, the last at {}",
+                dur(s.gap_ms),
+                s.events,
+                dur(s.last_event_ms)
+            )
+        };
         let ev = f.with_gateway(vec![
-            format!("the stream of {comp} went silent for {} (no chunk or heartbeat) after {} events, the last at {}", dur(s.gap_ms), s.events, dur(s.last_event_ms)),
+            silence,
             format!("the gap from the last chunk to the cut exceeded the gateway read timeout {t}, and the gateway cut the stream"),
         ]);
         Some((

@@ -12,6 +12,10 @@
 //!   ([`cut_silence`]): the silences of those cuts are what the layer's
 //!   timeout is inferred from, with its 504s (crate::timeouts).
 
+mod held;
+
+pub(crate) use held::held_open;
+
 use crate::assemble::Trace;
 use crate::timeouts::LayerTimeout;
 use crate::tree::TraceTree;
@@ -390,7 +394,7 @@ pub(crate) fn cut_stream(
                 || cut_silence(trace, tree, gw).is_some()
         }
     };
-    if silent {
+    if silent || held_open(trace, tree, gw, read_timeout_ms).is_some() {
         return true;
     }
     let root = &tree.nodes[tree.root];

@@ -1,0 +1,73 @@
+//! A cut stream as nginx's own timings show it, for services whose spans
+//! carry no chunks (Node's express writes neither chunk events nor a span
+//! per write): nginx held the response open a whole read timeout after
+//! the upstream's headers, and the service was still waiting on a call
+//! when nginx wrote its line.
+//!
+//! Design rules:
+//! - **Both signs, never one.** A long stream with heartbeats is held open
+//!   too, but every call it waited on ended before its last byte; a call
+//!   still running at the line without the long hold is a service doing
+//!   work after it answered. Only the two together are a cut.
+//! - **nginx's clock for the hold, the spans' for the waiting.** The hold
+//!   is the answering try's `$upstream_response_time` −
+//!   `$upstream_header_time`; the waiting is a call span (an operation or
+//!   an attempt) that began at least half a read timeout before the line
+//!   and ended at it or after.
+
+use super::{StreamGap, service_node};
+use crate::assemble::Trace;
+use crate::shape::{Role, role};
+use crate::tree::TraceTree;
+use overtime_model::GatewayRecord;
+
+/// The hold must reach this share of the read timeout (as a silence must).
+const HOLD_OF_READ_TIMEOUT: f64 = 0.9;
+
+/// The stream nginx held open and cut ([`StreamGap`] with no events: the
+/// last byte nginx is known to have had is the headers), when both signs
+/// of the module's design rules are there.
+pub(crate) fn held_open(
+    trace: &Trace,
+    tree: &TraceTree,
+    gw: &GatewayRecord,
+    read_timeout_ms: Option<f64>,
+) -> Option<StreamGap> {
+    if !gw.status.is_some_and(|s| (200..300).contains(&s)) {
+        return None;
+    }
+    let t = read_timeout_ms.filter(|t| *t > 0.0)?;
+    let header = gw.upstream_header_ms.last().copied().flatten()?;
+    let response = gw.upstream_response_ms.last().copied().flatten()?;
+    let held = response - header;
+    if held < HOLD_OF_READ_TIMEOUT * t {
+        return None;
+    }
+    let root = &tree.nodes[tree.root];
+    let line = root.end_us;
+    let precision = gw.time_precision_us.max(1_000);
+    let waiting = tree.nodes.iter().any(|n| {
+        n.span.is_some_and(|i| {
+            let s = &trace.spans[i];
+            matches!(role(s), Role::Operation | Role::Transport)
+                && s.start_us + tree.shift_us[i] <= line - (t * 500.0) as i64
+                && n.raw_end_us >= line - precision
+        })
+    });
+    if !waiting {
+        return None;
+    }
+    let span = service_node(trace, tree)
+        .map(|(n, _)| n)
+        .and_then(|n| tree.nodes[n].span)
+        .or_else(|| tree.nodes.iter().find_map(|n| n.span))?;
+    let headers_at = (root.end_us - root.start_us) as f64 / 1000.0 - held;
+    Some(StreamGap {
+        span,
+        gap_ms: held,
+        at_end: true,
+        events: 0,
+        last_event_ms: headers_at.max(0.0),
+        depth: 0,
+    })
+}
