@@ -205,9 +205,20 @@ fn structure(family: Family, naming: Naming, s: &SpanRecord) -> Out {
         agent(&mut f, "attempt", s.attempt.map(|a| V::I(a as i64)));
         agent(&mut f, "fallback", s.fallback.clone().map(V::S));
         agent(&mut f, "fallback_accepted", s.fallback_accepted.map(V::B));
-        if matches!(s.stage, Stage::Queue | Stage::Gateway) {
-            // No convention names a pool wait or a gateway hop.
+        if matches!(
+            s.stage,
+            Stage::Queue | Stage::Gateway | Stage::Llm | Stage::Judge | Stage::Tool | Stage::Memory
+        ) {
+            // No convention names a pool wait or a gateway hop; an agent
+            // loop (an LLM span with tools under it) or what ran inside a
+            // pool wait keeps its stage as it was, and what names it.
             f.push(("agent.stage".into(), V::S(s.stage.as_str().into())));
+            if let Some(m) = &s.model {
+                f.push(("gen_ai.request.model".into(), V::S(m.clone())));
+            }
+            if let Some(t) = &s.tool {
+                f.push(("gen_ai.tool.name".into(), V::S(t.clone())));
+            }
         }
         if let Some(j) = s.judge_score {
             events.push(Ev {
@@ -407,16 +418,18 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
         .map(|s| structure(family, naming, s))
         .collect();
     let mut fallbacks = 0;
+    let mut op_ids_used = HashSet::new();
     for (ci, c) in l.calls.iter().enumerate() {
         let shapes = families::op(family, c);
-        let mut nest = nesting;
-        if matches!(nest, Nesting::Siblings | Nesting::Repeated) && !c.one_endpoint() {
-            nest = Nesting::Children;
-            fallbacks += 1;
-        }
-        if nest == Nesting::Repeated && c.attempts.len() < 2 {
-            nest = Nesting::Children;
-        }
+        let (nest, fell) = nesting_for(c, shapes.is_some(), nesting);
+        fallbacks += fell as usize;
+        // One id per operation span written, even where two calls lost
+        // one parent.
+        let op_id = if op_ids_used.insert(c.op_ids[0].clone()) {
+            c.op_ids[0].clone()
+        } else {
+            ids.derive(&c.op_ids[0], "op")
+        };
         let mut spans: Vec<Out> = Vec::new();
         let mut parent = c.parent.clone();
         if let Some(w) = shapes.as_ref().and_then(|s| s.wrapper.as_ref()) {
@@ -472,7 +485,7 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
             }
             (Some(s), Nesting::Children | Nesting::Siblings) => {
                 let mut o = op_out(family, c, &s.op, None);
-                o.id = c.op_ids[0].clone();
+                o.id = op_id.clone();
                 o.parent = parent.clone();
                 let under = if nest == Nesting::Children {
                     Some(o.id.clone())
@@ -493,7 +506,7 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
                     let mut op = op_out(family, c, &s.op, numbered(i));
                     op.id = match c.op_ids.get(i) {
                         Some(id) if c.op_ids.len() == n => id.clone(),
-                        _ if i == 0 => c.op_ids[0].clone(),
+                        _ if i == 0 => op_id.clone(),
                         _ => ids.derive(&c.op_ids[0], &format!("op{i}")),
                     };
                     op.parent = parent.clone();
@@ -537,6 +550,40 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
         outs.extend(spans);
     }
     Emitted { outs, fallbacks }
+}
+
+/// The nesting call `c` is written in when `asked`, and whether that is
+/// another (a fallback): siblings and repeated operations need one
+/// endpoint (else nothing ties the attempts to the operation); repeated
+/// operations and orphans need attempts one after the other (side by side
+/// only their operation ties them together); several attempts with no
+/// operation span and no sign of a retry (a number, every earlier one
+/// failed) are one call only as orphans of their one lost parent. A call
+/// with one attempt is the same repeated as it is as children.
+fn nesting_for(c: &Call, writes_op: bool, asked: Nesting) -> (Nesting, bool) {
+    let n = c.attempts.len();
+    let looks_retried = n > 1
+        && (c.attempts.iter().any(|a| a.attempt.unwrap_or(0) > 0)
+            || c.attempts[..n - 1].iter().all(|a| {
+                matches!(
+                    a.status,
+                    overtime_model::SpanStatus::Error | overtime_model::SpanStatus::Timeout
+                )
+            }));
+    let mut nest = asked;
+    if matches!(nest, Nesting::Siblings | Nesting::Repeated) && !c.one_endpoint() {
+        nest = Nesting::Children;
+    }
+    if matches!(nest, Nesting::Repeated | Nesting::Orphans) && n > 1 && !c.sequential {
+        nest = Nesting::Children;
+    }
+    if !writes_op && n > 1 && c.sequential && !looks_retried {
+        nest = Nesting::Orphans;
+    }
+    if nest == Nesting::Repeated && n < 2 {
+        return (Nesting::Children, false);
+    }
+    (nest, nest != asked)
 }
 
 /// What the spans written for call `ci` tell about it, together.
