@@ -1,21 +1,14 @@
 //! One rewrite of one trace: its structure as it was, each call in a
 //! family's convention, nested one way, spelled one way.
 //!
-//! Nestings (docs/diagnosis.md's pictures of a call):
-//! - `children`: the HTTP attempts under the operation span;
-//! - `siblings`: the attempts beside the operation, under its parent,
-//!   overlapping it in time, to its endpoint;
-//! - `repeated`: one operation span per attempt, each with its HTTP span,
-//!   under one parent (same name and target; numbered by `agent.attempt`
-//!   only where the original numbered its attempts);
-//! - `orphans`: the operation span never arrived; its attempts keep its id
-//!   as their parent (an application span around it, a judge's, arrives).
-//!
-//! Where a nesting cannot express a call it falls back to `children` for
-//! that call and says so (`Emitted::fallbacks`): siblings and repeated
-//! operations need one endpoint (else nothing ties the attempts to the
-//! operation), and repeated operations need two attempts or more (with
-//! one they *are* `children`).
+//! Nestings (`nesting`): attempts as children, as siblings, one operation
+//! per try (`repeated`: numbered by `agent.attempt` only where the
+//! original numbered its attempts), or orphans of an operation that never
+//! arrived (an application span around it, a judge's, arrives). Where a
+//! nesting cannot express a call, the call is written in one that can,
+//! and counted (`Emitted::fallbacks`, `nesting::nesting_for`). An
+//! operation that never arrived in the original (orphans of one lost
+//! parent) gets that lost id wherever a rewrite writes it.
 //!
 //! Information is the same in every rewrite: times to the microsecond,
 //! statuses, the budget fields (`agent.timeout_ms` on the operation and
@@ -26,35 +19,11 @@
 
 use super::families::{self, Family, Naming, Shape, Tells};
 use super::model::{Attempt, Call, Logical, fnv};
+pub use super::nesting::Nesting;
+use super::nesting::nesting_for;
 use super::write::{Ev, Out, V};
 use overtime_model::{SpanEvent, SpanRecord, Stage};
 use std::collections::HashSet;
-
-/// How a call's spans are nested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Nesting {
-    Children,
-    Siblings,
-    Repeated,
-    Orphans,
-}
-
-impl Nesting {
-    pub const ALL: [Nesting; 4] = [
-        Nesting::Children,
-        Nesting::Siblings,
-        Nesting::Repeated,
-        Nesting::Orphans,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Nesting::Children => "children",
-            Nesting::Siblings => "siblings",
-            Nesting::Repeated => "repeated",
-            Nesting::Orphans => "orphans",
-        }
-    }
-}
 
 /// A rewrite's spans, and the calls written another way than asked.
 pub struct Emitted {
@@ -550,40 +519,6 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
         outs.extend(spans);
     }
     Emitted { outs, fallbacks }
-}
-
-/// The nesting call `c` is written in when `asked`, and whether that is
-/// another (a fallback): siblings and repeated operations need one
-/// endpoint (else nothing ties the attempts to the operation); repeated
-/// operations and orphans need attempts one after the other (side by side
-/// only their operation ties them together); several attempts with no
-/// operation span and no sign of a retry (a number, every earlier one
-/// failed) are one call only as orphans of their one lost parent. A call
-/// with one attempt is the same repeated as it is as children.
-fn nesting_for(c: &Call, writes_op: bool, asked: Nesting) -> (Nesting, bool) {
-    let n = c.attempts.len();
-    let looks_retried = n > 1
-        && (c.attempts.iter().any(|a| a.attempt.unwrap_or(0) > 0)
-            || c.attempts[..n - 1].iter().all(|a| {
-                matches!(
-                    a.status,
-                    overtime_model::SpanStatus::Error | overtime_model::SpanStatus::Timeout
-                )
-            }));
-    let mut nest = asked;
-    if matches!(nest, Nesting::Siblings | Nesting::Repeated) && !c.one_endpoint() {
-        nest = Nesting::Children;
-    }
-    if matches!(nest, Nesting::Repeated | Nesting::Orphans) && n > 1 && !c.sequential {
-        nest = Nesting::Children;
-    }
-    if !writes_op && n > 1 && c.sequential && !looks_retried {
-        nest = Nesting::Orphans;
-    }
-    if nest == Nesting::Repeated && n < 2 {
-        return (Nesting::Children, false);
-    }
-    (nest, nest != asked)
 }
 
 /// What the spans written for call `ci` tell about it, together.
