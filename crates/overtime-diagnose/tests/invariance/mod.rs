@@ -130,17 +130,20 @@ fn run_all(incidents: &[incident::Incident], samples: &[Vec<Sample>]) -> Vec<Out
     out
 }
 
-/// The original diagnosis against the incident's truth.
-fn original_vs_truth(inc: &incident::Incident) -> Vec<String> {
+/// The original diagnosis against the incident's truth: failing traces
+/// it gave no verdict, and verdicts that differ from the truth.
+fn original_vs_truth(inc: &incident::Incident) -> (Vec<String>, Vec<String>) {
+    let mut none = Vec::new();
     let mut bad = Vec::new();
     for (tid, t) in inc.failing.iter().flatten() {
         let want = (t.kind.clone(), t.component.clone(), t.outcome.clone());
-        let got = inc.original.get(tid).map(incident::verdict_key);
-        if got.as_ref() != Some(&want) {
-            bad.push(format!(
+        match inc.original.get(tid).map(incident::verdict_key) {
+            None => none.push(format!("{} {tid}: truth {want:?}", inc.name)),
+            Some(got) if got != want => bad.push(format!(
                 "{} {tid}: truth {want:?}, original {got:?}",
                 inc.name
-            ));
+            )),
+            Some(_) => {}
         }
     }
     for tid in inc.ok_traces.iter().flatten() {
@@ -154,7 +157,7 @@ fn original_vs_truth(inc: &incident::Incident) -> Vec<String> {
             ));
         }
     }
-    bad
+    (none, bad)
 }
 
 /// Prints the decomposition of the traces `ids` names (comma-separated
@@ -199,7 +202,10 @@ fn every_rewrite_of_every_incident_keeps_its_verdict() {
     let incidents: Vec<incident::Incident> =
         dirs.iter().map(|d| incident::load(&root, d)).collect();
     let loaded = started.elapsed();
-    let truth_problems: Vec<String> = incidents.iter().flat_map(original_vs_truth).collect();
+    let (no_verdict, truth_problems): (Vec<_>, Vec<_>) =
+        incidents.iter().map(original_vs_truth).unzip();
+    let no_verdict: Vec<String> = no_verdict.concat();
+    let truth_problems: Vec<String> = truth_problems.concat();
     let samples: Vec<Vec<Sample>> = incidents
         .iter()
         .map(|i| run::sample(i, budget(i).failing, budget(i).healthy))
@@ -265,6 +271,14 @@ fn every_rewrite_of_every_incident_keeps_its_verdict() {
             "{} rewrites did not read back as written (a bug of the harness, not of the diagnosis):\n{}",
             unfaithful.len(),
             unfaithful[..unfaithful.len().min(20)].join("\n")
+        );
+    }
+    if !no_verdict.is_empty() {
+        let _ = writeln!(
+            problems,
+            "the original diagnosis gives no verdict for {} failing traces of the truth:\n{}",
+            no_verdict.len(),
+            no_verdict.join("\n")
         );
     }
     if !truth_problems.is_empty() {

@@ -163,12 +163,15 @@ pub fn explain(
     for line in verdict(v) {
         let _ = writeln!(s, "  verdict: {line}");
     }
+    let t0 = spans.iter().map(|x| x.start_us).min().unwrap_or(0);
     for x in spans {
         let _ = writeln!(
             s,
-            "  span {} {:?} parent={:?} kind={:?} stage={} events={:?} attrs={:?}",
+            "  span {} {:?} +{}..{}us parent={:?} kind={:?} stage={} events={:?} attrs={:?}",
             x.span_id,
             x.name,
+            x.start_us - t0,
+            x.end_us - t0,
             x.parent_span_id,
             x.kind,
             x.stage,
@@ -180,7 +183,6 @@ pub fn explain(
         .iter()
         .map(|x| (x.span_id.as_str(), x.name.as_str()))
         .collect();
-    let t0 = spans.iter().map(|x| x.start_us).min().unwrap_or(0);
     let ms = |us: i64| (us - t0) as f64 / 1000.0;
     for c in &l.calls {
         let _ = writeln!(
