@@ -23,12 +23,13 @@ pub use super::nesting::Nesting;
 use super::nesting::nesting_for;
 use super::write::{Ev, Out, V};
 use overtime_model::{SpanEvent, SpanRecord, Stage};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// A rewrite's spans, and the calls written another way than asked.
 pub struct Emitted {
     pub outs: Vec<Out>,
-    pub fallbacks: usize,
+    /// Calls written in another nesting than asked, by why.
+    pub fallbacks: BTreeMap<&'static str, usize>,
 }
 
 /// Fresh span ids, the same on every run, never one the trace has.
@@ -386,12 +387,14 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
         .iter()
         .map(|s| structure(family, naming, s))
         .collect();
-    let mut fallbacks = 0;
+    let mut fallbacks = BTreeMap::new();
     let mut op_ids_used = HashSet::new();
     for (ci, c) in l.calls.iter().enumerate() {
         let shapes = families::op(family, c);
         let (nest, fell) = nesting_for(c, shapes.is_some(), nesting);
-        fallbacks += fell as usize;
+        if let Some(why) = fell {
+            *fallbacks.entry(why).or_default() += 1;
+        }
         // One id per operation span written, even where two calls lost
         // one parent.
         let op_id = if op_ids_used.insert(c.op_ids[0].clone()) {

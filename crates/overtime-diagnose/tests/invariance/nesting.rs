@@ -47,7 +47,7 @@ impl Nesting {
 /// operation span and no sign of a retry (a number, every earlier one
 /// failed) are one call only as orphans of their one lost parent. A call
 /// with one attempt is the same repeated as it is as children.
-pub fn nesting_for(c: &Call, writes_op: bool, asked: Nesting) -> (Nesting, bool) {
+pub fn nesting_for(c: &Call, writes_op: bool, asked: Nesting) -> (Nesting, Option<&'static str>) {
     let n = c.attempts.len();
     // The rewrite numbers the tries where the original numbered them.
     let looks_retried = n > 1
@@ -56,22 +56,29 @@ pub fn nesting_for(c: &Call, writes_op: bool, asked: Nesting) -> (Nesting, bool)
                 .iter()
                 .all(|a| matches!(a.status, SpanStatus::Error | SpanStatus::Timeout)));
     let mut nest = asked;
+    let mut why = None;
     if matches!(nest, Nesting::Siblings | Nesting::Repeated) && !c.one_endpoint() {
         nest = Nesting::Children;
+        why = Some("attempts to several addresses: written as children");
     }
     if matches!(nest, Nesting::Repeated | Nesting::Orphans) && n > 1 && !c.sequential {
         nest = Nesting::Children;
+        why = Some("attempts side by side: written as children");
     }
     // One operation per try says "retried" only by a number or by the
     // earlier tries failing (Node's undici leaves a timed-out try unset).
     if nest == Nesting::Repeated && n > 1 && !looks_retried {
         nest = Nesting::Children;
+        why = Some("tries with no number and no failure before the last: written as children");
     }
-    if !writes_op && n > 1 && c.sequential && !looks_retried {
+    if !writes_op && n > 1 && c.sequential && !looks_retried && nest != Nesting::Orphans {
         nest = Nesting::Orphans;
+        why = Some(
+            "tries with no operation written, no number and no failure before the last: written as orphans",
+        );
     }
     if nest == Nesting::Repeated && n < 2 {
-        return (Nesting::Children, false);
+        return (Nesting::Children, None);
     }
-    (nest, nest != asked)
+    (nest, why.filter(|_| nest != asked))
 }

@@ -58,7 +58,7 @@ pub struct Tallies {
     failed: BTreeMap<(String, String), Failed>,
     pub unfaithful: Vec<String>,
     pub failures: usize,
-    fallbacks: usize,
+    fallbacks: BTreeMap<&'static str, usize>,
     seconds: BTreeMap<String, f64>,
 }
 
@@ -74,7 +74,9 @@ impl Tallies {
         let c = o.combo;
         self.unfaithful
             .extend(o.unfaithful.iter().map(|u| format!("{}: {u}", o.incident)));
-        self.fallbacks += o.fallbacks;
+        for (why, n) in &o.fallbacks {
+            *self.fallbacks.entry(why).or_default() += n;
+        }
         *self.seconds.entry(o.incident.clone()).or_default() += o.elapsed.as_secs_f64();
         let score = self.scores.entry(c.family).or_default();
         for j in &o.judged {
@@ -197,11 +199,10 @@ impl Tallies {
         for (c, t) in partial {
             let _ = writeln!(out, "  {:<60} {}/{}", c.label(), t.pass, t.total);
         }
-        if self.fallbacks > 0 {
+        for (why, n) in &self.fallbacks {
             let _ = writeln!(
                 out,
-                "\n{} times a call was written in another nesting than asked, which cannot express it (emit::nesting_for)",
-                self.fallbacks
+                "{n} calls written in another nesting than asked, which cannot express them ({why})"
             );
         }
         for ((f, reason), n) in &self.skips {

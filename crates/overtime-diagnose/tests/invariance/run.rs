@@ -227,7 +227,7 @@ pub struct Outcome {
     pub combo: Combo,
     pub incident: String,
     pub judged: Vec<Judged>,
-    pub fallbacks: usize,
+    pub fallbacks: BTreeMap<&'static str, usize>,
     /// Rewrites that did not read back as written: the harness's own bugs.
     pub unfaithful: Vec<String>,
     /// Time spent rewriting, reading back and diagnosing.
@@ -239,10 +239,12 @@ pub fn run(inc: &Incident, samples: &[Sample], combo: Combo) -> Outcome {
     let started = std::time::Instant::now();
     let mut text = String::new();
     let mut emitted = Vec::new();
-    let mut fallbacks = 0;
+    let mut fallbacks = BTreeMap::new();
     for s in samples {
         let e = emit::trace(&s.logical, combo.family, combo.nesting, combo.naming);
-        fallbacks += e.fallbacks;
+        for (why, n) in e.fallbacks {
+            *fallbacks.entry(why).or_default() += n;
+        }
         text.push_str(&if combo.family.jsonl() {
             write::jsonl(&e.outs, &s.trace_id)
         } else {
