@@ -80,7 +80,7 @@ const RECORDED: Budget = Budget {
 };
 
 /// Every trace of a folder, in two spellings
-/// (`OVERTIME_INVARIANCE_EVERY_TRACE=1`: a sweep, minutes long).
+/// (`OVERTIME_INVARIANCE_EVERY_TRACE=1`: a sweep, about a minute).
 const EVERY_TRACE: Budget = Budget {
     failing: usize::MAX,
     healthy: usize::MAX,
