@@ -13,6 +13,12 @@ Variant B, two layers, each its own nginx, conf and log:
 - `internal`: `internal_kv` with `$time_iso8601`, key=value pairs,
   `$http_x_request_id` (the edge's id) and `$http_traceparent`,
   `proxy_read_timeout 3s` (it gives up first).
+
+No port is found free and handed to nginx (another process could take it
+first): each nginx gets a socket bound and listening here, handed over
+through the `NGINX` environment variable (how nginx takes its sockets over
+in a binary upgrade); the dead upstream is a socket bound but not
+listening, held for the run (refused, and nobody else's).
 """
 
 from __future__ import annotations
@@ -59,12 +65,22 @@ def format_body(directive: str) -> str:
     return body.rstrip().rstrip(";")
 
 
-def free_port() -> int:
+def listening_socket() -> socket.socket:
+    """A socket listening on 127.0.0.1, on a port the system picks: for
+    nginx to take over (`Nginx.start`)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    s.listen(511)
+    return s
+
+
+def closed_port() -> socket.socket:
+    """A socket bound to a port of 127.0.0.1 but not listening: connections
+    to it are refused, and no other process can take the port while it is
+    held."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 def _conf(dirpath, *, name, log_format, format_name, listen, upstream_servers, read_timeout, edge):
@@ -112,10 +128,11 @@ http {{
 
 
 class Nginx:
-    def __init__(self, dirpath, name, conf_text, port):
+    def __init__(self, dirpath, name, conf_text, sock):
         self.dir = dirpath
         self.name = name
-        self.port = port
+        self.sock = sock  # handed to nginx at start, then closed here
+        self.port = sock.getsockname()[1]
         os.makedirs(os.path.join(dirpath, "tmp"), exist_ok=True)
         os.chmod(os.path.join(dirpath, "tmp"), 0o777)
         self.conf = os.path.join(dirpath, "nginx.conf")
@@ -128,21 +145,28 @@ class Nginx:
         t = subprocess.run([NGINX, "-t", "-p", self.dir, "-c", self.conf], capture_output=True, text=True)
         if t.returncode != 0:
             raise RuntimeError(f"nginx -t failed for {self.name}:\n{t.stderr}")
+        pid_file = os.path.join(self.dir, "nginx.pid")
+        if os.path.exists(pid_file):
+            os.remove(pid_file)
+        fd = self.sock.fileno()
         self.proc = subprocess.Popen(
             [NGINX, "-p", self.dir, "-c", self.conf, "-g", "daemon off;"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            env=dict(os.environ, NGINX=f"{fd};"),
+            pass_fds=[fd],
         )
+        self.sock.close()  # nginx holds it now
+        # The socket listens from the start: nginx runs once it wrote its
+        # pid file (its conf loaded, the socket taken over).
         end = time.monotonic() + 10
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"nginx {self.name} exited: {self.proc.stderr.read().decode()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            if os.path.exists(pid_file):
                 return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"nginx {self.name} did not listen on {self.port}")
+            time.sleep(0.05)
+        raise RuntimeError(f"nginx {self.name} did not start within 10 s (no {pid_file})")
 
     def log_size(self) -> int:
         try:
@@ -165,20 +189,25 @@ def variant_a(root, agent_port) -> dict:
     """One nginx: `gw`."""
     d = os.path.join(root, "a")
     os.makedirs(d, exist_ok=True)
-    port, dead = free_port(), free_port()
+    sock, dead = listening_socket(), closed_port()
+    port = sock.getsockname()[1]
     conf = _conf(
         d,
         name="gw",
         log_format=AGENT_JSON,
         format_name="agent_json",
         listen=port,
-        upstream_servers=[f"127.0.0.1:{dead} max_fails=1 fail_timeout=4s", f"127.0.0.1:{agent_port} max_fails=0"],
+        upstream_servers=[
+            f"127.0.0.1:{dead.getsockname()[1]} max_fails=1 fail_timeout=4s",
+            f"127.0.0.1:{agent_port} max_fails=0",
+        ],
         read_timeout="3s",
         edge=True,
     )
-    n = Nginx(d, "gw", conf, port)
+    n = Nginx(d, "gw", conf, sock)
     return {
         "port": port,
+        "dead": dead,  # held for the run: the down upstream stays refused
         "layers": [n],
         "args": ["--nginx-log", n.log, "--nginx-conf", n.conf, "--format-name", "agent_json"],
         "args_noconf": ["--nginx-log", n.log, "--log-format", format_body(AGENT_JSON)],
@@ -191,7 +220,8 @@ def variant_b(root, agent_port) -> dict:
     de, di = os.path.join(root, "b-edge"), os.path.join(root, "b-internal")
     os.makedirs(de, exist_ok=True)
     os.makedirs(di, exist_ok=True)
-    pe, pi = free_port(), free_port()
+    se, si = listening_socket(), listening_socket()
+    pe, pi = se.getsockname()[1], si.getsockname()[1]
     internal = Nginx(
         di,
         "internal",
@@ -205,7 +235,7 @@ def variant_b(root, agent_port) -> dict:
             read_timeout="3s",
             edge=False,
         ),
-        pi,
+        si,
     )
     edge = Nginx(
         de,
@@ -220,7 +250,7 @@ def variant_b(root, agent_port) -> dict:
             read_timeout="4s",
             edge=True,
         ),
-        pe,
+        se,
     )
     return {
         "port": pe,

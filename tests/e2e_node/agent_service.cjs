@@ -410,4 +410,11 @@ app.post("/v1/agent/stream", async (req, res) => {
 
 app.get("/healthz", (req, res) => res.json({ ok: true }));
 
-app.listen(PORT, "127.0.0.1", () => console.log(`agent-api (${VARIANT}) on 127.0.0.1:${PORT}`));
+// The harness binds the socket and hands it over (AGENT_LISTEN_FD), so no
+// port is found free and let go; PORT is for running the agent by hand.
+const LISTEN_FD = process.env.AGENT_LISTEN_FD;
+if (LISTEN_FD) {
+  app.listen({ fd: Number(LISTEN_FD) }, () => console.log(`agent-api (${VARIANT}) on fd ${LISTEN_FD}`));
+} else {
+  app.listen(PORT, "127.0.0.1", () => console.log(`agent-api (${VARIANT}) on 127.0.0.1:${PORT}`));
+}

@@ -103,7 +103,13 @@ class NodeDeployment(otel.Deployment):
         self.model = ms.ModelServer(slots=16)
         self.legacy = ms.ModelServer(reason_headers=False, slots=16)
         self.tools = {n: ts.ToolServer(n) for n in scenarios.TOOLS}
-        self.port = otel.free_port()
+        # The agent's socket is bound here and handed to node (its fd in
+        # AGENT_LISTEN_FD): no port is found free and let go for another
+        # process to take.
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(511)
+        self.port = sock.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENT_", "NODE_"))}
         env.update({
             # What an SRE sets: the service's name and where to export; the
@@ -123,7 +129,7 @@ class NodeDeployment(otel.Deployment):
             "OPENINFERENCE_HIDE_INPUTS": "true",
             "OPENINFERENCE_HIDE_OUTPUTS": "true",
             "NODE_PATH": os.path.join(self.node_dir, "node_modules"),
-            "PORT": str(self.port),
+            "AGENT_LISTEN_FD": str(sock.fileno()),
             "AGENT_LLM_SDK": self.variant,
             "AGENT_MODEL_URL": f"http://127.0.0.1:{self.model.port}/v1",
             "AGENT_LEGACY_MODEL_URL": f"http://127.0.0.1:{self.legacy.port}/v1",
@@ -135,19 +141,20 @@ class NodeDeployment(otel.Deployment):
         out = open(os.path.join(self.dir, "agent.log"), "w")
         self.agent = subprocess.Popen(
             ["node", "--require", os.path.join(HERE, "telemetry.cjs"), os.path.join(HERE, "agent_service.cjs")],
-            cwd=self.dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=self.dir, env=env, stdout=out, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()],
         )
+        sock.close()  # node holds it now
+        # The socket accepts from the start: the agent is up once it says so.
         end = time.monotonic() + 60
         while time.monotonic() < end:
             if self.agent.poll() is not None:
                 raise RuntimeError(f"agent {self.variant} exited; see {out.name}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+            with open(out.name) as f:
+                if "agent-api (" in f.read():
+                    break
+            time.sleep(0.1)
         else:
-            raise RuntimeError(f"agent {self.variant} did not listen")
+            raise RuntimeError(f"agent {self.variant} did not start within 60 s; see {out.name}")
         make = nginx_layers.variant_a if VARIANTS[self.variant] == "a" else nginx_layers.variant_b
         self.gw = make(self.dir, self.port)
         for n in self.gw["layers"]:
@@ -176,6 +183,8 @@ class NodeDeployment(otel.Deployment):
             return f"127.0.0.1:{self.tools[name].port}" if self.variant == "genai" else name
         if c == "judge":
             return JUDGE_MODEL
+        if c and c.startswith("stream:"):
+            return c[7:]
         return c
 
 

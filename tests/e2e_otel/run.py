@@ -109,14 +109,6 @@ def install(venv):
 # One deployment: a variant's platform behind nginx
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 class Deployment:
     def __init__(self, variant, root, venv, rng):
         self.variant = variant
@@ -136,7 +128,12 @@ class Deployment:
         self.model = model_server.ModelServer(slots=16)
         self.legacy = model_server.ModelServer(reason_headers=False, slots=16)
         self.tools = {n: tool_server.ToolServer(n) for n in scenarios.TOOLS}
-        self.port = free_port()
+        # The agent's socket is bound here and handed to uvicorn (`--fd`):
+        # no port is found free and let go for another process to take.
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(511)
+        self.port = sock.getsockname()[1]
         env = dict(os.environ)
         for k in [k for k in env if k.startswith(("OTEL_", "AGENT_", "TRACELOOP_", "OPENINFERENCE_"))]:
             del env[k]
@@ -170,20 +167,22 @@ class Deployment:
         bindir = os.path.join(self.venv, "bin")
         self.agent = subprocess.Popen(
             [os.path.join(bindir, "opentelemetry-instrument"), os.path.join(bindir, "uvicorn"), "agent_service:app",
-             "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log", "--timeout-graceful-shutdown", "3"],
-            cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT,
+             "--fd", str(sock.fileno()), "--no-access-log", "--timeout-graceful-shutdown", "3"],
+            cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()],
         )
+        sock.close()  # uvicorn holds it now
+        # The socket accepts from the start: the agent is up once uvicorn
+        # says so (a request would be traced and exported with the rest).
         end = time.monotonic() + 60
         while time.monotonic() < end:
             if self.agent.poll() is not None:
                 raise RuntimeError(f"agent {self.variant} exited; see {out.name}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+            with open(out.name) as f:
+                if "Application startup complete" in f.read():
+                    break
+            time.sleep(0.1)
         else:
-            raise RuntimeError(f"agent {self.variant} did not listen")
+            raise RuntimeError(f"agent {self.variant} did not start within 60 s; see {out.name}")
         make = nginx_layers.variant_a if {**VARIANTS, **EXTRA_VARIANTS}[self.variant] == "a" else nginx_layers.variant_b
         self.gw = make(self.dir, self.port)
         for n in self.gw["layers"]:
@@ -234,6 +233,11 @@ class Deployment:
             return f"127.0.0.1:{self.tools[name].port}" if self.variant == "traceloop" else name
         if c == "judge":
             return scenarios.JUDGE[self.variant]
+        if c and c.startswith("stream:"):
+            # opentelemetry-instrumentation-openai-v2 ends a streamed chat
+            # span only when the stream is read to its end: a stream the
+            # gateway cut leaves only its HTTP attempt, named by address.
+            return f"127.0.0.1:{self.model.port}" if self.variant == "genai" else c[7:]
         return c
 
 

@@ -49,6 +49,7 @@ fn chain(budget_ms: Option<f64>, edge_ms: Option<f64>, ingress_ms: Option<f64>) 
             inferred: false,
             cluster: 0,
             of: 0,
+            cut_streams: 0,
         }),
         requests: ds.traces.iter().map(|t| (t.elapsed_ms, t.status)).collect(),
     };

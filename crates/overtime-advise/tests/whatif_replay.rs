@@ -75,6 +75,7 @@ fn with_edge(traces: Vec<TraceFacts>, timeout_ms: f64) -> Dataset {
                 inferred: false,
                 cluster: 0,
                 of: 0,
+                cut_streams: 0,
             }),
             requests: traces.iter().map(|t| (t.elapsed_ms, t.status)).collect(),
         }],

@@ -189,14 +189,66 @@ pub fn findings(f: &FindingFacts) -> Vec<Finding> {
     {
         out.push(Finding {
             kind: F::GatewayTimeoutInferred,
-            summary: format!(
-                "gateway {} read timeout inferred as {} from {} of {} 504s clustered there",
-                g.source,
-                dur(t.ms),
-                t.cluster,
-                t.of
-            ),
+            summary: inferred_summary(&g.source, t),
         });
     }
     out
+}
+
+/// How a layer's read timeout was inferred, in words: from its own 504s'
+/// request times, from the silences before the streams it cut, or both.
+fn inferred_summary(source: &str, t: &LayerTimeout) -> String {
+    let n504 = t.cluster - t.cut_streams;
+    if t.cut_streams == 0 {
+        return format!(
+            "gateway {source} read timeout inferred as {} from {} of {} 504s clustered there",
+            dur(t.ms),
+            t.cluster,
+            t.of
+        );
+    }
+    let streams = match t.cut_streams {
+        1 => "1 cut stream".to_string(),
+        n => format!("{n} cut streams"),
+    };
+    let what = match n504 {
+        0 => streams,
+        n => format!("{n} 504s and {streams}"),
+    };
+    format!(
+        "gateway {source} read timeout inferred as {} from {what} ({} of {} of the layer's cuts clustered there: 504s' request times and the silences from a stream's last byte to the gateway's line)",
+        dur(t.ms),
+        t.cluster,
+        t.of
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inferred(cluster: usize, of: usize, cut_streams: usize) -> LayerTimeout {
+        LayerTimeout {
+            ms: 3_000.0,
+            inferred: true,
+            cluster,
+            of,
+            cut_streams,
+        }
+    }
+
+    #[test]
+    fn the_inferred_timeout_says_what_it_was_inferred_from() {
+        assert_eq!(
+            inferred_summary("edge", &inferred(4, 5, 0)),
+            "gateway edge read timeout inferred as 3.0 s from 4 of 5 504s clustered there"
+        );
+        let both = inferred_summary("edge", &inferred(19, 20, 7));
+        assert!(
+            both.starts_with("gateway edge read timeout inferred as 3.0 s from 12 504s and 7 cut streams (19 of 20"),
+            "{both}"
+        );
+        let streams = inferred_summary("inner", &inferred(3, 3, 3));
+        assert!(streams.contains("from 3 cut streams (3 of 3"), "{streams}");
+    }
 }

@@ -1,5 +1,5 @@
-//! The report for humans: each incident's headline, causes, statistics,
-//! LLM latency by input-token bucket, findings and example traces.
+//! The report for humans: each incident's headline, example traces,
+//! causes, statistics, LLM latency by input-token bucket and findings.
 
 use crate::Diagnosis;
 use crate::fmt::{dur, pct};
@@ -92,6 +92,20 @@ pub fn incident(r: &IncidentReport) -> String {
         "- requests {}, failures {}, 504 {}, 503 {}, timeouts {}\n",
         t.requests, t.failures, t.gateway_504, t.gateway_503, t.timeouts
     );
+    // The traces to open first come before the tables: a report cut to
+    // its first lines (a terminal, a ticket's preview) still names them.
+    s.push_str("### Example traces\n\n");
+    for id in &r.example_trace_ids {
+        let _ = writeln!(s, "- `{id}`");
+    }
+    if r.trace_count > r.example_trace_ids.len() {
+        let _ = writeln!(
+            s,
+            "- … and {} more",
+            r.trace_count - r.example_trace_ids.len()
+        );
+    }
+    s.push('\n');
     s.push_str("### Causes of the failures in this window\n\n| cause | component | traces | share |\n|---|---|---:|---:|\n");
     for c in &r.causes {
         let _ = writeln!(
@@ -114,10 +128,6 @@ pub fn incident(r: &IncidentReport) -> String {
         for f in &r.findings {
             let _ = writeln!(s, "- **{}** ({} traces): {}", f.kind, f.traces, f.summary);
         }
-    }
-    s.push_str("\n### Example traces\n\n");
-    for id in &r.example_trace_ids {
-        let _ = writeln!(s, "- `{id}`");
     }
     s
 }

@@ -167,11 +167,15 @@ pub fn nodes_of_spans(tree: &TraceTree, spans: usize) -> Vec<Option<usize>> {
     out
 }
 
-/// What went silent in a cut stream: the call that was streaming into it
-/// — already running when the last chunk went out and still running at
-/// the cut, as a model's stream that stalled — named as every call is;
-/// else the service whose stream it was (it waited on something that
-/// does not stream, and sent no heartbeat).
+/// What went silent in a cut stream: the call that was streaming into it,
+/// named as every call is; else the service whose stream it was (it
+/// waited on something that does not stream, such as a tool, and sent no
+/// heartbeat). The call streaming into it is a model call (or a call with
+/// stream events of its own) that began before the last chunk and either
+/// ran until the cut, or — a bare HTTP attempt whose operation span never
+/// arrived — is the last call the service made before the cut (an HTTP
+/// client's span ends when the reply's headers arrive, while its body
+/// streams on).
 pub fn stream_component(
     trace: &Trace,
     tree: &TraceTree,
@@ -182,25 +186,49 @@ pub fn stream_component(
     let last_chunk = root.start_us + (gap.last_event_ms * 1000.0).round() as i64;
     let cut = root.end_us;
     let node_of = nodes_of_spans(tree, trace.spans.len());
-    calls
+    // Each span call's own start and end (its first operation span's).
+    let spans_of = |c: &Call| -> Option<(i64, i64)> {
+        let nodes: Vec<usize> = c.spans.iter().filter_map(|&s| node_of[s]).collect();
+        let start = nodes.iter().map(|&n| tree.nodes[n].start_us).min()?;
+        let end = nodes.iter().map(|&n| tree.nodes[n].raw_end_us).max()?;
+        Some((start, end))
+    };
+    let timed: Vec<(&Call, i64, i64)> = calls
         .iter()
         .filter(|c| c.kind == CallKind::Span)
-        .filter_map(|c| {
-            let started = c
-                .spans
-                .iter()
-                .filter_map(|&s| node_of[s])
-                .filter(|&n| {
-                    let node = &tree.nodes[n];
-                    node.start_us < last_chunk && node.raw_end_us >= cut - AT_CUT_US
-                })
-                .map(|n| tree.nodes[n].start_us)
-                .max()?;
-            Some((started, c))
-        })
-        .max_by_key(|(started, _)| *started)
-        .map(|(_, c)| c.component.clone())
+        .filter_map(|c| spans_of(c).map(|(s, e)| (c, s, e)))
+        .filter(|(_, s, _)| *s < cut)
+        .collect();
+    let streaming = |c: &Call| c.is_llm() || streams_itself(trace, c);
+    let running_at_cut = timed
+        .iter()
+        .filter(|(c, s, e)| streaming(c) && *s < last_chunk && *e >= cut - AT_CUT_US)
+        .max_by_key(|(_, s, _)| *s);
+    // Only a bare HTTP attempt's span ends before its reply does; an
+    // operation span that ended had its whole reply.
+    let bare = |c: &Call| {
+        c.spans
+            .iter()
+            .all(|&i| role(&trace.spans[i]) == Role::Transport)
+    };
+    let last_made = timed
+        .iter()
+        .max_by_key(|(_, s, _)| *s)
+        .filter(|(c, s, _)| streaming(c) && bare(c) && *s < last_chunk);
+    running_at_cut
+        .or(last_made)
+        .map(|(c, _, _)| c.component.clone())
         .unwrap_or_else(|| trace.spans[gap.span].service.clone())
+}
+
+/// A call whose own spans carry stream events (chunks, heartbeats).
+fn streams_itself(trace: &Trace, c: &Call) -> bool {
+    c.spans.iter().any(|&i| {
+        trace.spans[i]
+            .events
+            .iter()
+            .any(|e| crate::outcome::is_stream_event(&e.name))
+    })
 }
 
 /// The component of every span: the name of the call it belongs to (its

@@ -466,6 +466,7 @@ mod tests {
                 inferred: false,
                 cluster: 0,
                 of: 0,
+                cut_streams: 0,
             },
         )]);
         let o = observe_with_timeouts(&trace, &summary(Outcome::Ok, 9_500_000), &timeouts);

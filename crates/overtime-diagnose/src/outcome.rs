@@ -1,5 +1,16 @@
 //! What the user saw: which gateway layer gave up, the outcome, the
 //! budget, and the silences of a streamed response.
+//!
+//! Design rules:
+//! - A layer gave up itself only when it answered 504 without a response
+//!   header from its upstream ([`relayed`]); a 504 it passed on is its
+//!   upstream's: an inner layer's, or the service's own (`service_timeout`).
+//! - A stream the gateway cut is logged as a success. It is a cut when its
+//!   last byte came a read timeout before the line (the timeout known or
+//!   inferred), or — when no timeout is known — when the spans show the
+//!   client going away at about the line's time after a silence
+//!   ([`cut_silence`]): the silences of those cuts are what the layer's
+//!   timeout is inferred from, with its 504s (crate::timeouts).
 
 use crate::assemble::Trace;
 use crate::timeouts::LayerTimeout;
@@ -7,15 +18,50 @@ use crate::tree::TraceTree;
 use overtime_model::{GatewayRecord, Outcome, SpanRecord, SpanStatus};
 use std::collections::BTreeMap;
 
+/// The upstream answered with a response header before the layer logged
+/// its status: a 504 it logged came from upstream (an inner gateway's own
+/// 504, or the service's), not from its own read timeout. nginx sets
+/// `$upstream_header_time` only when a header arrived; on its own timeout
+/// the last try's value is `-`. A format that does not log it cannot tell:
+/// every 504 then counts as the layer's own.
+///
+/// ```
+/// use overtime_diagnose::outcome::relayed;
+/// use overtime_model::GatewayRecord;
+/// // edge `504 … uht="3.003" us="504"`, inner `504 … uht="-" us="504"`
+/// let edge = GatewayRecord { status: Some(504), upstream_header_ms: vec![Some(3003.0)], ..Default::default() };
+/// let inner = GatewayRecord { status: Some(504), upstream_header_ms: vec![None], ..Default::default() };
+/// assert!(relayed(&edge));
+/// assert!(!relayed(&inner));
+/// assert!(!relayed(&GatewayRecord { status: Some(504), ..Default::default() }));
+/// ```
+pub fn relayed(g: &GatewayRecord) -> bool {
+    g.upstream_header_ms.last().is_some_and(|h| h.is_some())
+}
+
+/// The layer answered 504 on its own read timeout (not relayed).
+pub fn own_504(g: &GatewayRecord) -> bool {
+    g.status == Some(504) && !relayed(g)
+}
+
 /// The gateway record that speaks for the request: the layer that gave up
-/// first. Among the layers that answered 504 (else among all layers), the
-/// shortest `$request_time`; layers that logged the same time (an outer one
+/// first. Among the layers that answered 504 on their own timeout (else
+/// among those that answered 504, else among all layers), the shortest
+/// `$request_time`; layers that logged the same time (an outer one
 /// relays what the inner one decided) go to the one with the shortest read
 /// timeout, then to the innermost.
 pub fn deciding_gateway(trace: &Trace, timeouts: &BTreeMap<String, LayerTimeout>) -> Option<usize> {
+    let any_own = trace.gateway.iter().any(own_504);
     let any_504 = trace.gateway.iter().any(|g| g.status == Some(504));
     let candidates: Vec<usize> = (0..trace.gateway.len())
-        .filter(|&i| !any_504 || trace.gateway[i].status == Some(504))
+        .filter(|&i| {
+            let g = &trace.gateway[i];
+            if any_own {
+                own_504(g)
+            } else {
+                !any_504 || g.status == Some(504)
+            }
+        })
         .collect();
     let rt = |i: usize| trace.gateway[i].request_time_ms.unwrap_or(f64::MAX);
     let min = candidates.iter().map(|&i| rt(i)).fold(f64::MAX, f64::min);
@@ -57,7 +103,8 @@ pub struct StreamGap {
 /// count as running into the cut (µs).
 const AT_END_TOLERANCE_US: i64 = 500_000;
 
-fn is_stream_event(name: &str) -> bool {
+/// A chunk or heartbeat event of a stream, by its name.
+pub(crate) fn is_stream_event(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     n == "chunk"
         || n == "heartbeat"
@@ -177,26 +224,155 @@ pub fn stream_gap(trace: &Trace, tree: &TraceTree) -> Option<StreamGap> {
     })
 }
 
-fn top_spans<'a>(trace: &'a Trace, tree: &TraceTree) -> Vec<&'a SpanRecord> {
+/// The nodes of the request's top spans: the root span, or the spans
+/// right under the gateway (or a synthetic root).
+fn top_span_nodes(tree: &TraceTree) -> Vec<usize> {
     let root = &tree.nodes[tree.root];
     match root.span {
-        Some(i) => vec![&trace.spans[i]],
+        Some(_) => vec![tree.root],
         None => root
             .children
             .iter()
-            .filter_map(|&c| tree.nodes[c].span)
-            .map(|i| &trace.spans[i])
+            .copied()
+            .filter(|&c| tree.nodes[c].span.is_some())
             .collect(),
     }
+}
+
+fn top_spans<'a>(trace: &'a Trace, tree: &TraceTree) -> Vec<&'a SpanRecord> {
+    top_span_nodes(tree)
+        .into_iter()
+        .filter_map(|n| tree.nodes[n].span)
+        .map(|i| &trace.spans[i])
+        .collect()
+}
+
+/// Shortest silence before a cut that the spans alone (no timeout known)
+/// can call a cut, ms: nginx's read timeouts are whole seconds.
+const MIN_CUT_SILENCE_MS: f64 = 1_000.0;
+
+/// Silence at the end of a stream that is a cut whatever else is known
+/// (no timeout known, no sign of the client going away), ms.
+const LONG_SILENCE_MS: f64 = 5_000.0;
+
+/// How far from the gateway's line the client's going away may be seen
+/// and still be the same moment, µs (plus the line's clock precision).
+const LEFT_AT_LINE_US: i64 = 1_000_000;
+
+/// An ASGI `http receive` whose event was `http.disconnect`: the client
+/// (the gateway) went away.
+fn is_disconnect(s: &SpanRecord) -> bool {
+    s.attributes
+        .iter()
+        .any(|(k, v)| k == "asgi.event.type" && v == "http.disconnect")
+}
+
+/// A span that ended because its caller went away (cancelled, a reset or
+/// broken connection).
+fn says_client_left(s: &SpanRecord) -> bool {
+    s.status == SpanStatus::Cancelled
+        || s.error_type.as_deref().is_some_and(|e| {
+            let e = e.to_ascii_lowercase();
+            e.contains("reset")
+                || e.contains("disconnect")
+                || e.contains("broken")
+                || e.contains("cancel")
+        })
+}
+
+/// When the spans show the client (the gateway) going away: the end of an
+/// ASGI `http.disconnect` receive, or of a top span that ended because its
+/// caller left; the one nearest the gateway's end (µs, skew-shifted).
+fn client_left_at(trace: &Trace, tree: &TraceTree) -> Option<i64> {
+    let end = tree.nodes[tree.root].end_us;
+    let tops = top_span_nodes(tree);
+    tree.nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(n, node)| {
+            let i = node.span?;
+            let s = &trace.spans[i];
+            (is_disconnect(s) || (tops.contains(&n) && says_client_left(s)))
+                .then(|| s.end_us + tree.shift_us[i])
+        })
+        .min_by_key(|t| (t - end).abs())
+}
+
+/// The silence (ms) before a stream the gateway cut, as the spans alone
+/// show it (no timeout needed): the gateway logged a success, the stream's
+/// last chunk came at least a second before the gateway's end and nothing
+/// came after it, and the spans show the client going away at about the
+/// gateway's end (an ASGI `http.disconnect`, a server span ended by a
+/// reset or a cancellation). `None` when any of that is missing. What a
+/// layer's read timeout is inferred from, with its 504s.
+pub fn cut_silence(trace: &Trace, tree: &TraceTree, gw: &GatewayRecord) -> Option<f64> {
+    if !gw.status.is_some_and(|s| (200..300).contains(&s)) {
+        return None;
+    }
+    let g = stream_gap(trace, tree)?;
+    if !g.at_end || g.gap_ms < MIN_CUT_SILENCE_MS {
+        return None;
+    }
+    let end = tree.nodes[tree.root].end_us;
+    let left = client_left_at(trace, tree)?;
+    let tol = LEFT_AT_LINE_US + gw.time_precision_us.max(0);
+    ((left - end).abs() <= tol).then_some(g.gap_ms)
+}
+
+/// Does any span carry a stream (body `http send` spans, chunk or
+/// heartbeat events)? A cheap look before building the tree.
+pub(crate) fn has_stream(trace: &Trace) -> bool {
+    trace
+        .spans
+        .iter()
+        .any(|s| is_body_send(s) || s.events.iter().any(|e| is_stream_event(&e.name)))
+}
+
+/// A success the gateway logged at the end of a stream's silence of a
+/// second or more: whether it was a cut depends on the layer's read
+/// timeout ([`cut_stream`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SilentEnd {
+    /// The deciding layer.
+    pub layer: String,
+    /// The silence the spans show was cut ([`cut_silence`]): what the
+    /// layer's timeout is inferred from; `None` when they do not show the
+    /// client going away.
+    pub cut_silence_ms: Option<f64>,
+}
+
+/// [`SilentEnd`] of a trace, building its tree (only for a trace that
+/// streamed: [`has_stream`]).
+pub(crate) fn silent_end(
+    trace: &Trace,
+    timeouts: &BTreeMap<String, LayerTimeout>,
+    clock_skew_ms: f64,
+) -> Option<SilentEnd> {
+    if !has_stream(trace) {
+        return None;
+    }
+    let deciding = deciding_gateway(trace, timeouts)?;
+    let gw = &trace.gateway[deciding];
+    if !gw.status.is_some_and(|s| (200..300).contains(&s)) {
+        return None;
+    }
+    let tree = crate::tree::build(trace, Some(deciding), clock_skew_ms);
+    let g = stream_gap(trace, &tree)?;
+    (g.at_end && g.gap_ms >= MIN_CUT_SILENCE_MS).then(|| SilentEnd {
+        layer: gw.source.clone(),
+        cut_silence_ms: cut_silence(trace, &tree, gw),
+    })
 }
 
 /// Did the gateway cut a response that was still running (logged as a
 /// success because the headers had gone out)? Yes when the response's
 /// stream had been silent from its last chunk to the gateway's end for
-/// about the gateway's read timeout (at least 90 % of it; 5 s when the
-/// timeout is not known): nginx logs exactly that when
-/// `proxy_read_timeout` fires mid-stream. Also when the service ran on
-/// past the gateway's end and its span says the client went away.
+/// about the gateway's read timeout (at least 90 % of it): nginx logs
+/// exactly that when `proxy_read_timeout` fires mid-stream. With no
+/// timeout known, when the spans show the client going away at the end of
+/// such a silence ([`cut_silence`]), or the silence lasted 5 s. Also when
+/// the service ran on past the gateway's end and its span says the client
+/// went away.
 pub(crate) fn cut_stream(
     trace: &Trace,
     tree: &TraceTree,
@@ -206,9 +382,14 @@ pub(crate) fn cut_stream(
     if gw.status.is_some_and(|s| s >= 300) {
         return false;
     }
-    let silent = stream_gap(trace, tree).is_some_and(|g| {
-        g.at_end && read_timeout_ms.map_or(g.gap_ms >= 5_000.0, |t| g.gap_ms >= 0.9 * t)
-    });
+    let gap = stream_gap(trace, tree).filter(|g| g.at_end);
+    let silent = match read_timeout_ms {
+        Some(t) => gap.is_some_and(|g| g.gap_ms >= 0.9 * t),
+        None => {
+            gap.is_some_and(|g| g.gap_ms >= LONG_SILENCE_MS)
+                || cut_silence(trace, tree, gw).is_some()
+        }
+    };
     if silent {
         return true;
     }
@@ -218,16 +399,31 @@ pub(crate) fn cut_stream(
         .children
         .iter()
         .any(|&c| tree.nodes[c].raw_end_us > root.end_us + tol);
-    ran_on
-        && top_spans(trace, tree).iter().any(|s| {
-            s.status == SpanStatus::Cancelled
-                || s.error_type.as_deref().is_some_and(|e| {
-                    let e = e.to_ascii_lowercase();
-                    e.contains("reset")
-                        || e.contains("disconnect")
-                        || e.contains("broken")
-                        || e.contains("cancel")
-                })
+    ran_on && top_spans(trace, tree).iter().any(|s| says_client_left(s))
+}
+
+/// How long after the gateway's line the service's span of an answer the
+/// gateway passed on may end (it ends once the answer is written), µs
+/// (plus the line's clock precision).
+const ANSWERED_BY_LINE_US: i64 = 100_000;
+
+/// A 504 the service answered itself (its own timeout gave up) and the
+/// gateway only passed on: the gateway got a response header for it
+/// ([`relayed`]), or the service's top span recorded HTTP 504 and ended by
+/// the gateway's line (one sent later went to a connection the gateway
+/// had already given up on). Not when the service ran on past the
+/// gateway's end: then a gateway gave up on it (one whose log may not be
+/// here).
+fn service_answered_504(trace: &Trace, tree: &TraceTree, gw: &GatewayRecord) -> bool {
+    let root = &tree.nodes[tree.root];
+    let precision = gw.time_precision_us.max(0);
+    let server = service_node(trace, tree).map(|(c, s)| (tree.nodes[c].raw_end_us, s));
+    if server.is_some_and(|(end, _)| end > root.end_us + LEFT_AT_LINE_US + precision) {
+        return false;
+    }
+    relayed(gw)
+        || server.is_some_and(|(end, s)| {
+            s.http_status == Some(504) && end <= root.end_us + ANSWERED_BY_LINE_US + precision
         })
 }
 
@@ -241,6 +437,7 @@ pub fn outcome(
     let any_timeout = trace.spans.iter().any(|s| s.status == SpanStatus::Timeout);
     if let Some(g) = gw {
         return match g.status {
+            Some(504) if service_answered_504(trace, tree, g) => Outcome::ServiceTimeout,
             Some(504) => Outcome::GatewayTimeout,
             Some(s) if s >= 500 => {
                 if any_timeout {
@@ -325,22 +522,28 @@ pub fn service_budget_ms(trace: &Trace, tree: &TraceTree) -> Option<f64> {
 /// to a connection the gateway had already closed.
 pub fn service_answer(trace: &Trace, tree: &TraceTree) -> Option<ServiceAnswer> {
     let root = &tree.nodes[tree.root];
-    root.children
+    service_node(trace, tree).and_then(|(c, s)| {
+        let timed_out = s.status == SpanStatus::Timeout;
+        let status = s.http_status.or(timed_out.then_some(503))?;
+        let end = tree.nodes[c].raw_end_us;
+        Some(ServiceAnswer {
+            status,
+            timed_out,
+            at_ms: (end - root.start_us) as f64 / 1000.0,
+            after_gateway: end > root.end_us,
+        })
+    })
+}
+
+/// The service's first span under the request's root (not a client
+/// span): the one that answered the gateway. (node, span)
+fn service_node<'a>(trace: &'a Trace, tree: &TraceTree) -> Option<(usize, &'a SpanRecord)> {
+    tree.nodes[tree.root]
+        .children
         .iter()
         .filter_map(|&c| tree.nodes[c].span.map(|i| (c, &trace.spans[i])))
         .filter(|(_, s)| s.kind.as_deref() != Some("client"))
         .min_by_key(|(c, s)| (tree.nodes[*c].start_us, s.span_id.as_str()))
-        .and_then(|(c, s)| {
-            let timed_out = s.status == SpanStatus::Timeout;
-            let status = s.http_status.or(timed_out.then_some(503))?;
-            let end = tree.nodes[c].raw_end_us;
-            Some(ServiceAnswer {
-                status,
-                timed_out,
-                at_ms: (end - root.start_us) as f64 / 1000.0,
-                after_gateway: end > root.end_us,
-            })
-        })
 }
 
 /// What the service itself answered.

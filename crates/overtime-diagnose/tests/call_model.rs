@@ -260,7 +260,12 @@ fn debug_langchain_oi_judge() {
     let p = client(&mut b, "6", "1", 118.3, 3_592.7, "127.0.0.1:46047");
     with_phases(p, "queue_wait=0.0s,kv_cache_build=0.07s,decode_loop=3.4s");
     let v = verdict(b, 3_000.0);
-    for t in &v.timeline { eprintln!("{} {} {:?} {}", t.name, t.span_id, t.parent_span_id, t.component); }
+    for t in &v.timeline {
+        eprintln!(
+            "{} {} {:?} {}",
+            t.name, t.span_id, t.parent_span_id, t.component
+        );
+    }
     assert_eq!(v.root_cause.kind, K::JudgeSlow, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "qwen2.5-72b-instruct");
 }

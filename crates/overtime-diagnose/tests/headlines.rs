@@ -142,3 +142,31 @@ fn incidents_apart_in_time_keep_their_own_denominators() {
         assert_eq!(i.headline_share.count, i.headline_share.total);
     }
 }
+
+#[test]
+fn the_example_traces_open_a_long_report_before_its_tables() {
+    // 63 traces of one incident: the report runs to its tables of causes,
+    // statistics and LLM latency; a view cut to its first lines (a
+    // terminal's `head`, a ticket's preview) must still name the traces
+    // to open first.
+    let all: Vec<Builder> = (0..63)
+        .map(|i| prefill_failure(200 + i, i as i64 * 1_000, 504))
+        .collect();
+    let d = run(all, &Default::default());
+    assert_eq!(d.incidents.len(), 1);
+    let r = &d.incidents[0];
+    assert_eq!(r.trace_count, 63);
+    let md = overtime_diagnose::markdown::incident(r);
+    let examples = md.find("### Example traces").expect(&md);
+    let tables = md.find("### Causes").expect(&md);
+    assert!(examples < tables, "{md}");
+    let listed: Vec<&str> = md[examples..tables]
+        .lines()
+        .filter(|l| l.starts_with("- `"))
+        .collect();
+    assert_eq!(listed.len(), r.example_trace_ids.len().max(1), "{md}");
+    for id in &r.example_trace_ids {
+        assert!(md[examples..tables].contains(id.as_str()), "{md}");
+    }
+    assert!(md[examples..tables].contains("… and 58 more"), "{md}");
+}

@@ -49,6 +49,24 @@ fn check(
     cfg: DiagnoseConfig,
 ) {
     let (gateway, spans) = load(name, format, spans_file, span_format);
+    live_equals_batch(name, gateway, spans, cfg, |s| {
+        s.trace_id.as_bytes()[31] % 3 == 0
+    });
+}
+
+/// Feeds `gateway` and `spans` to the live engine as `check` says — the
+/// spans `late` picks only after the others were diagnosed — and asserts
+/// it ends with the batch diagnosis' verdicts and incident headlines.
+/// (A layer's inferred timeout says how many cuts it was inferred from as
+/// of each verdict: `late` must not hold back the spans that show a cut
+/// stream, or the counts of earlier verdicts differ.)
+pub fn live_equals_batch(
+    name: &str,
+    gateway: Vec<GatewayRecord>,
+    spans: Vec<SpanRecord>,
+    cfg: DiagnoseConfig,
+    late: impl Fn(&SpanRecord) -> bool,
+) {
     let mut cols = overtime_model::GatewayColumns::new();
     for g in &gateway {
         cols.append(g);
@@ -56,12 +74,10 @@ fn check(
     let batch = diagnose_tables(&[cols.finish()], spans.clone(), &cfg).unwrap();
 
     let mut live = LiveDiagnoser::new(cfg, 30_000, 600_000, 1_000_000);
-    // Deterministic shuffle; every third trace's spans arrive late.
+    // Deterministic shuffle; the spans `late` picks arrive late.
     let mut gw: Vec<_> = gateway.into_iter().enumerate().collect();
     gw.sort_by_key(|(i, _)| (i * 7919) % 1009);
-    let (late, early): (Vec<_>, Vec<_>) = spans
-        .into_iter()
-        .partition(|s| s.trace_id.as_bytes()[31] % 3 == 0);
+    let (late, early): (Vec<_>, Vec<_>) = spans.into_iter().partition(|s| late(s));
     let mut now = 0i64;
     for chunk in gw.chunks(37) {
         live.add_gateway(chunk.iter().map(|(_, g)| g.clone()).collect(), now);

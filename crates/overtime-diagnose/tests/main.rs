@@ -4,8 +4,10 @@
 //! `cargo nextest` every test still runs in its own process.
 
 mod adversarial;
+mod agent_upstream;
 mod call_model;
 mod common;
+mod cuts_and_layers;
 mod findings_and_incidents;
 mod headlines;
 mod invariance;
@@ -13,5 +15,6 @@ mod live_bounded;
 mod live_early;
 mod live_parity;
 mod off_the_shelf_spans;
+mod real_nginx_verdicts;
 mod real_world_shapes;
 mod root_cause_kinds;

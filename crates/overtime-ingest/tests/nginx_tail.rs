@@ -6,7 +6,7 @@
 use overtime_ingest::file_tail::{FileSourceConfig, spawn_file_tail};
 use overtime_parse::nginx::{LogFormat, OVERTIME_LOG_FORMAT};
 use overtime_parse::record::RecordFormat;
-use overtime_test_support::net::{free_port, request, wait_for};
+use overtime_test_support::net::{request, wait_for};
 use overtime_test_support::nginx::Nginx;
 use overtime_test_support::sink::RecordingSink;
 use std::collections::BTreeMap;
@@ -61,8 +61,8 @@ fn get(port: u16, i: u32) {
 fn real_nginx_rotated_by_rename_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let port = free_port();
-    let nginx = Nginx::proxy(dir.path(), OVERTIME_LOG_FORMAT, &log, port, upstream(), "");
+    let nginx = Nginx::proxy(dir.path(), OVERTIME_LOG_FORMAT, &log, upstream(), "");
+    let port = nginx.port();
 
     let sink = Arc::new(RecordingSink::new());
     let stop = CancellationToken::new();

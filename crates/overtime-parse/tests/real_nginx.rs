@@ -7,8 +7,8 @@
 
 use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 use overtime_parse::nginx::{Escape, GatewayParser, LogFormat, OVERTIME_LOG_FORMAT};
-use overtime_test_support::net::free_port;
 use overtime_test_support::nginx::{Nginx, temp_paths, user_directive};
+use overtime_test_support::ports::ClosedPort;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -157,9 +157,12 @@ fn now_us() -> i64 {
 #[test]
 fn real_nginx_logs_parse_into_every_column() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, up, dead) = (free_port(), start_upstream(), free_port());
+    // The dead server: a port held closed (refused, and nobody else's).
+    let (up, closed) = (start_upstream(), ClosedPort::new());
+    let dead = closed.port();
     let t_start = now_us();
-    let nginx = Nginx::start(dir.path(), &write_conf(dir.path(), port, up, dead), port);
+    let nginx = Nginx::start(dir.path(), |port| write_conf(dir.path(), port, up, dead));
+    let port = nginx.port();
     let conf_path = dir.path().join("nginx.conf");
 
     let agent = "Mozilla/5.0 (\"quoted\" agent; caf\u{e9})";

@@ -13,7 +13,6 @@
 use crate::real_nginx::read_lines;
 use overtime_model::{GatewayRecord, gateway_records, rejected_records};
 use overtime_parse::nginx::{GatewayParser, INGRESS_NGINX_LOG_FORMAT, LogFormat};
-use overtime_test_support::net::free_port;
 use overtime_test_support::nginx::{Nginx, temp_paths, user_directive};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -231,12 +230,12 @@ fn check(r: &GatewayRecord, t: &Value) {
 #[test]
 fn real_nginx_in_the_ingress_format_parses_every_field_as_nginx_wrote_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, bad, good) = (
-        free_port(),
+    let (bad, good) = (
         upstream("502 Bad Gateway", "down"),
         upstream("200 OK", "hello"),
     );
-    let nginx = Nginx::start(dir.path(), &conf(dir.path(), port, bad, good), port);
+    let nginx = Nginx::start(dir.path(), |port| conf(dir.path(), port, bad, good));
+    let port = nginx.port();
     let conf_path = dir.path().join("nginx.conf");
 
     get(

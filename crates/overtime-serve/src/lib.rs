@@ -16,7 +16,9 @@
 //!   another.
 //! - **Bound before ready.** Every listener is bound before the service
 //!   says it is ready, so a port in use is a startup error, not a log line
-//!   an SRE never sees.
+//!   an SRE never sees. A listen address may name port 0: what was bound
+//!   is logged and, with `--ready-file`, written for programs to read
+//!   ([`Bound`]), so nobody has to find a free port for the collector.
 //! - **One diagnosis.** The gateway layers are numbered across the file
 //!   and Kafka sources in config order ([`diagnose_config`]); `overtime
 //!   query` diagnoses stored records with the same configuration.
@@ -45,10 +47,12 @@
 
 mod notify;
 mod policy;
+mod ready;
 mod schedule;
 mod serve;
 mod sources;
 
 pub use policy::{Action, NotifyPolicy, Sighting};
+pub use ready::{Bound, ReadyFileError};
 pub use serve::run;
 pub use sources::{SourceError, diagnose_config};

@@ -5,6 +5,7 @@
 //! SIGTERM, then everything stopped in order.
 
 use crate::notify::Notifications;
+use crate::ready::{self, Bound};
 use crate::{schedule, sources};
 use anyhow::{Context, Result};
 use overtime_config::{Config, Secrets};
@@ -16,19 +17,21 @@ use overtime_server::Metrics;
 use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{AppState, router};
 use overtime_store::Store;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// Runs the collector with `cfg` until a signal stops it, on a runtime of
-/// its own (for a caller without one: the binary).
-pub fn run(cfg: Config) -> Result<()> {
+/// its own (for a caller without one: the binary). With `ready_file`, the
+/// bound addresses are written there once it is ready ([`crate::ready`]).
+pub fn run(cfg: Config, ready_file: Option<&Path>) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(serve(cfg))
+    rt.block_on(serve(cfg, ready_file))
 }
 
 /// What runs, kept to stop it in order.
@@ -50,7 +53,11 @@ async fn bind(what: &str, addr: &str) -> Result<Option<TcpListener>> {
 
 /// Runs the collector with `cfg` on the current runtime until SIGINT or
 /// SIGTERM, then stops everything in order.
-pub(crate) async fn serve(cfg: Config) -> Result<()> {
+pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> {
+    // A ready file of an earlier run must not be taken for this one's.
+    if let Some(p) = ready_file {
+        ready::clear(p)?;
+    }
     let secrets = Secrets::from_env(&cfg);
     let plan = sources::plan(&cfg)?;
     let store = Store::open(cfg.store.clone())
@@ -81,6 +88,12 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         .with_context(|| format!("binding the API on {}", cfg.server.listen))?;
     let otlp_http = bind("OTLP/HTTP", &cfg.otlp.http_listen).await?;
     let otlp_grpc = bind("OTLP/gRPC", &cfg.otlp.grpc_listen).await?;
+    // What was bound, port 0 resolved: logged and written to the ready file.
+    let bound = Bound {
+        api: api.local_addr().context("the API's bound address")?,
+        otlp_http: otlp_http.as_ref().map(|l| l.local_addr()).transpose()?,
+        otlp_grpc: otlp_grpc.as_ref().map(|l| l.local_addr()).transpose()?,
+    };
 
     // One sink per kind of source, so /metrics tells them apart.
     let sink = |source: &'static str| -> Arc<dyn RecordSink> {
@@ -174,12 +187,12 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     )));
     state.ready.store(true, Ordering::Relaxed);
     eprintln!(
-        "overtime: serving on http://{} (OTLP/HTTP {}, OTLP/gRPC {}), data in {}",
-        api.local_addr()?,
-        or_off(&cfg.otlp.http_listen),
-        or_off(&cfg.otlp.grpc_listen),
+        "overtime: serving on {bound}, data in {}",
         cfg.store.data_dir.display()
     );
+    if let Some(p) = ready_file {
+        ready::write(p, &bound)?;
+    }
     let stop = shutdown.clone();
     axum::serve(api, router(state.clone()))
         .with_graceful_shutdown(async move {
@@ -193,11 +206,10 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         .context("serving the API")?;
     shutdown.cancel();
     stop_all(running).await;
+    if let Some(p) = ready_file {
+        ready::clear(p)?;
+    }
     Ok(())
-}
-
-fn or_off(addr: &str) -> &str {
-    if addr.is_empty() { "off" } else { addr }
 }
 
 async fn report_failure<E: std::fmt::Display>(

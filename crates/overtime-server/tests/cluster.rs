@@ -250,10 +250,10 @@ async fn a_trace_the_other_collector_holds_unflushed_is_diagnosed_from_its_rows(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_that_are_down_or_silent_are_named_and_the_answer_still_comes() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let down = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", l.local_addr().unwrap())
-    }; // closed again: connections are refused
+    // A port held closed: connections are refused, and no other process
+    // can take it meanwhile.
+    let closed = overtime_test_support::ports::ClosedPort::new();
+    let down = closed.url();
     // Accepts connections (the kernel's backlog) and never answers.
     let silent_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent = format!("http://{}", silent_listener.local_addr().unwrap());

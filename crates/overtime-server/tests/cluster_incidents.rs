@@ -163,10 +163,9 @@ async fn two_collectors_with_half_the_traffic_each_report_what_one_with_all_of_i
     }
     // b stops answering: a speaks for every fingerprint, with b's last
     // traces gone from its view.
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", l.local_addr().unwrap())
-    };
+    // A port held closed: refused, and nobody else's meanwhile.
+    let closed = overtime_test_support::ports::ClosedPort::new();
+    let dead = closed.url();
     let a_alone = collector(
         bind().await.unwrap(),
         "collector-a2",

@@ -90,6 +90,11 @@ pub struct TruthRecord {
     pub status: Option<u16>,
     /// When the client sent it (RFC 3339, local time with its offset).
     pub started_at: String,
+    /// When it was sent on the simulated clock: nominal ms from the run's
+    /// start. A timeline scenario's schedule — the time its request was
+    /// planned for, however late a busy machine sent it — else real time
+    /// since the start × the time scale.
+    pub sim_ms: f64,
     /// What the client waited (real ms).
     pub elapsed_ms: f64,
     /// Why the client got no answer; `null` otherwise.
@@ -290,6 +295,7 @@ fn spawn_request(
     sc: &'static Scenario,
     p: Planned,
     idx: u64,
+    sim_ms: f64,
     rng: &mut fastrand::Rng,
     permit: OwnedSemaphorePermit,
 ) -> tokio::task::JoinHandle<()> {
@@ -329,6 +335,7 @@ fn spawn_request(
             outcome: outcome(seen.status, p.stream, seen.complete),
             status: seen.status,
             started_at: started.to_rfc3339(),
+            sim_ms,
             elapsed_ms: crate::traced::ms(t0.elapsed()),
             error: seen.error,
         });
@@ -367,7 +374,7 @@ async fn run_timeline(
             break;
         };
         inflight.push(spawn_request(
-            cfg, platform, tx, sc, p, i as u64, &mut rng, permit,
+            cfg, platform, tx, sc, p, i as u64, *t, &mut rng, permit,
         ));
         inflight.retain(|h| !h.is_finished());
     }
@@ -474,8 +481,9 @@ pub async fn run(
             };
             let idx = sent;
             sent += 1;
+            let sim_ms = cfg.ctx.scale.nominal_ms(start.elapsed());
             wave.push(spawn_request(
-                &cfg, platform, &tx, sc, p, idx, &mut rng, permit,
+                &cfg, platform, &tx, sc, p, idx, sim_ms, &mut rng, permit,
             ));
         }
         let n = wave.len() as u32;

@@ -367,7 +367,9 @@ fn a_missing_bucket_or_a_dead_endpoint_fails_open_instead_of_hanging() {
         "{e}"
     );
 
-    let port = overtime_test_support::net::free_port();
+    // A dead endpoint: a port held closed (refused, and nobody else's).
+    let closed = overtime_test_support::ports::ClosedPort::new();
+    let port = closed.port();
     // SAFETY: as in `s3`; the store that failed above has stopped its threads.
     unsafe {
         std::env::set_var("AWS_ENDPOINT", format!("http://127.0.0.1:{port}"));

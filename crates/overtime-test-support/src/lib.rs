@@ -3,7 +3,9 @@
 //! What the integration tests of every overtime crate share, in one place
 //! instead of a copy per crate (a dev-dependency only; never published):
 //!
-//! - [`net`]: a free port, bounded waits, a plain HTTP/1.1 client;
+//! - [`net`]: bounded waits, a plain HTTP/1.1 client;
+//! - [`ports`]: starting a program that must be told its port, retried on
+//!   fresh ports when it finds one in use; a port held closed;
 //! - [`program`]: finding an installed program, or failing with the Debian
 //!   package to install; a child process that is always stopped;
 //! - [`nginx`]: a real nginx in a private prefix;
@@ -22,6 +24,8 @@
 //!   2-core machine; a timeout panics saying what it waited for.
 //! - Every process started here is stopped and reaped when its guard drops,
 //!   a panicking test included.
+//! - No test finds a free port and hands it to another process
+//!   ([`ports`] says what to do instead).
 //! - Nothing crate-specific: a helper used by one crate's tests only stays
 //!   in that crate's `tests/`.
 
@@ -31,6 +35,7 @@ pub mod chromium;
 pub mod monitoring;
 pub mod net;
 pub mod nginx;
+pub mod ports;
 pub mod program;
 pub mod s3rver;
 pub mod sink;

@@ -1,5 +1,6 @@
 //! The monitoring stack, for real: Debian's `prometheus` and
-//! `prometheus-alertmanager` binaries on free ports, with the repository's
+//! `prometheus-alertmanager` binaries, each on a port it is given (again on
+//! a fresh one if that was taken first: [`crate::ports`]), with the repository's
 //! shipped rules (`deploy/prometheus/overtime.rules.yml`) and Alertmanager
 //! config (`deploy/alertmanager/alertmanager.yml`); stopped on drop.
 //!
@@ -12,11 +13,12 @@
 //! # drop(prom);
 //! ```
 
-use crate::net::{free_port, get, http};
-use crate::program::find_program;
+use crate::net::{get, http};
+use crate::ports::{Started, on_fresh_ports, spawn_listening};
+use crate::program::{Proc, find_program};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The repository root (the shipped configs live under `deploy/`).
@@ -27,39 +29,39 @@ pub fn repo() -> PathBuf {
 /// A Prometheus or an Alertmanager process, ready (`/-/ready` answered
 /// 200); killed and reaped on drop.
 pub struct Daemon {
-    child: Child,
+    child: Proc,
     port: u16,
     log: PathBuf,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Daemon {
-    /// Starts `bin` with `args` (listening on `port`, stderr to `log`) and
-    /// waits up to 60 s for `/-/ready`; panics with the log if it exits.
-    pub fn start(bin: PathBuf, args: Vec<String>, port: u16, log: PathBuf) -> Daemon {
-        let child = Command::new(&bin)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let mut d = Daemon { child, port, log };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !matches!(get(port, "/-/ready"), Some((200, _))) {
-            if let Ok(Some(st)) = d.child.try_wait() {
-                panic!("{} exited with {st}: {}", bin.display(), d.log_text());
+    /// Starts `bin` with the `args` made for a candidate port (stderr to
+    /// `log`), again on a fresh port if that one was taken before it
+    /// bound it ([`crate::ports::on_fresh_ports`]); then waits up to 60 s
+    /// for `/-/ready`. Panics with the log if it exits.
+    pub fn start(bin: PathBuf, args: impl Fn(u16) -> Vec<String>, log: PathBuf) -> Daemon {
+        let what = bin.display().to_string();
+        let mut d = on_fresh_ports(&what, 1, |ports| {
+            let mut cmd = Command::new(&bin);
+            cmd.args(args(ports[0]))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap());
+            match spawn_listening(&what, cmd, ports, std::slice::from_ref(&log), 60) {
+                Started::Up(child) => Started::Up(Daemon {
+                    child,
+                    port: ports[0],
+                    log: log.clone(),
+                }),
+                Started::PortTaken(why) => Started::PortTaken(why),
             }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !matches!(get(d.port, "/-/ready"), Some((200, _))) {
+            assert!(d.child.alive(), "{what} exited: {}", d.log_text());
             assert!(
                 Instant::now() < deadline,
-                "{} not ready after 60 s: {}",
-                bin.display(),
+                "{what} not ready after 60 s: {}",
                 d.log_text()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -92,7 +94,6 @@ impl Alertmanager {
     pub fn start() -> Alertmanager {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let port = free_port();
         let storage = dir.join("am-data");
         std::fs::create_dir_all(&storage).unwrap();
         let config = repo().join("deploy/alertmanager/alertmanager.yml");
@@ -101,20 +102,21 @@ impl Alertmanager {
                 &["prometheus-alertmanager", "alertmanager"],
                 "prometheus-alertmanager",
             ),
-            vec![
-                format!("--config.file={}", config.display()),
-                format!("--storage.path={}", storage.display()),
-                format!("--web.listen-address=127.0.0.1:{port}"),
-                // no HA cluster: nothing listens on 9094, nothing gossips
-                "--cluster.listen-address=".into(),
-            ],
-            port,
+            |port| {
+                vec![
+                    format!("--config.file={}", config.display()),
+                    format!("--storage.path={}", storage.display()),
+                    format!("--web.listen-address=127.0.0.1:{port}"),
+                    // no HA cluster: nothing listens on 9094, nothing gossips
+                    "--cluster.listen-address=".into(),
+                ]
+            },
             dir.join("alertmanager.log"),
         );
         Alertmanager {
+            url: format!("http://127.0.0.1:{}", daemon.port),
             daemon,
             _dir: tmp,
-            url: format!("http://127.0.0.1:{port}"),
         }
     }
 
@@ -209,7 +211,6 @@ pub fn prometheus(
     alertmanager: Option<u16>,
     every: Intervals,
 ) -> Daemon {
-    let port = free_port();
     let targets: Vec<String> = targets
         .iter()
         .map(|p| format!("\"127.0.0.1:{p}\""))
@@ -233,12 +234,13 @@ pub fn prometheus(
     let tsdb = dir.join("tsdb");
     Daemon::start(
         find_program(&["prometheus"], "prometheus"),
-        vec![
-            format!("--config.file={}", cfg.display()),
-            format!("--storage.tsdb.path={}", tsdb.display()),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-        ],
-        port,
+        |port| {
+            vec![
+                format!("--config.file={}", cfg.display()),
+                format!("--storage.tsdb.path={}", tsdb.display()),
+                format!("--web.listen-address=127.0.0.1:{port}"),
+            ]
+        },
         dir.join("prometheus.log"),
     )
 }

@@ -1,5 +1,7 @@
-//! Loopback networking for tests: a free port, bounded waits, and a plain
-//! HTTP/1.1 client written on `std` alone.
+//! Loopback networking for tests: bounded waits and a plain HTTP/1.1
+//! client written on `std` alone. (No "free port" here: a port found free
+//! and let go can be taken before another process binds it — see
+//! [`crate::ports`].)
 //!
 //! Rules:
 //! - Everything talks to 127.0.0.1.
@@ -11,18 +13,9 @@
 //!   there or the answer is cut, so it can poll a server that is starting.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A port free right now on 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Whether something accepts connections on `addr` (`host:port`) now.
 pub fn listening(addr: &str) -> bool {

@@ -49,6 +49,7 @@ pub fn is_root() -> bool {
 }
 
 /// A child process killed (SIGKILL) and reaped on drop.
+#[derive(Debug)]
 pub struct Proc(pub Child);
 
 impl Proc {

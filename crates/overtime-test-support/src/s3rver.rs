@@ -1,8 +1,9 @@
 //! `s3rver` (npm), an S3-compatible server in one node process, for the
 //! tests of Parquet on object storage and of tansu on `s3://`: installed
 //! into `~/.cache/overtime-s3rver` when missing (`scripts/test` installs
-//! it), started on a port of 127.0.0.1 with a private directory, killed
-//! when the guard drops.
+//! it), started on a port of 127.0.0.1 it is given (again on a fresh one
+//! if that was taken first: [`crate::ports`]) with a private directory,
+//! killed when the guard drops.
 //!
 //! Rules:
 //! - node or npm missing, or the install failing, fails the test saying
@@ -11,7 +12,7 @@
 //!   gets `InvalidAccessKeyId`); [`S3rver::env`] lists them with the
 //!   endpoint, as the `AWS_*` variables S3 clients read.
 
-use crate::net::{free_port, wait_port};
+use crate::ports::{Started, on_fresh_ports, spawn_listening};
 use crate::program::Proc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -49,35 +50,36 @@ pub struct S3rver {
 }
 
 impl S3rver {
-    /// s3rver on a free port, storing under `dir`, with `buckets` created;
-    /// its output goes to `dir/s3rver.log` and `.err`. Waits up to 60 s
-    /// until it accepts connections.
+    /// s3rver on a port of its own (again on a fresh one if its port was
+    /// taken first: [`crate::ports::on_fresh_ports`]), storing under
+    /// `dir`, with `buckets` created; its output goes to `dir/s3rver.log`
+    /// and `.err`. Waits up to 60 s until it listens.
     pub fn start(dir: &Path, buckets: &[&str]) -> S3rver {
-        let port = free_port();
         let data = dir.join("s3");
         std::fs::create_dir_all(&data).unwrap();
-        let log = dir.join("s3rver.log");
+        let logs = [dir.join("s3rver.log"), dir.join("s3rver.err")];
         let file =
             |p: &Path| std::fs::File::create(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let mut cmd = Command::new(s3rver_bin());
-        cmd.arg("-d")
-            .arg(&data)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--silent"]);
-        for b in buckets {
-            cmd.args(["--configure-bucket", b]);
-        }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file(&log)))
-            .stderr(Stdio::from(file(&dir.join("s3rver.err"))))
-            .spawn()
-            .expect("starting s3rver (node)");
-        let s = S3rver {
-            _child: Proc(child),
-            endpoint: format!("http://127.0.0.1:{port}"),
-        };
-        wait_port(&format!("127.0.0.1:{port}"), 60, "s3rver", &log);
-        s
+        on_fresh_ports("s3rver", 1, |ports| {
+            let port = ports[0];
+            let mut cmd = Command::new(s3rver_bin());
+            cmd.arg("-d")
+                .arg(&data)
+                .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--silent"]);
+            for b in buckets {
+                cmd.args(["--configure-bucket", b]);
+            }
+            cmd.stdin(Stdio::null())
+                .stdout(file(&logs[0]))
+                .stderr(file(&logs[1]));
+            match spawn_listening("s3rver", cmd, ports, &logs, 60) {
+                Started::Up(child) => Started::Up(S3rver {
+                    _child: child,
+                    endpoint: format!("http://127.0.0.1:{port}"),
+                }),
+                Started::PortTaken(why) => Started::PortTaken(why),
+            }
+        })
     }
 
     /// The environment an S3 client needs for this server: endpoint

@@ -11,7 +11,7 @@
 //! - Talking Kafka to the broker (producers, consumers, admin clients) is
 //!   the tests' business: they use rdkafka with their own crate's features.
 
-use crate::net::{free_port, wait_port};
+use crate::ports::{Started, on_fresh_ports, on_same_ports, spawn_listening};
 use crate::program::Proc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -50,40 +50,61 @@ pub struct Tansu {
 }
 
 impl Tansu {
-    /// `tansu broker` listening (and advertised) on `addr`, storing in
-    /// `storage` (`memory://tansu/`, `s3://bucket/`…) with `env` added to
-    /// its environment; stdout to `log`, stderr beside it (`.err`). Waits
-    /// up to 60 s until it accepts connections.
-    pub fn start(addr: &str, storage: &str, env: &[(&str, &str)], log: &Path) -> Tansu {
+    /// `tansu broker` on a port of its own on 127.0.0.1 (listening and
+    /// advertised there), storing in `storage` (`memory://tansu/`,
+    /// `s3://bucket/`…) with `env` added to its environment; stdout to
+    /// `log`, stderr beside it (`.err`). Waits up to 60 s until it listens;
+    /// started again on a fresh port if its port was taken
+    /// ([`crate::ports::on_fresh_ports`]).
+    pub fn start(storage: &str, env: &[(&str, &str)], log: &Path) -> Tansu {
+        on_fresh_ports("tansu", 1, |ports| {
+            Self::try_start(ports[0], storage, env, log)
+        })
+    }
+
+    /// A broker again on `addr`, the address an earlier one had (its
+    /// clients know it: a broker restarted as a real one comes back);
+    /// waits while the address is still in use
+    /// ([`crate::ports::on_same_ports`]).
+    pub fn restart(addr: &str, storage: &str, env: &[(&str, &str)], log: &Path) -> Tansu {
+        let port: u16 = addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or_else(|| panic!("{addr}: not host:port"));
+        on_same_ports("tansu", &[port], |ports| {
+            Self::try_start(ports[0], storage, env, log)
+        })
+    }
+
+    fn try_start(port: u16, storage: &str, env: &[(&str, &str)], log: &Path) -> Started<Tansu> {
+        let addr = format!("127.0.0.1:{port}");
         let url = format!("tcp://{addr}");
+        let err = log.with_extension("err");
         let file =
             |p: &Path| std::fs::File::create(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let child = Command::new(tansu_bin())
-            .args(["broker", "--listener-url", &url])
+        let mut cmd = Command::new(tansu_bin());
+        cmd.args(["broker", "--listener-url", &url])
             .args(["--advertised-listener-url", &url])
             .args(["--storage-engine", storage])
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file(log))
-            .stderr(file(&log.with_extension("err")))
-            .spawn()
-            .expect("starting tansu");
-        let broker = Tansu {
-            _child: Proc(child),
-            addr: addr.to_string(),
-            log: log.to_path_buf(),
-            _dir: None,
-        };
-        wait_port(addr, 60, "tansu", log);
-        broker
+            .stderr(file(&err));
+        match spawn_listening("tansu", cmd, &[port], &[log.to_path_buf(), err], 60) {
+            Started::Up(child) => Started::Up(Tansu {
+                _child: child,
+                addr,
+                log: log.to_path_buf(),
+                _dir: None,
+            }),
+            Started::PortTaken(why) => Started::PortTaken(why),
+        }
     }
 
-    /// A broker on a free port with in-memory storage, its logs in a temp
-    /// dir of its own.
+    /// A broker with in-memory storage, its logs in a temp dir of its own.
     pub fn in_memory() -> Tansu {
         let dir = tempfile::tempdir().expect("a temp dir for tansu's logs");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut broker = Tansu::start(&addr, "memory://tansu/", &[], &dir.path().join("tansu.log"));
+        let mut broker = Tansu::start("memory://tansu/", &[], &dir.path().join("tansu.log"));
         broker._dir = Some(dir);
         broker
     }

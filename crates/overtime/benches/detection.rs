@@ -22,7 +22,7 @@
 mod support;
 
 use overtime_test_support::monitoring::{Alertmanager, prometheus, shipped_intervals};
-use overtime_test_support::net::{free_port, get, wait_for};
+use overtime_test_support::net::{get, wait_for};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -75,16 +75,14 @@ fn one_run(n: usize, incident: &str) -> Run {
     let am = Alertmanager::start();
     let log = dir.join("access.log");
     std::fs::write(&log, "").unwrap();
-    let port = free_port();
-    let otlp = free_port();
     let cfg = dir.join("overtime.toml");
     // The embedded default with the deployment's own settings only: no
     // [diagnose] or [alerts] timing is changed.
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n\
              [alerts]\nalertmanager_urls = [\"http://127.0.0.1:{am}\"]\n\
              [[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = \"overtime\"\nlayer = \"edge\"\n\
              read_timeout_ms = {rt}\n",
@@ -95,7 +93,8 @@ fn one_run(n: usize, incident: &str) -> Run {
         ),
     )
     .unwrap();
-    let serve = Serve::start(&cfg, port);
+    let serve = Serve::start(&cfg);
+    let (port, otlp) = (serve.port, serve.otlp());
     let prom = prometheus(dir, &[port], Some(am.port()), shipped_intervals());
     let sim = Killed(
         Command::new(BIN)

@@ -45,10 +45,22 @@ pub enum Command {
     /// built-in format by name, or (--list) every built-in format.
     NginxFormat(NginxFormatArgs),
     /// Run the collector: sources, store, live diagnosis and the API.
+    ///
+    /// A listen address in the config may name port 0 (`127.0.0.1:0`): the
+    /// system picks a free port, and the address bound is logged and, with
+    /// --ready-file, written for the program that started the collector.
     Serve {
         /// The TOML config (default: the embedded default, see `overtime config`).
         #[arg(long, value_name = "FILE")]
         config: Option<std::path::PathBuf>,
+        /// Once every listener is bound and the collector is ready, write
+        /// one JSON object to FILE naming each bound address, e.g.
+        /// {"api":"127.0.0.1:41234","otlp_http":"127.0.0.1:41235","otlp_grpc":null,"pid":4242}
+        /// (null: that listener is off). Written whole (FILE.tmp, then
+        /// renamed); an old FILE is removed at start, and FILE again at a
+        /// graceful stop.
+        #[arg(long = "ready-file", value_name = "FILE")]
+        ready_file: Option<std::path::PathBuf>,
     },
     /// Print the embedded default configuration, every option documented.
     Config,

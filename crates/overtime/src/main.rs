@@ -72,9 +72,9 @@ fn main() -> ExitCode {
             allocator::for_offline();
             advise_cmd::run_whatif(*a)
         }
-        cli::Command::Serve { config } => {
+        cli::Command::Serve { config, ready_file } => {
             allocator::for_serve();
-            serve_cmd::run(config)
+            serve_cmd::run(config, ready_file)
         }
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Simulate(a) => overtime_simulate::run(*a).map_err(|e| {

@@ -3,20 +3,22 @@
 //! foreground process group), `kill` (SIGTERM to the script alone), or a
 //! crash of the simulator (SIGKILL) while the demo goes on. After each,
 //! every process the demo started (the collector, the simulator, the
-//! simulator's nginx master and workers) is gone and nothing listens on the
-//! demo's ports.
+//! simulator's nginx master and workers) is gone and nothing it started
+//! listens on the demo's ports. The demo is asked for port 0 (the test
+//! picks no port for it) and its collector's addresses are read from what
+//! it prints; a port it asks for that is busy makes it take a free one and
+//! say so.
 
 use crate::support::BIN;
-use overtime_test_support::net::{free_port, wait_for};
+use overtime_test_support::net::wait_for;
+use overtime_test_support::ports::listening_pids;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Every live process: pid → (parent pid, command line).
 fn processes() -> BTreeMap<u32, (u32, String)> {
@@ -71,8 +73,21 @@ fn still_running(procs: &BTreeMap<u32, String>) -> BTreeMap<u32, String> {
         .collect()
 }
 
-fn listening(port: u16) -> bool {
-    TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_ok()
+/// The command lines of the processes listening on `port` now.
+fn listeners(port: u16) -> Vec<String> {
+    let all = processes();
+    listening_pids(port)
+        .iter()
+        .filter_map(|p| all.get(p).map(|(_, cmd)| cmd.clone()))
+        .collect()
+}
+
+/// The port of the first `http://127.0.0.1:PORT` after `label` in `out`.
+fn port_after(out: &str, label: &str) -> Option<u16> {
+    let rest = &out[out.find(label)? + label.len()..];
+    let rest = &rest[rest.find("http://127.0.0.1:")? + "http://127.0.0.1:".len()..];
+    let end = rest.find(|c: char| !c.is_ascii_digit())?;
+    rest[..end].parse().ok()
 }
 
 fn signal(target: &str, sig: &str) {
@@ -93,15 +108,20 @@ struct Demo {
 
 impl Demo {
     /// Starts `scripts/demo` in its own process group (as a shell would
-    /// for a foreground job) and waits until the simulator's nginx serves.
+    /// for a foreground job), its collector on ports of the system's
+    /// choosing, and waits until the simulator's nginx serves.
     fn start() -> Demo {
-        let (api, otlp) = (free_port(), free_port());
+        Demo::start_asking(0)
+    }
+
+    /// [`Demo::start`] with the collector's API asked for on `api`.
+    fn start_asking(api: u16) -> Demo {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/demo");
         let mut child = Command::new("bash")
             .arg(script)
             .env("OVERTIME_BIN", BIN)
             .env("OVERTIME_DEMO_PORT", api.to_string())
-            .env("OVERTIME_DEMO_OTLP_PORT", otlp.to_string())
+            .env("OVERTIME_DEMO_OTLP_PORT", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -122,10 +142,10 @@ impl Demo {
                 }
             });
         }
-        let demo = Demo {
+        let mut demo = Demo {
             child,
-            api,
-            otlp,
+            api: 0,
+            otlp: 0,
             out,
         };
         let pid = demo.child.id();
@@ -133,6 +153,12 @@ impl Demo {
             let d = descendants(pid);
             let has = |w: &str| d.values().any(|c| c.contains(w));
             has(" serve ") && has(" simulate ") && has("nginx: worker")
+        });
+        wait_for(60, "the demo to print the collector's addresses", || {
+            let out = demo.output();
+            demo.api = port_after(&out, "The UI:").unwrap_or(0);
+            demo.otlp = port_after(&out, "spans to").unwrap_or(0);
+            demo.api != 0 && demo.otlp != 0
         });
         demo
     }
@@ -170,8 +196,22 @@ impl Demo {
             "after {how}, still running: {left:#?}\nthe demo said:\n{}",
             self.output()
         );
+        // Whatever listens on the demo's ports now (another process may
+        // have been given one since) must not be one of the demo's.
+        // (A worker's title is the same for every nginx: not telling.)
+        let ours: Vec<&String> = started
+            .values()
+            .filter(|c| !c.starts_with("nginx: worker"))
+            .collect();
         for port in [self.api, self.otlp] {
-            assert!(!listening(port), "after {how}, port {port} still listens");
+            let left: Vec<String> = listeners(port)
+                .into_iter()
+                .filter(|c| ours.contains(&c))
+                .collect();
+            assert!(
+                left.is_empty(),
+                "after {how}, port {port} still listens: {left:?}"
+            );
         }
     }
 }
@@ -182,6 +222,30 @@ impl Drop for Demo {
         let _ = Command::new("kill").args(["-KILL", "--", &pgid]).status();
         let _ = self.child.wait();
     }
+}
+
+#[test]
+fn a_busy_port_makes_the_demo_take_a_free_one_and_say_so() {
+    // The test holds the port itself: busy for the demo's whole run.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let mut demo = Demo::start_asking(port);
+    let started = descendants(demo.child.id());
+    let out = demo.output();
+    assert!(
+        out.contains(&format!(
+            "Busy: 127.0.0.1:{port}. The collector takes free ports"
+        )),
+        "the demo does not say its port was busy:\n{out}"
+    );
+    assert_ne!(demo.api, port, "{out}");
+    let (status, _) = overtime_test_support::net::get(demo.api, "/readyz")
+        .unwrap_or_else(|| panic!("nothing answers on the printed port {}:\n{out}", demo.api));
+    assert_eq!(status, 200);
+    signal(&demo.child.id().to_string(), "-TERM");
+    demo.wait_exit();
+    demo.assert_nothing_left(&started, "SIGTERM to scripts/demo");
+    drop(busy);
 }
 
 #[test]

@@ -10,16 +10,35 @@
 //! the collector's own live engine (see `support::early_warning`).
 //!
 //! Time-scaled (`OVERTIME_EW_SCALE`, default 20: 45 simulated minutes in
-//! 135 s), so a lead of 3 minutes is 9 s of real time here. Each test runs
-//! alone (.config/nextest.toml): a starved CPU stretches scaled time.
+//! 135 s), but never so far that the gateway's timeout is under 1 s of
+//! real time ([`scale_for`]: seed 004's 10 s gateway runs at 10x). The
+//! lead is measured on the simulated clock only — the alert and the 504
+//! both read off the simulator's own stamps (each request's planned
+//! simulated time, `support::early_warning::SimClock`) — so it does not
+//! depend on how fast the machine ran the ramp; the real-clock figure is
+//! the benchmark's (`benches/early_warning.rs`).
 
-use crate::support::early_warning::{Outcome, outage_onset, run};
+use crate::support::early_warning::{Outcome, SimClock, gateway_timeout_ms, outage_onset, run};
 
 fn scale() -> f64 {
     std::env::var("OVERTIME_EW_SCALE")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20.0)
+}
+
+/// The shortest real time a gateway's timeout may shrink to.
+const MIN_REAL_GATEWAY_MS: f64 = 1_000.0;
+
+/// The time scale `scenario` runs at: [`scale`], lowered so its gateway's
+/// timeout stays at least [`MIN_REAL_GATEWAY_MS`] of real time. What a
+/// busy machine adds to every request (a late timer, a starved hop) is
+/// real time; against a timeout of 0.5 s real (a 10 s gateway at 20x) it
+/// made 504s of its own — with both cores busy beside it, seed 004's ramp
+/// failed requests 7 simulated minutes before the ramp did — and the
+/// simulated clock cannot undo a 504 that really happened.
+fn scale_for(scenario: &str) -> f64 {
+    scale().min(gateway_timeout_ms(scenario) / MIN_REAL_GATEWAY_MS)
 }
 
 fn minute(o: &Outcome, t: Option<i64>) -> String {
@@ -68,7 +87,7 @@ fn show(o: &Outcome) -> String {
 
 fn warns_ahead(scenario: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let o = run(dir.path(), scenario, 1, scale(), &[]);
+    let o = run(dir.path(), scenario, 1, scale_for(scenario), &[]);
     let report = show(&o);
     println!("{report}");
     assert!(
@@ -80,14 +99,14 @@ fn warns_ahead(scenario: &str) {
         .unwrap_or_else(|| panic!("no early warning at all:\n{report}"));
     assert!(
         lead >= 3.0,
-        "the first early warning came {lead:.1} simulated minutes before the outage's first 504 (at least 3 wanted):\n{report}"
+        "the first early warning came {lead:.1} simulated minutes (on the simulated clock) before the outage's first 504 (at least 3 wanted):\n{report}"
     );
 }
 
 #[test]
 fn stray_504s_from_a_stalled_machine_come_before_the_outage_which_begins_its_unbroken_climb() {
-    // At 20x a simulated minute is 3 s of real time.
-    let min = |m: f64| (m * 3e6) as i64;
+    // Simulated µs.
+    let min = |m: f64| (m * 60e6) as i64;
     // A stall at minute 6.6 fails the three requests in flight at once,
     // another at minute 20; the outage climbs from minute 27 to 12 504s a
     // minute, its first ones two and a half minutes apart.
@@ -96,14 +115,41 @@ fn stray_504s_from_a_stalled_machine_come_before_the_outage_which_begins_its_unb
         .map(|i| min(29.5 + 10.0 * (i as f64 / 120.0).sqrt()))
         .collect();
     times.extend(&climb);
-    assert_eq!(outage_onset(&times, 20.0), (Some(min(27.0)), 4));
+    assert_eq!(outage_onset(&times), (Some(min(27.0)), 4));
     // A lone 504 before a small burst: the burst is the outage.
     let times = [min(6.0), min(28.0), min(28.5), min(29.9), min(30.2)];
-    assert_eq!(outage_onset(&times, 20.0), (Some(min(28.0)), 1));
+    assert_eq!(outage_onset(&times), (Some(min(28.0)), 1));
     // Fewer than three 504s in any five minutes are no outage.
     let sparse = [min(6.0), min(9.0), min(20.0)];
-    assert_eq!(outage_onset(&sparse, 20.0), (None, 3));
-    assert_eq!(outage_onset(&[], 20.0), (None, 0));
+    assert_eq!(outage_onset(&sparse), (None, 3));
+    assert_eq!(outage_onset(&[]), (None, 0));
+}
+
+#[test]
+fn the_simulated_clock_reads_a_wall_clock_moment_as_the_last_request_sent_by_then() {
+    // (sent at, real µs; planned for, simulated µs): a machine that
+    // stalled between the second and third request sent the third and
+    // fourth late, at once.
+    let clock = SimClock::new(vec![
+        (1_000, 0),
+        (2_000, 20_000),
+        (9_000, 40_000),
+        (9_000, 60_000),
+        (10_000, 80_000),
+    ]);
+    assert_eq!(clock.at(500), 0, "before the first request: the start");
+    assert_eq!(clock.at(2_500), 20_000);
+    assert_eq!(
+        clock.at(8_999),
+        20_000,
+        "the stall does not advance the simulated clock"
+    );
+    assert_eq!(clock.at(9_000), 60_000);
+    assert_eq!(clock.at(99_000), 80_000);
+    // Stamps out of order (truth lines are written as answers come): the
+    // clock never goes back.
+    let late = SimClock::new(vec![(3_000, 50_000), (1_000, 10_000), (2_000, 5_000)]);
+    assert_eq!(late.at(2_000), 10_000);
 }
 
 #[test]
@@ -124,7 +170,13 @@ fn a_ramp_into_seed_004_warns_at_least_3_minutes_before_the_outage_s_first_504()
 #[test]
 fn half_an_hour_of_healthy_noisy_traffic_raises_no_alert() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run(dir.path(), "healthy_noisy", 1, scale(), &[]);
+    let o = run(
+        dir.path(),
+        "healthy_noisy",
+        1,
+        scale_for("healthy_noisy"),
+        &[],
+    );
     let report = show(&o);
     println!("{report}");
     assert!(o.minutes >= 30.0, "{report}");

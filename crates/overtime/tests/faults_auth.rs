@@ -15,7 +15,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, get, http, request, wait_for};
+use overtime_test_support::net::{get, http, request, wait_for};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use support::*;
@@ -109,13 +109,12 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let (api, otlp) = (free_port(), free_port());
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\ntoken_env = \"FAULTS_AUTH_TOKEN\"\n\
-             [store]\ndata_dir = {data:?}\n[otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\ntoken_env = \"FAULTS_AUTH_TOKEN\"\n\
+             [store]\ndata_dir = {data:?}\n[otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n\
              [diagnose]\ngrace_ms = 300\n",
             data = dir.path().join("data").display().to_string()
         ),
@@ -123,7 +122,8 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
     .unwrap();
     let mut cmd = serve_command(&cfg);
     cmd.env("FAULTS_AUTH_TOKEN", TOKEN);
-    let serve = Serve::start_command(cmd, api);
+    let serve = Serve::start_command(cmd);
+    let (api, otlp) = (serve.port, serve.otlp());
 
     // One failing trace, so the {id} routes have something to show. The
     // OTLP receiver is a separate listener (exporters carry no API token).
@@ -289,14 +289,13 @@ fn the_token_guards_every_route_but_health_and_sign_in() {
 fn the_otlp_token_guards_the_receiver_when_set() {
     const OTLP_TOKEN: &str = "faults-auth-otlp-9d2b";
     let dir = tempfile::tempdir().unwrap();
-    let (api, otlp) = (free_port(), free_port());
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\ntoken_env = \"FAULTS_AUTH_TOKEN\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\ntoken_env = \"FAULTS_AUTH_TOKEN\"\n\
              [store]\ndata_dir = {data:?}\nflush_interval_ms = 500\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\ntoken_env = \"FAULTS_OTLP_TOKEN\"\n",
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\ntoken_env = \"FAULTS_OTLP_TOKEN\"\n",
             data = dir.path().join("data").display().to_string()
         ),
     )
@@ -304,7 +303,8 @@ fn the_otlp_token_guards_the_receiver_when_set() {
     let mut cmd = serve_command(&cfg);
     cmd.env("FAULTS_AUTH_TOKEN", TOKEN)
         .env("FAULTS_OTLP_TOKEN", OTLP_TOKEN);
-    let _serve = Serve::start_command(cmd, api);
+    let serve = Serve::start_command(cmd);
+    let (api, otlp) = (serve.port, serve.otlp());
 
     let (trace, body) = otlp_failing_trace(0xa0a1, 1);
     let post = |headers: &[(&str, &str)]| {

@@ -17,7 +17,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, get, http, wait_for};
+use overtime_test_support::net::{get, http, wait_for};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -115,14 +115,13 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     let log = dir.path().join("access.log");
     std::fs::write(&log, "").unwrap();
     let stderr_path = dir.path().join("serve.stderr");
-    let (api, otlp) = (free_port(), free_port());
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
              [store]\ndata_dir = {data:?}\nmemtable_bytes = 67108864\nflush_interval_ms = 1000\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\
              [[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = \"overtime\"\nlayer = \"edge\"\n",
             data = data.display().to_string(),
             log = log.display().to_string(),
@@ -137,9 +136,10 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
             .open(&stderr_path)
             .unwrap();
         cmd.stderr(Stdio::from(err));
-        Serve::start_command(cmd, api)
+        Serve::start_command(cmd)
     };
     let mut serve = start();
+    let (api, otlp) = (serve.port, serve.otlp());
 
     // Traffic through the whole test: log lines and OTLP posts.
     let stop = Arc::new(AtomicBool::new(false));
@@ -283,8 +283,9 @@ fn a_full_disk_refuses_clearly_and_ingestion_resumes_when_space_returns() {
     };
     let stored = check(api, "after recovery");
     serve.kill9();
+    // Restarted, it binds fresh ports (port 0 in the config).
     let serve = start();
-    assert_eq!(check(api, "after kill -9 and restart"), stored);
+    assert_eq!(check(serve.port, "after kill -9 and restart"), stored);
     eprintln!(
         "faults_full_disk: tmpfs {TMPFS_MIB} MiB, filler {} MiB; OTLP answers by status {answers:?} \
          ({} refused before space returned); {written} lines and {} acknowledged traces all stored once \

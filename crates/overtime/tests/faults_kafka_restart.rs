@@ -14,7 +14,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, wait_for};
+use overtime_test_support::net::wait_for;
 use overtime_test_support::s3rver::S3rver;
 use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
@@ -34,11 +34,13 @@ const RECORDS: u64 = 300; // per topic
 const PARTITIONS: u32 = 3;
 
 /// S3 emulator + a tansu broker storing in it; the broker can be killed
-/// and started again on the same port and bucket.
+/// and started again on the same address and bucket.
 struct Cluster {
     _s3: S3rver,
     s3_url: String,
     broker: Option<Tansu>,
+    /// The broker's address, from its first start on: a restarted broker
+    /// comes back on it, as a real one does for its clients.
     addr: String,
     dir: PathBuf,
     starts: u32,
@@ -51,7 +53,7 @@ impl Cluster {
             s3_url: s3.endpoint.clone(),
             _s3: s3,
             broker: None,
-            addr: format!("127.0.0.1:{}", free_port()),
+            addr: String::new(),
             dir: dir.to_path_buf(),
             starts: 0,
         };
@@ -69,11 +71,36 @@ impl Cluster {
             ("AWS_SECRET_ACCESS_KEY", "S3RVER"),
             ("AWS_DEFAULT_REGION", "us-east-1"),
         ];
-        self.broker = Some(Tansu::start(&self.addr, "s3://tansu/", &env, &log));
+        let broker = if self.addr.is_empty() {
+            Tansu::start("s3://tansu/", &env, &log)
+        } else {
+            Tansu::restart(&self.addr, "s3://tansu/", &env, &log)
+        };
+        self.addr = broker.addr.clone();
+        self.broker = Some(broker);
     }
 
     fn kill_broker(&mut self) {
         drop(self.broker.take());
+    }
+
+    /// The last lines of what each broker start logged, for a failure's
+    /// message.
+    fn broker_logs(&self) -> String {
+        let mut out = String::new();
+        for n in 1..=self.starts {
+            for ext in ["log", "err"] {
+                let p = self.dir.join(format!("tansu-{n}.{ext}"));
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                out += &format!("\n--- {} (last lines) ---\n", p.display());
+                for l in tail.into_iter().rev() {
+                    out += l;
+                    out.push('\n');
+                }
+            }
+        }
+        out
     }
 
     fn create_topic(&self, name: &str) {
@@ -98,8 +125,14 @@ fn jsonl_span(i: u64) -> String {
     )
 }
 
-/// How often each key is in `topic`'s log (read with a plain consumer).
-fn log_counts(addr: &str, topic: &str, want: u64) -> BTreeMap<String, u64> {
+/// How often each key is in `topic`'s log: every partition read with a
+/// plain consumer from its start to its high watermark. The wait is
+/// bounded by progress, not by a total: 60 s without a record is a hang
+/// (the message names the offsets reached and the watermarks), while a
+/// loaded machine that keeps reading (one record per batch, each fetched
+/// from S3) is waited for. A total of 60 s stopped wherever the read was
+/// and called the rest lost, so a slow read and a short log looked alike.
+fn log_counts(addr: &str, topic: &str) -> BTreeMap<String, u64> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", addr)
         .set("group.id", format!("faults-audit-{}", now_ns()))
@@ -112,19 +145,26 @@ fn log_counts(addr: &str, topic: &str, want: u64) -> BTreeMap<String, u64> {
             .unwrap();
     }
     c.assign(&tpl).unwrap();
+    let high: Vec<i64> = (0..PARTITIONS as i32)
+        .map(|p| {
+            c.fetch_watermarks(topic, p, Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("{topic}/{p}: watermarks: {e}"))
+                .1
+        })
+        .collect();
+    let mut next = vec![0i64; PARTITIONS as usize];
     let mut counts = BTreeMap::new();
-    let mut seen = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        match c.poll(Duration::from_millis(500)) {
-            Some(Ok(m)) => {
-                let k = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
-                *counts.entry(k).or_default() += 1;
-                seen += 1;
-            }
-            Some(Err(_)) => {}
-            None if seen >= want => break,
-            None => {}
+    let mut progress = Instant::now();
+    while next.iter().zip(&high).any(|(n, h)| n < h) {
+        assert!(
+            progress.elapsed() < Duration::from_secs(60),
+            "{topic}: no record read for 60 s; next offsets {next:?} of high watermarks {high:?}"
+        );
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(500)) {
+            let k = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+            *counts.entry(k).or_default() += 1;
+            next[m.partition() as usize] = m.offset() + 1;
+            progress = Instant::now();
         }
     }
     counts
@@ -137,12 +177,11 @@ fn a_broker_restart_mid_stream_loses_and_duplicates_nothing() {
     let (edge, spans) = ("faults-edge", "faults-spans");
     cluster.create_topic(edge);
     cluster.create_topic(spans);
-    let api = free_port();
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 2000\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 2000\n\
              [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n\n\
              [[kafka]]\nbrokers = \"{addr}\"\ngroup_id = \"faults\"\nmax_prefetch_kbytes = 1024\n\
              [[kafka.topics]]\ntopic = \"{edge}\"\nformat = \"nginx\"\nlog_format = \"overtime\"\nlayer = \"edge\"\n\
@@ -152,7 +191,8 @@ fn a_broker_restart_mid_stream_loses_and_duplicates_nothing() {
         ),
     )
     .unwrap();
-    let serve = Serve::start(&cfg, api);
+    let serve = Serve::start(&cfg);
+    let api = serve.port;
 
     // One record per batch (tansu 0.6 cannot fetch from inside a batch),
     // idempotent, retried through the restart.
@@ -212,13 +252,17 @@ fn a_broker_restart_mid_stream_loses_and_duplicates_nothing() {
     }
     producing.join().unwrap();
     let failed = deliveries.failed.lock().unwrap().clone();
-    assert!(failed.is_empty(), "deliveries failed: {failed:.5?}");
+    assert!(
+        failed.is_empty(),
+        "deliveries failed: {failed:.5?}\nthe broker said:{}",
+        cluster.broker_logs()
+    );
     assert_eq!(deliveries.ok.load(Relaxed), 2 * RECORDS);
 
     // What the broker's log holds, per key and topic.
     let in_log = [
-        (edge, log_counts(&cluster.addr, edge, RECORDS)),
-        (spans, log_counts(&cluster.addr, spans, RECORDS)),
+        (edge, log_counts(&cluster.addr, edge)),
+        (spans, log_counts(&cluster.addr, spans)),
     ];
     for (topic, counts) in &in_log {
         let missing: Vec<_> = (0..RECORDS)

@@ -13,11 +13,11 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, get_json, http, wait_for};
+use overtime_test_support::net::{get_json, http, wait_for};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
@@ -99,13 +99,12 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     std::fs::write(&log, "").unwrap();
-    let (api, otlp) = (free_port(), free_port());
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 900\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 900\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\
              [[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = \"overtime\"\nlayer = \"edge\"\n",
             data = dir.path().join("data").display().to_string(),
             log = log.display().to_string(),
@@ -113,7 +112,10 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
     )
     .unwrap();
 
-    let mut serve = Some(Serve::start(&cfg, api));
+    let mut serve = Some(Serve::start(&cfg));
+    // Each start binds fresh ports (port 0 in the config): the senders
+    // read the receiver's port here, 0 while the collector is down.
+    let otlp = Arc::new(AtomicU16::new(serve.as_ref().unwrap().otlp()));
     let stop = Arc::new(AtomicBool::new(false));
     let rotate = Arc::new(AtomicBool::new(false));
     let lines = {
@@ -125,14 +127,20 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
     let posted = Arc::new(AtomicU64::new(0));
     let senders: Vec<_> = (0..2u64)
         .map(|s| {
-            let (acked, stop, posted) = (acked.clone(), stop.clone(), posted.clone());
+            let (acked, stop, posted, otlp) =
+                (acked.clone(), stop.clone(), posted.clone(), otlp.clone());
             std::thread::spawn(move || {
                 let mut n = s;
                 while !stop.load(Relaxed) {
+                    let port = otlp.load(Relaxed);
+                    if port == 0 {
+                        std::thread::sleep(Duration::from_millis(3));
+                        continue; // down: nothing to post to
+                    }
                     let (trace, body) = otlp_failing_trace(0xc1a0, n);
                     posted.fetch_add(1, Relaxed);
                     if let Some((200, _)) = http(
-                        otlp,
+                        port,
                         "POST",
                         "/v1/traces",
                         "application/json",
@@ -151,6 +159,7 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
         // Up for 0.3–2.5 s, then killed wherever it is.
         std::thread::sleep(Duration::from_millis(300 + rng.below(2_200)));
         serve.take().unwrap().kill9();
+        otlp.store(0, Relaxed);
         if cycle == ROTATE_IN {
             rotate.store(true, Relaxed);
             wait_for(PATIENCE_SECS, "the writer to rotate", || {
@@ -159,8 +168,11 @@ fn kill_9_in_a_loop_loses_and_duplicates_nothing() {
         }
         // Down for 0–1 s while the writer goes on.
         std::thread::sleep(Duration::from_millis(rng.below(1_000)));
-        serve = Some(Serve::start(&cfg, api));
+        let up = Serve::start(&cfg);
+        otlp.store(up.otlp(), Relaxed);
+        serve = Some(up);
     }
+    let api = serve.as_ref().unwrap().port;
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Relaxed);
     let written = lines.join().unwrap();

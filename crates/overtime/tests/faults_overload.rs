@@ -19,7 +19,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, get, wait_for};
+use overtime_test_support::net::{get, wait_for};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -52,21 +52,21 @@ const MIN_OVERLOAD: f64 = 2.0;
 #[test]
 fn overload_gets_429_with_retry_after_bounded_rss_and_loses_no_ack() {
     let dir = tempfile::tempdir().unwrap();
-    let (api, otlp) = (free_port(), free_port());
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
              [store]\ndata_dir = {data:?}\nmemtable_bytes = {BUDGET}\nflush_interval_ms = 60000\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n\
              [diagnose]\ngrace_ms = 500\nkeep_ms = 2000\nmax_traces = 10000\nmax_live_records = {LIVE_RECORDS}\n\
              [sql]\nmax_rows = 1000000\ntimeout_ms = 60000\nmemory_bytes = {SQL_MEMORY}\n",
             data = dir.path().join("data").display().to_string()
         ),
     )
     .unwrap();
-    let mut serve = Serve::start(&cfg, api);
+    let mut serve = Serve::start(&cfg);
+    let (api, otlp) = (serve.port, serve.otlp());
     let idle = serve.rss_kib();
 
     let sampler = PeakRss::start(serve.pid(), idle);

@@ -29,7 +29,7 @@ use crate::support;
 use overtime_kafka::{Decoder, Msg};
 use overtime_parse::record::RecordFormat;
 use overtime_parse::spans::SpanFormat;
-use overtime_test_support::net::{free_port, get, wait_for};
+use overtime_test_support::net::{get, wait_for};
 use overtime_test_support::tansu::Tansu;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -101,10 +101,9 @@ const PREFETCH_KIB: u64 = 16 * 1024;
 const RSS_BOUND_EXTRA_KIB: u64 =
     BUDGET / 1024 + PREFETCH_KIB + LIVE_RECORDS * 5 / 2 + (128 + 240) * 1024;
 
-/// A tansu broker with in-memory storage on a free port, with the topics.
+/// A tansu broker with in-memory storage, with the topics.
 fn start_broker(dir: &Path) -> Tansu {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let broker = Tansu::start(&addr, "memory://tansu/", &[], &dir.join("tansu.log"));
+    let broker = Tansu::start("memory://tansu/", &[], &dir.join("tansu.log"));
     for topic in [TOPIC, IDLE_TOPIC] {
         broker.create_topic(topic, PARTITIONS as u32);
     }
@@ -273,12 +272,14 @@ fn committed_and_end(addr: &str) -> Vec<(i32, i64, i64)> {
         .collect()
 }
 
-fn config(dir: &Path, api: u16, otlp: &str, addr: &str, group: &str, topic: &str) -> PathBuf {
+/// The collector's config: the API on a port of its choosing, OTLP/HTTP on
+/// `otlp` (`""`: off).
+fn config(dir: &Path, otlp: &str, addr: &str, group: &str, topic: &str) -> PathBuf {
     let cfg = dir.join(format!("{group}.toml"));
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
              [store]\ndata_dir = {data:?}\nmemtable_bytes = {BUDGET}\nflush_interval_ms = {FLUSH_MS}\n\
              [otlp]\nhttp_listen = \"{otlp}\"\ngrpc_listen = \"\"\n\
              [diagnose]\ngrace_ms = 500\nkeep_ms = 2000\nmax_traces = 10000\nmax_live_records = {LIVE_RECORDS}\n\
@@ -307,9 +308,8 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         let addr = addr.clone();
         std::thread::spawn(move || produce_in(PRODUCERS, &addr, 0..BACKLOG_TRACES))
     };
-    let idle_api = free_port();
-    let idle_cfg = config(dir.path(), idle_api, "", &addr, "idle", IDLE_TOPIC);
-    let idle_serve = Serve::start(&idle_cfg, idle_api);
+    let idle_cfg = config(dir.path(), "", &addr, "idle", IDLE_TOPIC);
+    let idle_serve = Serve::start(&idle_cfg);
     std::thread::sleep(Duration::from_secs(2));
     let idle = idle_serve.rss_kib();
     drop(idle_serve);
@@ -334,12 +334,8 @@ fn a_kafka_backlog_10x_the_budget_pauses_partitions_keeps_rss_bounded_and_loses_
         BUDGET >> 10
     );
 
-    let (api, otlp) = (free_port(), free_port());
-    let otlp_addr = format!("127.0.0.1:{otlp}");
-    let mut serve = Serve::start(
-        &config(dir.path(), api, &otlp_addr, &addr, GROUP, TOPIC),
-        api,
-    );
+    let mut serve = Serve::start(&config(dir.path(), "127.0.0.1:0", &addr, GROUP, TOPIC));
+    let (api, otlp) = (serve.port, serve.otlp());
     let started = Instant::now();
     let sampler = PeakRss::start(serve.pid(), idle);
     let (mut storm, mut tally) = (None, None);

@@ -14,7 +14,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, request, wait_for};
+use overtime_test_support::net::{request, wait_for};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -119,7 +119,6 @@ fn no_secret_reaches_logs_data_or_answers() {
     let data = dir.path().join("data");
     let log = dir.path().join("access.log");
     std::fs::write(&log, "").unwrap();
-    let (api, otlp) = (free_port(), free_port());
     let (jira, jira_seen) = stub(
         500,
         r#"{"errorMessages":["Internal server error"],"errors":{}}"#,
@@ -130,9 +129,9 @@ fn no_secret_reaches_logs_data_or_answers() {
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\ntoken_env = \"FAULTS_API_TOKEN\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\ntoken_env = \"FAULTS_API_TOKEN\"\n\
              [store]\ndata_dir = {data:?}\nflush_interval_ms = 1000\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\ntoken_env = \"FAULTS_OTLP_TOKEN\"\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\ntoken_env = \"FAULTS_OTLP_TOKEN\"\n\
              [diagnose]\ngrace_ms = 300\n\
              [alerts]\nalertmanager_urls = [\"http://{AM_USER}:{AM_PASS}@127.0.0.1:{am}\"]\n\
              webhook_url = \"http://127.0.0.1:{hook}/hook?token={HOOK_TOKEN}\"\n\
@@ -153,7 +152,8 @@ fn no_secret_reaches_logs_data_or_answers() {
         .env("FAULTS_OTLP_TOKEN", OTLP_TOKEN)
         .stdout(Stdio::from(std::fs::File::create(&out_path).unwrap()))
         .stderr(Stdio::from(std::fs::File::create(&err_path).unwrap()));
-    let mut serve = Serve::start_command(cmd, api);
+    let mut serve = Serve::start_command(cmd);
+    let (api, otlp) = (serve.port, serve.otlp());
 
     // Failing traces seen by the gateway as 504s: an incident to page and
     // ticket. The exporters carry the OTLP token; wrong ones are refused.

@@ -9,7 +9,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, get, http, wait_for};
+use overtime_test_support::net::{get, http, wait_for};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -125,19 +125,19 @@ fn load(otlp: u16, api: u16) {
 #[test]
 fn sql_abuse_is_bounded_and_the_server_stays_healthy() {
     let dir = tempfile::tempdir().unwrap();
-    let (api, otlp) = (free_port(), free_port());
     let cfg = dir.path().join("overtime.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{api}\"\n[store]\ndata_dir = {data:?}\n\
-             [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\n\
+             [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n\
              [sql]\ntimeout_ms = {TIMEOUT_MS}\nmax_rows = {MAX_ROWS}\nmemory_bytes = {MEMORY_BYTES}\n",
             data = dir.path().join("data").display().to_string()
         ),
     )
     .unwrap();
-    let mut serve = Serve::start(&cfg, api);
+    let mut serve = Serve::start(&cfg);
+    let (api, otlp) = (serve.port, serve.otlp());
     load(otlp, api);
     // Idle RSS after loading, with one plain query run.
     sql_count(api, None, "SELECT count(*) AS n FROM spans");

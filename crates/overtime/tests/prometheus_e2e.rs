@@ -14,7 +14,7 @@
 use crate::support;
 
 use overtime_test_support::monitoring::{Alertmanager, FAST, prom_api, prometheus, repo};
-use overtime_test_support::net::{free_port, get, wait_for};
+use overtime_test_support::net::{get, wait_for};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,9 +35,8 @@ fn collector(dir: &Path, name: &str, incident: &str, format: &str, extra: &str) 
     let spans = home.join("spans.jsonl");
     std::fs::write(&log, "").unwrap();
     std::fs::write(&spans, "").unwrap();
-    let port = free_port();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
          [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n{extra}\n\
          [[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = {format:?}\nlayer = \"access\"\n\n\
          [[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
@@ -48,7 +47,7 @@ fn collector(dir: &Path, name: &str, incident: &str, format: &str, extra: &str) 
     let cfg = home.join("overtime.toml");
     std::fs::write(&cfg, config).unwrap();
     Collector {
-        serve: Serve::start(&cfg, port),
+        serve: Serve::start(&cfg),
         files: vec![
             (fixture(incident, "spans.jsonl"), spans),
             (fixture(incident, "access.log"), log),

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use overtime_test_support::net::{free_port, get};
+use overtime_test_support::net::get;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{BIN, Serve, fixture as incident_file};
@@ -16,17 +16,17 @@ fn fixture(f: &str) -> std::path::PathBuf {
 #[test]
 fn serve_gives_the_verdicts_of_diagnose() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let format = std::fs::read_to_string(fixture("log_format.txt")).unwrap();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n[otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n[[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = {format:?}\nlayer = \"access\"\n\n[[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nfsync = false\n[otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n[[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = {format:?}\nlayer = \"access\"\n\n[[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
         data = dir.path().join("data").display().to_string(),
         log = fixture("access.log").display().to_string(),
         spans = fixture("spans.jsonl").display().to_string(),
     );
     let cfg_path = dir.path().join("overtime.toml");
     std::fs::write(&cfg_path, config).unwrap();
-    let serve = Serve::start(&cfg_path, port);
+    let serve = Serve::start(&cfg_path);
+    let port = serve.port;
 
     // Wait until every failing trace has its verdict (bounded).
     let deadline = Instant::now() + Duration::from_secs(90);

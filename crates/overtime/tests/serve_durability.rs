@@ -11,11 +11,11 @@
 use crate::support;
 
 use overtime_parse::nginx::OVERTIME_LOG_FORMAT;
-use overtime_test_support::net::{free_port, get_json, http, wait_for};
+use overtime_test_support::net::{get_json, http, wait_for};
 use overtime_test_support::nginx::Nginx;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
@@ -93,18 +93,17 @@ fn query(port: u16, sql: &str) -> Vec<serde_json::Value> {
 fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
-    let (api, otlp, ngx) = (free_port(), free_port(), free_port());
     let nginx = Nginx::proxy(
         dir.path(),
         OVERTIME_LOG_FORMAT,
         &log,
-        ngx,
         upstream(),
         "proxy_read_timeout 30s;",
     );
+    let ngx = nginx.port();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{api}\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 700\n\
-         [otlp]\nhttp_listen = \"127.0.0.1:{otlp}\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nflush_interval_ms = 700\n\
+         [otlp]\nhttp_listen = \"127.0.0.1:0\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 500\n\n\
          [[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = \"overtime\"\nlayer = \"edge\"\n",
         data = dir.path().join("data").display().to_string(),
         log = log.display().to_string(),
@@ -112,18 +111,28 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
     let cfg_path = dir.path().join("overtime.toml");
     std::fs::write(&cfg_path, config).unwrap();
 
-    let serve = Serve::start(&cfg_path, api);
+    let serve = Serve::start(&cfg_path);
+    // Each start binds fresh ports (port 0 in the config): the sender
+    // reads the receiver's port here, 0 while the collector is down.
+    let otlp = Arc::new(AtomicU16::new(serve.otlp()));
     // OTLP senders run through the crash; only 200s count as acknowledged.
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let sender = {
-        let (acked, stop) = (acked.clone(), stop.clone());
+        let (acked, stop, otlp) = (acked.clone(), stop.clone(), otlp.clone());
         std::thread::spawn(move || {
             let mut n = 0u32;
+            let mut refused = 0u32;
             while !stop.load(Ordering::Relaxed) {
+                let port = otlp.load(Ordering::Relaxed);
+                if port == 0 {
+                    refused += 1; // down: a post now would be refused
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
                 let (trace, body) = otlp_trace(n);
                 if let Some((200, _)) = http(
-                    otlp,
+                    port,
                     "POST",
                     "/v1/traces",
                     "application/json",
@@ -134,7 +143,7 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
                 n += 1;
                 std::thread::sleep(Duration::from_millis(5));
             }
-            n
+            (n, refused)
         })
     };
     for i in 0..100 {
@@ -155,21 +164,24 @@ fn kill_9_mid_ingest_with_rotation_loses_and_duplicates_nothing() {
         acked.lock().unwrap().len() >= 50
     });
     serve.kill9();
+    otlp.store(0, Ordering::Relaxed);
     // While the collector is down nginx keeps logging.
     for i in 200..250 {
         nginx_get(ngx, i);
     }
-    let serve = Serve::start(&cfg_path, api);
+    let serve = Serve::start(&cfg_path);
+    otlp.store(serve.otlp(), Ordering::Relaxed);
+    let api = serve.port;
     for i in 250..300 {
         nginx_get(ngx, i);
     }
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
-    let sent = sender.join().unwrap();
+    let (sent, refused) = sender.join().unwrap();
     let acked = acked.lock().unwrap().clone();
     assert!(
-        acked.len() < sent as usize,
-        "the crash refused some posts: {} of {sent} acknowledged",
+        refused > 0 || acked.len() < sent as usize,
+        "the crash refused some posts: {} of {sent} acknowledged, {refused} while it was down",
         acked.len()
     );
 

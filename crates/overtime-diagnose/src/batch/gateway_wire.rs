@@ -202,6 +202,32 @@ impl<'a> GatewayWire<'a> {
         }
     }
 
+    /// Row `i`'s last try got a response header from upstream
+    /// ([`crate::outcome::relayed`]): a 504 of it was passed on.
+    pub fn relayed(&self, i: usize) -> bool {
+        let l = self.header;
+        if l.is_null(i) {
+            return false;
+        }
+        let e = l.value_offsets()[i + 1] as usize;
+        e > l.value_offsets()[i] as usize && l.values().is_valid(e - 1)
+    }
+
+    /// Row `i`'s upstream tries and the last one's response time.
+    pub fn last_try_ms(&self, i: usize) -> (usize, Option<f64>) {
+        let l = self.response;
+        if l.is_null(i) {
+            return (0, None);
+        }
+        let (s, e) = (
+            l.value_offsets()[i] as usize,
+            l.value_offsets()[i + 1] as usize,
+        );
+        let v = l.values().as_primitive::<Float64Type>();
+        let last = (e > s && v.is_valid(e - 1)).then(|| v.value(e - 1));
+        (e - s, last)
+    }
+
     fn f64_list(out: &mut Vec<u8>, l: &ListArray, i: usize) {
         if l.is_null(i) {
             return var(out, 0);

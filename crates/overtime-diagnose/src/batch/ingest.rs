@@ -111,13 +111,15 @@ impl Ingest<'_> {
         };
         for i in 0..batch.num_rows() {
             let record = slow.as_ref().map(|r| r.row(i));
-            let (src, line, head, trace_id, rid) = match (&wire, &record) {
+            let (src, line, head, trace_id, rid, relayed, last_try) = match (&wire, &record) {
                 (Some(w), _) => (
                     w.source(i),
                     w.line(i),
                     w.head(i),
                     w.trace_id(i),
                     w.request_id(i),
+                    w.relayed(i),
+                    w.last_try_ms(i),
                 ),
                 (None, Some(g)) => (
                     g.source.as_str(),
@@ -125,6 +127,11 @@ impl Ingest<'_> {
                     GwHead::of(g),
                     g.trace_id.as_deref(),
                     g.request_id.as_deref(),
+                    crate::outcome::relayed(g),
+                    (
+                        g.upstream_response_ms.len(),
+                        g.upstream_response_ms.last().copied().flatten(),
+                    ),
                 ),
                 (None, None) => unreachable!("one of the two is there"),
             };
@@ -134,15 +141,24 @@ impl Ingest<'_> {
                 (None, None) => unreachable!("one of the two is there"),
             };
             let seq = codec::seq(file, if by_line { line } else { i as u64 }, 0);
-            // Layer timeouts: every source, and the time of each 504. (A
-            // batch's rows mostly share their source: looked up on a change.)
+            // Layer timeouts: every source, and the time of each 504 the
+            // layer gave itself (not one it relayed; one try's worth when it
+            // tried several servers). (A batch's rows mostly share their
+            // source: looked up on a change.)
             if known_src.as_deref() != Some(src) {
                 if !self.samples.contains_key(src) {
                     self.samples.insert(src.to_string(), Vec::new());
                 }
                 known_src = Some(src.to_string());
             }
-            if let (Some(504), Some(rt)) = (head.status, head.request_time_ms) {
+            let (tries, last_try_ms) = last_try;
+            if let Some(rt) = crate::timeouts::own_504_ms(
+                head.status,
+                relayed,
+                head.request_time_ms,
+                tries,
+                last_try_ms,
+            ) {
                 // (A flush since the source was seen handed its entry over.)
                 match self.samples.get_mut(src) {
                     Some(rts) => rts.push(rt),

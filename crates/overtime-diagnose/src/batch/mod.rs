@@ -13,7 +13,10 @@
 //!    it with a traceparent…) and moves them to the trace's partition.
 //! 3. **Diagnose** (parallel, one partition per worker; a partition over
 //!    its share of memory is split again by other hash bits): assembly,
-//!    then the verdict of each trace by the same code `serve` uses.
+//!    then the verdict of each trace by the same code `serve` uses. A
+//!    request whose verdict depends on a layer's inferred timeout waits,
+//!    set aside, until the streams every layer cut are counted too
+//!    ([`revisit`]); then it is diagnosed with the final timeouts.
 //! 4. **Merge**: verdicts in (start, trace id) order, incidents from the
 //!    failing traces and a stream of every trace's compact summary.
 
@@ -24,6 +27,8 @@ mod ingest;
 mod lean;
 mod partition;
 mod results;
+mod revisit;
+use revisit::{Pass, PassCtx};
 mod spill;
 mod spill_file;
 
@@ -37,7 +42,7 @@ use crate::Trace;
 use crate::assemble::{Assembled, AssemblyStats, Key, hex128};
 use crate::config::DiagnoseConfig;
 use crate::report::{BucketRow, IncidentReport, LatencyAcc};
-use crate::timeouts::{self, LayerTimeout};
+use crate::timeouts::LayerTimeout;
 use crate::verdict::{TraceSummary, diagnose_trace};
 use codec::{GwHead, In, LINK, Out, RID_ROW, SPAN, close_len, open_len};
 use gateway_wire::GatewayWire;
@@ -172,6 +177,8 @@ pub struct Engine {
     shared: Mutex<Shared>,
     /// Lean rows, when the input can be read back ([`lean`]).
     lean: Option<lean::Lean>,
+    /// Requests waiting for the layers' final timeouts ([`revisit`]).
+    revisit: revisit::Revisit,
 }
 
 /// Encoded bytes a partition may hold for one worker to assemble it.
@@ -198,6 +205,7 @@ impl Engine {
             .map(|hook| lean::Lean::new(hook, opts.span_bytes_hint, opts.memory_limit, n));
         Engine {
             lean,
+            revisit: revisit::Revisit::new(n, budget),
             parts: Partitions::new("p", 2 * n, budget),
             n,
             spill: Arc::new(SpillDir::new(opts.spill_dir.clone(), opts.compress_spill)),
@@ -251,23 +259,22 @@ impl Engine {
         self.resolve_request_ids()?;
         lap("resolve request ids", &mut timings);
         let shared = std::mem::take(&mut *self.shared.lock().expect("engine lock"));
-        let timeouts = timeouts::layer_timeouts(
-            shared.samples.iter().flat_map(|(src, rts)| {
-                std::iter::once((src.as_str(), None, None)).chain(
-                    rts.iter()
-                        .map(move |rt| (src.as_str(), Some(504), Some(*rt))),
-                )
-            }),
-            &self.cfg,
-        );
+        // From configuration and 504s; requests whose verdicts depend on
+        // the cut streams too wait for the final ones (revisit.rs).
+        let timeouts = self.layer_timeouts(&shared.samples, &BTreeMap::new());
         let collector = Mutex::new(Collector::new(self.opts.memory_limit / 10));
         let done = AtomicUsize::new(0);
-        let target = partition_target(self.opts.memory_limit, self.opts.threads);
+        let cx = PassCtx {
+            timeouts: &timeouts,
+            collector: &collector,
+            target: partition_target(self.opts.memory_limit, self.opts.threads),
+            pass: Pass::First,
+        };
         self.each_partition(
             0..self.n,
             || (),
             |(), p| {
-                self.diagnose_partition(&self.parts, p, 0, target, &timeouts, &collector)?;
+                self.diagnose_partition(&self.parts, p, 0, &cx)?;
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(progress) = &self.opts.progress {
                     progress("diagnose", d as u64, self.n as u64);
@@ -288,12 +295,22 @@ impl Engine {
             self.each_partition(
                 0..self.n,
                 || (),
-                |(), p| self.diagnose_partition(deferred, p, 0, target, &timeouts, &collector),
+                |(), p| self.diagnose_partition(deferred, p, 0, &cx),
             )?;
             if self.refetch()? {
                 return Err(codec::Corrupt("a request waited twice for its rows").into());
             }
             lap("verdicts of read-back rows", &mut timings);
+        }
+        // Every layer's timeout from its 504s and the streams it cut; the
+        // requests that waited for it diagnosed with it.
+        let timeouts = self.layer_timeouts(&shared.samples, &self.revisit.take_cuts());
+        if self.diagnose_set_aside(&PassCtx {
+            timeouts: &timeouts,
+            pass: Pass::Final,
+            ..cx
+        })? {
+            lap("verdicts that waited for the timeouts", &mut timings);
         }
         let mut c = collector.into_inner().expect("collector lock");
         c.sort_failing();
@@ -452,10 +469,9 @@ impl Engine {
         parts: &Partitions,
         p: usize,
         level: u32,
-        target: u64,
-        timeouts: &BTreeMap<String, LayerTimeout>,
-        collector: &Mutex<Collector>,
+        cx: &PassCtx,
     ) -> Result<(), BatchError> {
+        let target = cx.target;
         let size = parts.size(p);
         if size > 2 * target && level < 4 {
             let k = (size / target + 1).min(256) as usize;
@@ -478,7 +494,7 @@ impl Engine {
             sub.absorb(&mut local, &self.spill)?;
             for q in 0..k {
                 self.check_cancel()?;
-                self.diagnose_partition(&sub, q, level + 1, target, timeouts, collector)?;
+                self.diagnose_partition(&sub, q, level + 1, cx)?;
             }
             return Ok(());
         }
@@ -488,36 +504,49 @@ impl Engine {
             self.defer(deferred)?;
         }
         drop(buf);
-        let mut out = self.diagnose_assembled(a, timeouts);
+        let mut out = self.diagnose_assembled(a, cx.timeouts, cx.pass)?;
         out.sort();
         // The collector's lock is held for the bookkeeping only.
-        let to_write = collector
+        let to_write = cx
+            .collector
             .lock()
             .expect("collector lock")
             .add(out, &self.spill)?;
-        to_write.write(collector)
+        to_write.write(cx.collector)
     }
 
     fn diagnose_assembled(
         &self,
         a: Assembled,
         timeouts: &BTreeMap<String, LayerTimeout>,
-    ) -> PartOut {
+        pass: Pass,
+    ) -> Result<PartOut, BatchError> {
         let mut out = PartOut {
-            stats: a.stats,
+            // The requests set aside were counted when first assembled.
+            stats: if pass == Pass::First {
+                a.stats
+            } else {
+                AssemblyStats::default()
+            },
             ..Default::default()
         };
         for l in &a.light {
             out.add(TraceSummary::light(l), None);
         }
+        let mut aside = Vec::new();
         for t in &a.traces {
+            if pass == Pass::First && self.revisit.waits(t, timeouts, &self.cfg) {
+                aside.push(t);
+                continue;
+            }
             let (s, v) = diagnose_trace(t, timeouts, &self.cfg);
             if let Some(hook) = &self.opts.on_trace {
                 hook(t, &s, v.as_ref());
             }
             out.add(s, v);
         }
-        out
+        self.revisit.set_aside(&aside, &self.spill)?;
+        Ok(out)
     }
 }
 

@@ -14,6 +14,9 @@
 //! - Bounded: a trace is kept for revision `keep_ms` after its verdict,
 //!   then forgotten; per-layer 504 samples and summaries are capped.
 //! - Each span counts once per trace, however often it arrives.
+//! - A layer's timeout is inferred from its own 504s and the streams it
+//!   cut (`cuts.rs`); the cuts of the traces a tick judges are counted
+//!   before it judges them, as a batch run counts every cut first.
 //! - Each trace is observed for the SLIs once, at its first diagnosis after
 //!   the full grace period ([`LiveDiagnoser::drain_observations`]): an early
 //!   verdict is not observed (its spans may still be on their way), and a
@@ -31,6 +34,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 
 mod complete;
+mod cuts;
 mod share;
 pub use share::{PeerMirror, SharedTraces, TracesDelta};
 
@@ -99,6 +103,11 @@ pub struct LiveDiagnoser {
     /// Other collectors' 504 request times per layer (their `samples`),
     /// as of the last [`LiveDiagnoser::set_peer_samples`].
     peer_samples: FxHashMap<String, Vec<f64>>,
+    /// The streams each layer cut: the other half of what its timeout is
+    /// inferred from.
+    cuts: cuts::CutStreams,
+    /// Other collectors' cut streams' silences per layer.
+    peer_cuts: FxHashMap<String, Vec<f64>>,
     summaries: VecDeque<TraceSummary>,
     /// The sequence number of each summary (parallel to `summaries`):
     /// what a peer's [`TracesDelta`] cursor counts.
@@ -134,6 +143,8 @@ impl LiveDiagnoser {
             request_ids: FxHashMap::default(),
             samples: FxHashMap::default(),
             peer_samples: FxHashMap::default(),
+            cuts: cuts::CutStreams::default(),
+            peer_cuts: FxHashMap::default(),
             summaries: VecDeque::new(),
             summary_seq: VecDeque::new(),
             next_seq: 1,
@@ -226,7 +237,14 @@ impl LiveDiagnoser {
     pub fn add_gateway(&mut self, records: Vec<GatewayRecord>, now_us: i64) {
         for g in records {
             let g = sane_gateway(g);
-            if let (Some(504), Some(rt)) = (g.status, g.request_time_ms) {
+            // A 504 the layer passed on is not its timeout.
+            if let Some(rt) = crate::timeouts::own_504_ms(
+                g.status,
+                crate::outcome::relayed(&g),
+                g.request_time_ms,
+                g.upstream_response_ms.len(),
+                g.upstream_response_ms.last().copied().flatten(),
+            ) {
                 let s = self.samples.entry(g.source.clone()).or_default();
                 if s.len() == MAX_SAMPLES {
                     s.pop_front();
@@ -343,6 +361,9 @@ impl LiveDiagnoser {
         }
         let mut out = Vec::new();
         if !due.is_empty() || !early.is_empty() {
+            // The cuts of the traces about to be judged count for the
+            // timeouts they are judged with, as in a batch run.
+            self.note_cuts(early.iter().chain(&due));
             let timeouts = self.layer_timeouts();
             for key in early {
                 let mut pending = self.pending.remove(&key).expect("early keys are pending");
@@ -357,18 +378,6 @@ impl LiveDiagnoser {
         self.forget(now_us);
         self.enforce_max_records(now_us, &mut out);
         out
-    }
-
-    fn layer_timeouts(&self) -> BTreeMap<String, timeouts::LayerTimeout> {
-        let own = self.samples.iter().flat_map(|(src, v)| {
-            v.iter()
-                .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
-        });
-        let peers = self.peer_samples.iter().flat_map(|(src, v)| {
-            v.iter()
-                .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
-        });
-        timeouts::layer_timeouts(own.chain(peers), &self.cfg)
     }
 
     /// The final diagnosis of a waiting trace: verdict, observation (once

@@ -53,6 +53,10 @@ pub struct SharedTraces {
     /// The request times (ms) of the 504s each gateway layer answered:
     /// what its timeout is inferred from.
     pub gateway_504_ms: BTreeMap<String, Vec<f64>>,
+    /// The silences (ms) before the streams each layer cut: the rest of
+    /// what its timeout is inferred from.
+    #[serde(default)]
+    pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
 }
 
 /// What changed in a diagnoser since a cursor ([`LiveDiagnoser::shared_since`]).
@@ -72,6 +76,9 @@ pub struct TracesDelta {
     pub removed: Vec<String>,
     /// Every layer's 504 request times, ms (small; sent whole).
     pub gateway_504_ms: BTreeMap<String, Vec<f64>>,
+    /// Every layer's cut streams' silences, ms (sent whole).
+    #[serde(default)]
+    pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
 }
 
 /// A peer's traces as mirrored here from its deltas.
@@ -82,6 +89,7 @@ pub struct PeerMirror {
     seq_of: FxHashMap<String, u64>,
     verdicts: FxHashMap<String, (u32, Verdict)>,
     gateway_504_ms: BTreeMap<String, Vec<f64>>,
+    cut_stream_ms: BTreeMap<String, Vec<f64>>,
 }
 
 impl PeerMirror {
@@ -125,6 +133,7 @@ impl PeerMirror {
             }
         }
         self.gateway_504_ms = d.gateway_504_ms;
+        self.cut_stream_ms = d.cut_stream_ms;
         self.cursor = d.next_seq;
     }
 
@@ -147,6 +156,7 @@ impl PeerMirror {
             verdicts,
             summaries: self.summaries.values().cloned().collect(),
             gateway_504_ms: self.gateway_504_ms.clone(),
+            cut_stream_ms: self.cut_stream_ms.clone(),
         }
     }
 }
@@ -166,6 +176,7 @@ impl LiveDiagnoser {
                 .iter()
                 .map(|(layer, v)| (layer.clone(), v.iter().copied().collect()))
                 .collect(),
+            cut_stream_ms: self.cuts.by_layer(),
             ..Default::default()
         };
         // Sequence numbers grow along the deque: scan from the back.
@@ -187,12 +198,19 @@ impl LiveDiagnoser {
         d
     }
 
-    /// Takes the other collectors' 504 request times into the inference of
+    /// Takes the other collectors' 504 request times and cut streams into the inference of
     /// each gateway layer's timeout, replacing the ones taken before: a
     /// collector that saw half the 504s infers from all of them.
     pub fn set_peer_samples(&mut self, others: &[SharedTraces]) {
         self.peer_samples.clear();
+        self.peer_cuts.clear();
         for o in others {
+            for (layer, silences) in &o.cut_stream_ms {
+                self.peer_cuts
+                    .entry(layer.clone())
+                    .or_default()
+                    .extend(silences);
+            }
             for (layer, times) in &o.gateway_504_ms {
                 self.peer_samples
                     .entry(layer.clone())

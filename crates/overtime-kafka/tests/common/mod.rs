@@ -23,7 +23,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use std::time::Duration;
 
-/// A tansu broker on a free port of 127.0.0.1, in-memory storage, and the
+/// A tansu broker on a port of its own on 127.0.0.1, in-memory storage, and the
 /// rdkafka clients the tests drive it with.
 pub struct Broker {
     _tansu: Tansu,

@@ -30,16 +30,22 @@ pub(crate) struct GatewaySpec {
 }
 
 impl Gateway {
-    /// Starts nginx (`bin`, blocking until it listens).
+    /// Starts nginx (`bin`, blocking until it runs) on a socket bound
+    /// here first (port 0: any free port) and handed over to it, so no
+    /// other process can take the port between the two.
     pub(crate) fn start_nginx(
         bin: &Path,
         spec: &GatewaySpec,
         log: &AccessLog,
     ) -> Result<Gateway, SimulateError> {
-        let port = match spec.listen_port {
-            0 => nginx::free_port().map_err(|e| SimulateError::io("finding a free port", e))?,
-            p => p,
-        };
+        let binding = || format!("binding the gateway on 127.0.0.1:{}", spec.listen_port);
+        let listener =
+            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, spec.listen_port))
+                .map_err(|e| SimulateError::io(binding(), e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| SimulateError::io(binding(), e))?
+            .port();
         let c = nginx::NginxConfig {
             listen_port: port,
             upstream_port: spec.upstream_port,
@@ -47,7 +53,7 @@ impl Gateway {
             connect_timeout: spec.connect_timeout,
             access_log: log.path.clone(),
         };
-        Ok(Gateway::Nginx(nginx::Nginx::start(bin, &c)?))
+        Ok(Gateway::Nginx(nginx::Nginx::start(bin, &c, listener)?))
     }
 
     /// Starts the built-in proxy.

@@ -2,11 +2,16 @@
 //! temp dir (prefix, pid, error log and temp paths there, 127.0.0.1 only),
 //! nginx runs in the foreground as a child of this process and is stopped
 //! gracefully (`-s quit`, logs flushed) at the end.
+//!
+//! Its listening socket is bound here and handed over (nginx takes
+//! sockets named in its `NGINX` environment variable, the way its binary
+//! upgrade does), never a port found free and let go: another process
+//! could take that before nginx binds it.
 
 use super::access::OVERTIME_LOG_FORMAT;
 use crate::error::SimulateError;
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -94,13 +99,6 @@ http {{
     )
 }
 
-/// A free 127.0.0.1 port (for nginx's `listen`).
-pub(crate) fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
-}
-
 /// A running nginx.
 #[derive(Debug)]
 pub(crate) struct Nginx {
@@ -139,10 +137,40 @@ fn die_with_parent(cmd: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
 
+/// Hands `listener` to the nginx `cmd` starts: its descriptor stays open
+/// across exec and is named in `NGINX` (`"<fd>;"`), so nginx listens on
+/// it instead of binding the conf's `listen` address again.
+#[cfg(unix)]
+fn hand_over(cmd: &mut Command, listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = listener.as_raw_fd();
+    cmd.env("NGINX", format!("{fd};"));
+    // SAFETY: between fork and exec only fcntl, async-signal-safe, is
+    // called, and nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn hand_over(_cmd: &mut Command, _listener: &TcpListener) {}
+
 impl Nginx {
-    /// Writes the conf, checks it (`nginx -t`) and starts nginx; returns
-    /// once it accepts connections (at most 10 s).
-    pub(crate) fn start(bin: &Path, c: &NginxConfig) -> Result<Nginx, SimulateError> {
+    /// Writes the conf, checks it (`nginx -t`) and starts nginx on
+    /// `listener` (bound to `c.listen_port`); returns once nginx runs —
+    /// its pid file written, which it does once its conf is loaded and its
+    /// socket taken (at most 10 s).
+    pub(crate) fn start(
+        bin: &Path,
+        c: &NginxConfig,
+        listener: TcpListener,
+    ) -> Result<Nginx, SimulateError> {
         let dir = tempfile::Builder::new()
             .prefix("overtime-simulate-nginx-")
             .tempdir()
@@ -191,9 +219,13 @@ impl Nginx {
             .stdout(Stdio::null())
             .stderr(stderr);
         die_with_parent(&mut cmd);
+        hand_over(&mut cmd, &listener);
         let child = cmd
             .spawn()
             .map_err(|e| SimulateError::Nginx(format!("cannot start {}: {e}", bin.display())))?;
+        // nginx holds the socket now; this copy would only keep the port
+        // accepting (into a queue nobody reads) if nginx died.
+        drop(listener);
         let mut n = Nginx {
             bin: bin.to_path_buf(),
             conf,
@@ -202,7 +234,7 @@ impl Nginx {
             child: Some(child),
         };
         let end = Instant::now() + Duration::from_secs(10);
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, c.listen_port));
+        let pid_file = n.dir.path().join("nginx.pid");
         loop {
             if let Some(child) = n.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -214,13 +246,14 @@ impl Nginx {
                     err.trim()
                 )));
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            if pid_file.exists() {
                 return Ok(n);
             }
             if Instant::now() > end {
                 let _ = n.stop();
                 return Err(SimulateError::Nginx(format!(
-                    "not listening on {addr} after 10 s"
+                    "not running after 10 s (no {})",
+                    pid_file.display()
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -21,7 +21,8 @@
 
 use crate::support::{Serve, fixture, serve_command, sql_count};
 use overtime_test_support::monitoring::Alertmanager;
-use overtime_test_support::net::{free_port, get, wait_until};
+use overtime_test_support::net::{get, wait_until};
+use overtime_test_support::ports::{Started, on_fresh_ports, on_same_ports};
 use overtime_test_support::s3rver::S3rver;
 use overtime_test_support::tansu::Tansu;
 use serde_json::Value;
@@ -79,12 +80,7 @@ impl Rig {
     fn start(n: usize) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let s3 = S3rver::start(dir.path(), &["overtime"]);
-        let broker = Tansu::start(
-            &format!("127.0.0.1:{}", free_port()),
-            "memory://tansu/",
-            &[],
-            &dir.path().join("tansu.log"),
-        );
+        let broker = Tansu::start("memory://tansu/", &[], &dir.path().join("tansu.log"));
         broker.create_topic(EDGE, PARTITIONS);
         broker.create_topic(SPANS, PARTITIONS);
         let am = Alertmanager::start();
@@ -94,84 +90,114 @@ impl Rig {
             .build()
             .unwrap();
         let jira = rt.block_on(jira_standin::Standin::start(jira_standin::Flavor::Cloud, 3));
-        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let peers: Vec<String> = ports
-            .iter()
-            .map(|p| format!("\"http://127.0.0.1:{p}\""))
-            .collect();
-        let log_format = std::fs::read_to_string(fixture(INCIDENT, "log_format.txt")).unwrap();
-        let collectors = ports
-            .iter()
-            .enumerate()
-            .map(|(i, &port)| {
-                let id = format!("collector-{}", i + 1);
-                let home = dir.path().join(&id);
-                std::fs::create_dir_all(&home).unwrap();
-                let config = home.join("overtime.toml");
-                // A short grace, so verdicts and the ticket come within
-                // seconds; an hour's quiet period, so the incident stays
-                // open however long a slow machine stretches the waits.
-                std::fs::write(
-                    &config,
-                    format!(
-                        "[server]\nlisten = \"127.0.0.1:{port}\"\n\
-                         [store]\ndata_dir = {data:?}\nurl = \"s3://overtime/cluster\"\n\
-                         collector_id = \"{id}\"\nflush_interval_ms = 1000\n\
-                         [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n\
-                         [diagnose]\ngrace_ms = {GRACE_MS}\nfailure_grace_ms = 1000\n\
-                         incident_quiet_ms = 3600000\n\
-                         [cluster]\npeers = [{peers}]\npeer_timeout_ms = 2000\n\
-                         [alerts]\nalertmanager_urls = [\"{am}\"]\nresend_interval_ms = 1000\n\
-                         external_url = \"http://127.0.0.1:{port}\"\n\
-                         [jira]\nenabled = true\nbase_url = \"{jira}\"\nproject_key = \"{project}\"\n\
-                         email = \"{email}\"\ntoken_env = \"{JIRA_TOKEN_ENV}\"\nsearch_settle_secs = 1\n\
-                         [jira.retry]\nbase_backoff_ms = 100\nmax_backoff_secs = 1\n\n\
-                         [[kafka]]\nbrokers = \"{broker}\"\ngroup_id = \"cluster\"\n\
-                         max_prefetch_kbytes = 1024\n\
-                         librdkafka_options = {{ \"session.timeout.ms\" = \"10000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
-                         [[kafka.topics]]\ntopic = \"{EDGE}\"\nformat = \"nginx\"\nlog_format = {log_format:?}\nlayer = \"access\"\n\
-                         [[kafka.topics]]\ntopic = \"{SPANS}\"\nformat = \"jsonl\"\n",
-                        data = home.join("data").display().to_string(),
-                        peers = peers.join(", "),
-                        am = am.url,
-                        jira = jira.url(),
-                        project = jira_standin::PROJECT,
-                        email = jira_standin::EMAIL,
-                        broker = broker.addr,
-                    ),
-                )
-                .unwrap();
-                Collector {
-                    id,
-                    port,
-                    config,
-                    serve: None,
-                }
-            })
-            .collect();
         let mut rig = Rig {
             dir,
             s3,
             broker,
             am,
             jira,
-            collectors,
+            collectors: Vec::new(),
             _rt: rt,
         };
-        for i in 0..n {
-            rig.start_collector(i);
-        }
+        // Each collector's peers must know its address before it starts,
+        // so the collectors are told their ports (port 0 cannot do); if one
+        // finds its port taken, all start again on fresh ones.
+        on_fresh_ports("the collectors", n, |ports| {
+            rig.collectors = ports
+                .iter()
+                .enumerate()
+                .map(|(i, &port)| rig.collector(i, port, ports))
+                .collect();
+            for i in 0..n {
+                if let Started::PortTaken(why) = rig.try_start_collector(i) {
+                    for c in &mut rig.collectors {
+                        c.serve = None; // killed
+                    }
+                    return Started::PortTaken(why);
+                }
+            }
+            Started::Up(())
+        });
         rig
     }
 
-    fn start_collector(&mut self, i: usize) {
+    /// Collector `i` of a group on `ports`: its config written.
+    fn collector(&self, i: usize, port: u16, ports: &[u16]) -> Collector {
+        let peers: Vec<String> = ports
+            .iter()
+            .map(|p| format!("\"http://127.0.0.1:{p}\""))
+            .collect();
+        let log_format = std::fs::read_to_string(fixture(INCIDENT, "log_format.txt")).unwrap();
+        let id = format!("collector-{}", i + 1);
+        let home = self.dir.path().join(&id);
+        std::fs::create_dir_all(&home).unwrap();
+        let config = home.join("overtime.toml");
+        // A short grace, so verdicts and the ticket come within
+        // seconds; an hour's quiet period, so the incident stays
+        // open however long a slow machine stretches the waits.
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:{port}\"\n\
+                 [store]\ndata_dir = {data:?}\nurl = \"s3://overtime/cluster\"\n\
+                 collector_id = \"{id}\"\nflush_interval_ms = 1000\n\
+                 [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n\
+                 [diagnose]\ngrace_ms = {GRACE_MS}\nfailure_grace_ms = 1000\n\
+                 incident_quiet_ms = 3600000\n\
+                 [cluster]\npeers = [{peers}]\npeer_timeout_ms = 2000\n\
+                 [alerts]\nalertmanager_urls = [\"{am}\"]\nresend_interval_ms = 1000\n\
+                 external_url = \"http://127.0.0.1:{port}\"\n\
+                 [jira]\nenabled = true\nbase_url = \"{jira}\"\nproject_key = \"{project}\"\n\
+                 email = \"{email}\"\ntoken_env = \"{JIRA_TOKEN_ENV}\"\nsearch_settle_secs = 1\n\
+                 [jira.retry]\nbase_backoff_ms = 100\nmax_backoff_secs = 1\n\n\
+                 [[kafka]]\nbrokers = \"{broker}\"\ngroup_id = \"cluster\"\n\
+                 max_prefetch_kbytes = 1024\n\
+                 librdkafka_options = {{ \"session.timeout.ms\" = \"10000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
+                 [[kafka.topics]]\ntopic = \"{EDGE}\"\nformat = \"nginx\"\nlog_format = {log_format:?}\nlayer = \"access\"\n\
+                 [[kafka.topics]]\ntopic = \"{SPANS}\"\nformat = \"jsonl\"\n",
+                data = home.join("data").display().to_string(),
+                peers = peers.join(", "),
+                am = self.am.url,
+                jira = self.jira.url(),
+                project = jira_standin::PROJECT,
+                email = jira_standin::EMAIL,
+                broker = self.broker.addr,
+            ),
+        )
+        .unwrap();
+        Collector {
+            id,
+            port,
+            config,
+            serve: None,
+        }
+    }
+
+    /// Starts collector `i` on its port; [`Started::PortTaken`] when that
+    /// port is in use.
+    fn try_start_collector(&mut self, i: usize) -> Started<()> {
         let c = &self.collectors[i];
+        let err = self.dir.path().join(format!("{}.err", c.id));
         let mut cmd = serve_command(&c.config);
         cmd.envs(self.s3.env())
             .env(JIRA_TOKEN_ENV, jira_standin::TOKEN)
-            .stderr(std::fs::File::create(self.dir.path().join(format!("{}.err", c.id))).unwrap());
-        let serve = Serve::start_command(cmd, c.port);
-        self.collectors[i].serve = Some(serve);
+            .stderr(std::fs::File::create(&err).unwrap());
+        match Serve::try_start_command(cmd, &err) {
+            Started::Up(serve) => {
+                assert_eq!(serve.port, c.port, "{} listens where its peers look", c.id);
+                self.collectors[i].serve = Some(serve);
+                Started::Up(())
+            }
+            Started::PortTaken(why) => Started::PortTaken(why),
+        }
+    }
+
+    /// Starts collector `i` again, on the port its peers know; waits while
+    /// that port is still in use.
+    fn start_collector(&mut self, i: usize) {
+        let what = self.collectors[i].id.clone();
+        let port = self.collectors[i].port;
+        on_same_ports(&what, &[port], |_| self.try_start_collector(i));
     }
 
     /// The collectors running now.

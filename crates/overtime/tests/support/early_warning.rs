@@ -9,8 +9,16 @@
 //! would have raised it; the first 504 is when the client got it (the
 //! simulator's ground truth).
 //!
-//! Times are real (scaled) in the files; every result here is given back
-//! in nominal (simulated, production) time: real × time scale.
+//! Times are real (the wall clock, delays scaled) in the files. Every
+//! result is read on the *simulated* clock, from the stamps the simulator
+//! writes: each truth line pairs the moment a request was sent with its
+//! simulated time (`sim_ms`: the time the ramp planned it for), and a
+//! wall-clock moment reads as the simulated time of the last request sent
+//! by then ([`SimClock`]). An alert and a 504 are read the same way, so a
+//! busy machine that sends late, or stalls, moves both alike, and the lead
+//! between them does not depend on the machine's speed. The real-clock
+//! reading (real × scale, what a fast idle machine would give too) is kept
+//! beside it for the benchmark only.
 
 use super::BIN;
 use overtime_config::SloConfig;
@@ -44,9 +52,44 @@ const EXPORT_DELAY_MS: f64 = 2_000.0;
 pub struct Raised {
     pub name: String,
     pub signal: String,
-    /// Data time it was first seen firing (µs).
+    /// When it was first seen firing, on the simulated clock (µs from the
+    /// run's start).
     pub at_us: i64,
+    /// The same moment on the real clock × the time scale (µs from the
+    /// run's start): the benchmark's second reading.
+    pub at_real_us: i64,
     pub summary: String,
+}
+
+/// The simulated clock of a run, read off the simulator's stamps: every
+/// truth line's (sent at, real µs) and (`sim_ms`, simulated).
+#[derive(Debug, Clone, Default)]
+pub struct SimClock {
+    /// (real µs, simulated µs from the start) by real time; the simulated
+    /// times are running maxima, so the clock never goes back.
+    points: Vec<(i64, i64)>,
+}
+
+impl SimClock {
+    /// The clock of these (real µs, simulated µs) stamps.
+    pub fn new(mut stamps: Vec<(i64, i64)>) -> SimClock {
+        stamps.sort_unstable();
+        let mut high = 0;
+        for p in &mut stamps {
+            high = high.max(p.1);
+            p.1 = high;
+        }
+        SimClock { points: stamps }
+    }
+
+    /// Simulated µs from the start at real moment `real_us`: the
+    /// simulated time of the last request sent by then (0 before any).
+    pub fn at(&self, real_us: i64) -> i64 {
+        match self.points.partition_point(|p| p.0 <= real_us) {
+            0 => 0,
+            n => self.points[n - 1].1,
+        }
+    }
 }
 
 /// What one run showed.
@@ -57,17 +100,19 @@ pub struct Outcome {
     pub time_scale: f64,
     pub requests: usize,
     pub gateway_timeouts: usize,
-    /// Every 504 a client got (µs, sorted, from the ground truth).
+    /// When each 504 reached its client, on the simulated clock (µs from
+    /// the start, sorted, from the ground truth).
     pub times_504: Vec<i64>,
     /// When the outage began ([`outage_onset`]: the first 504 of the
-    /// unbroken run into the peak 504 rate). 504s before it are strays (a
-    /// starved test machine stretches scaled time past a 10 s gateway),
-    /// not the incident.
+    /// unbroken run into the peak 504 rate), on the simulated clock. 504s
+    /// before it are strays (a starved test machine stretches a request
+    /// past a scaled 10 s gateway), not the incident.
     pub outage_us: Option<i64>,
     /// 504s before the outage began.
     pub stray_504s: usize,
-    /// When the run started (the first request sent, µs).
-    pub start_us: i64,
+    /// When the outage began on the real clock × the time scale (µs from
+    /// the start): the benchmark's second reading.
+    pub outage_real_us: Option<i64>,
     /// Every alert that went from quiet to firing, in order (a flapping
     /// alert counts each time: each is a page someone gets).
     pub raised: Vec<Raised>,
@@ -92,16 +137,25 @@ impl Outcome {
             .find(|r| EARLY.contains(&r.name.as_str()))
     }
 
-    /// Nominal minutes from the first early warning to the outage's first
-    /// 504 (negative: the warning came late).
+    /// Simulated minutes from the first early warning to the outage's
+    /// first 504, both read on the simulated clock (negative: the warning
+    /// came late).
     pub fn lead_minutes(&self) -> Option<f64> {
         let (w, f) = (self.first_early()?, self.outage_us?);
-        Some((f - w.at_us) as f64 / 1e6 * self.time_scale / 60.0)
+        Some((f - w.at_us) as f64 / 60e6)
     }
 
-    /// Nominal minutes from the start to `t_us`.
+    /// The same lead on the real clock × the time scale: what it was
+    /// measured as before the simulated clock, and drifts from it on a
+    /// busy machine. For the benchmark only; nothing asserts it.
+    pub fn lead_minutes_real(&self) -> Option<f64> {
+        let (w, f) = (self.first_early()?, self.outage_real_us?);
+        Some((f - w.at_real_us) as f64 / 60e6)
+    }
+
+    /// Simulated minutes from the start to `t_us` (simulated µs).
     pub fn minute_of(&self, t_us: i64) -> f64 {
-        (t_us - self.start_us) as f64 / 1e6 * self.time_scale / 60.0
+        t_us as f64 / 60e6
     }
 
     /// Early-warning alerts raised (false alarms on healthy traffic).
@@ -148,20 +202,25 @@ pub fn run(dir: &Path, scenario: &str, seed: u64, time_scale: f64, extra: &[&str
         "overtime simulate {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let gateway_timeout_ms = if scenario == "ramp_dns_retry" {
-        10_000.0
-    } else {
-        60_000.0
-    };
     replay(
         scenario,
         seed,
         time_scale,
-        gateway_timeout_ms,
+        gateway_timeout_ms(scenario),
         &access,
         &spans,
         &truth,
     )
+}
+
+/// The read timeout of the gateway in front of `scenario`'s platform
+/// (nominal ms): 10 s for seed 004's ramp, 60 s for the others.
+pub fn gateway_timeout_ms(scenario: &str) -> f64 {
+    if scenario == "ramp_dns_retry" {
+        10_000.0
+    } else {
+        60_000.0
+    }
 }
 
 fn read(p: &Path) -> Vec<u8> {
@@ -175,7 +234,8 @@ pub const OUTAGE_MAX_PAUSE_MIN: f64 = 3.0;
 /// The fewest 504s in a window that can make an outage.
 pub const OUTAGE_BURST: usize = 3;
 
-/// The outage's first 504 and how many 504s came before it (strays).
+/// The outage's first 504 and how many 504s came before it (strays), in
+/// `times` (sorted µs of nominal time).
 ///
 /// The outage is the run of 504s that leads, with no pause longer than
 /// [`OUTAGE_MAX_PAUSE_MIN`] simulated minutes, into the busiest
@@ -185,8 +245,8 @@ pub const OUTAGE_BURST: usize = 3;
 /// gateway's timeout for the few requests in flight — a handful of 504s
 /// at one instant, minutes before the ramp fails anything — and that is
 /// not the incident.
-pub fn outage_onset(times: &[i64], time_scale: f64) -> (Option<i64>, usize) {
-    let us = |min: f64| (min * 60e6 / time_scale) as i64;
+pub fn outage_onset(times: &[i64]) -> (Option<i64>, usize) {
+    let us = |min: f64| (min * 60e6) as i64;
     let ahead = |i: usize| times[i..].partition_point(|t| *t - times[i] < us(OUTAGE_WINDOW_MIN));
     let Some(peak) = (0..times.len()).max_by_key(|i| (ahead(*i), std::cmp::Reverse(*i))) else {
         return (None, 0);
@@ -201,23 +261,42 @@ pub fn outage_onset(times: &[i64], time_scale: f64) -> (Option<i64>, usize) {
     (Some(times[first]), first)
 }
 
-/// (requests, 504 times sorted, first request µs) from the ground truth.
-fn truth_times(truth: &Path) -> (usize, Vec<i64>, i64) {
-    let text = String::from_utf8(read(truth)).unwrap();
-    let (mut n, mut times, mut start) = (0, Vec::new(), i64::MAX);
+/// What the ground truth says about a run.
+struct Truth {
+    requests: usize,
+    /// The simulated clock its stamps give.
+    clock: SimClock,
+    /// When each 504 reached its client (real µs, sorted).
+    times_504: Vec<i64>,
+    /// When the first request was sent (real µs).
+    start_us: i64,
+}
+
+fn truth(path: &Path) -> Truth {
+    let text = String::from_utf8(read(path)).unwrap();
+    let (mut requests, mut times_504, mut stamps) = (0, Vec::new(), Vec::new());
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        n += 1;
+        requests += 1;
         let began = chrono::DateTime::parse_from_rfc3339(v["started_at"].as_str().unwrap())
             .unwrap()
             .timestamp_micros();
-        start = start.min(began);
+        let sim_ms = v["sim_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{}: a truth line without sim_ms: {line}", path.display()));
+        stamps.push((began, (sim_ms * 1000.0) as i64));
         if v["status"] == 504 {
-            times.push(began + (v["elapsed_ms"].as_f64().unwrap_or(0.0) * 1000.0) as i64);
+            times_504.push(began + (v["elapsed_ms"].as_f64().unwrap_or(0.0) * 1000.0) as i64);
         }
     }
-    times.sort_unstable();
-    (n, times, start)
+    times_504.sort_unstable();
+    let start_us = stamps.iter().map(|s| s.0).min().unwrap_or(0);
+    Truth {
+        requests,
+        clock: SimClock::new(stamps),
+        times_504,
+        start_us,
+    }
 }
 
 /// Replays a run's files through the live diagnosis and the metrics.
@@ -276,8 +355,13 @@ pub fn replay(
         window_scale: 1.0 / time_scale,
         ..Default::default()
     });
-    let (n, times_504, start_us) = truth_times(truth);
-    let (outage_us, stray_504s) = outage_onset(&times_504, time_scale);
+    let t = self::truth(truth);
+    // The 504s on the simulated clock, and on the real one × the scale.
+    let real = |us: i64| ((us - t.start_us) as f64 * time_scale) as i64;
+    let times_504: Vec<i64> = t.times_504.iter().map(|r| t.clock.at(*r)).collect();
+    let (outage_us, stray_504s) = outage_onset(&times_504);
+    let real_504: Vec<i64> = t.times_504.iter().map(|r| real(*r)).collect();
+    let outage_real_us = outage_onset(&real_504).0;
     let tick = scaled(TICK_MS).max(1);
     let end = recs.last().map_or(0, |r| r.0) + scaled(GRACE_MS) * 2;
     let mut clock = recs.first().map_or(0, |r| r.0);
@@ -308,7 +392,8 @@ pub fn replay(
                 raised.push(Raised {
                     name: a.name().to_string(),
                     signal: a.label("signal").unwrap_or("").to_string(),
-                    at_us: clock,
+                    at_us: t.clock.at(clock),
+                    at_real_us: real(clock),
                     summary: a.summary().to_string(),
                 });
             }
@@ -349,14 +434,14 @@ pub fn replay(
         scenario: scenario.to_string(),
         seed,
         time_scale,
-        requests: n,
+        requests: t.requests,
         gateway_timeouts: times_504.len(),
         times_504,
         outage_us,
         stray_504s,
-        start_us,
+        outage_real_us,
         raised,
-        minutes: (last_us - start_us) as f64 / 1e6 * time_scale / 60.0,
+        minutes: t.clock.at(last_us) as f64 / 60e6,
         peaks,
     }
 }

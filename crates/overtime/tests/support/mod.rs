@@ -1,7 +1,9 @@
 //! What the binary's integration tests share: a `overtime serve` process
-//! that is always stopped, an upstream for nginx, the SQL API, memory
-//! sampling and the lines and traces the fault tests send. Ports, waits,
-//! the HTTP client, nginx and tansu are `overtime_test_support`'s.
+//! that is always stopped, on the ports it bound itself (port 0 in the
+//! config, read back from `--ready-file`), an upstream for nginx, the SQL
+//! API, memory sampling and the lines and traces the fault tests send.
+//! Ports, waits, the HTTP client, nginx and tansu are
+//! `overtime_test_support`'s.
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod early_warning;
@@ -9,6 +11,7 @@ pub mod kafka;
 pub mod storm;
 
 use overtime_test_support::net::{Answer, get, request, wait_for};
+use overtime_test_support::ports::{Started, says_address_in_use};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -24,27 +27,97 @@ pub fn fixture(incident: &str, file: &str) -> PathBuf {
         .join(file)
 }
 
-/// `overtime serve --config <file>`, killed (SIGKILL) and reaped on drop.
+/// `overtime serve --config <file> --ready-file …`, killed (SIGKILL) and
+/// reaped on drop. Its config says port 0 wherever it can (the test picks
+/// no port for it): the ports it bound are read from its ready file.
 pub struct Serve {
     pub child: Child,
+    /// The API's port.
     pub port: u16,
+    /// The OTLP/HTTP receiver's port (`None`: off).
+    pub otlp_http: Option<u16>,
+    /// The OTLP/gRPC receiver's port (`None`: off).
+    pub otlp_grpc: Option<u16>,
+    _ready_dir: tempfile::TempDir,
 }
 
 impl Serve {
-    /// Starts the collector and waits until `/readyz` answers 200.
-    pub fn start(config: &Path, port: u16) -> Serve {
-        let child = Command::new(BIN)
-            .args(["serve", "--config", config.to_str().unwrap()])
-            .env_remove("OVERTIME_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+    /// Starts the collector ([`serve_command`]) and waits until it is
+    /// ready: its ready file written, `/readyz` answering 200.
+    pub fn start(config: &Path) -> Serve {
+        Serve::start_command(serve_command(config))
+    }
+
+    /// Spawns `cmd` (see [`serve_command`]) with `--ready-file`, and waits
+    /// until it is ready; panics if it exits first.
+    pub fn start_command(cmd: Command) -> Serve {
+        match Serve::spawn(cmd, None) {
+            Started::Up(s) => s,
+            Started::PortTaken(why) => panic!("overtime serve: {why}"),
+        }
+    }
+
+    /// [`Serve::start_command`] for a config that names its ports (a
+    /// collector whose peers must know its address), its stderr going to
+    /// `stderr_log`: [`Started::PortTaken`] when it exits because a port
+    /// was in use, to be started again ([`overtime_test_support::ports`]).
+    pub fn try_start_command(cmd: Command, stderr_log: &Path) -> Started<Serve> {
+        Serve::spawn(cmd, Some(stderr_log))
+    }
+
+    fn spawn(mut cmd: Command, stderr_log: Option<&Path>) -> Started<Serve> {
+        let ready_dir = tempfile::tempdir().unwrap();
+        let ready = ready_dir.path().join("ready.json");
+        let child = cmd
+            .arg("--ready-file")
+            .arg(&ready)
             .spawn()
             .expect("overtime serve starts");
-        let s = Serve { child, port };
-        wait_for(60, "overtime serve to be ready", || {
-            matches!(get(port, "/readyz"), Some((200, _)))
+        let mut s = Serve {
+            child,
+            port: 0,
+            otlp_http: None,
+            otlp_grpc: None,
+            _ready_dir: ready_dir,
+        };
+        let mut bound = None;
+        let mut exited = None;
+        wait_for(60, "overtime serve to write its ready file", || {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                exited = Some(st);
+                return true;
+            }
+            bound = read_ready_file(&ready);
+            bound.is_some()
         });
-        s
+        if let Some(st) = exited {
+            let said = stderr_log
+                .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+                .unwrap_or_default();
+            if says_address_in_use(&said) {
+                return Started::PortTaken(said);
+            }
+            panic!("overtime serve exited before it was ready: {st}\n{said}");
+        }
+        let b = bound.unwrap();
+        let port = |key: &str| -> Option<u16> {
+            let a: std::net::SocketAddr = b[key].as_str()?.parse().ok()?;
+            Some(a.port())
+        };
+        s.port = port("api").expect("the ready file names the API's address");
+        s.otlp_http = port("otlp_http");
+        s.otlp_grpc = port("otlp_grpc");
+        assert_eq!(b["pid"], s.child.id(), "the ready file is this process's");
+        wait_for(60, "overtime serve to answer /readyz", || {
+            matches!(get(s.port, "/readyz"), Some((200, _)))
+        });
+        Started::Up(s)
+    }
+
+    /// The OTLP/HTTP receiver's port; panics when the config turned it off.
+    pub fn otlp(&self) -> u16 {
+        self.otlp_http
+            .expect("the config has an OTLP/HTTP listener (http_listen = \"127.0.0.1:0\")")
     }
 
     /// kill -9, then reap.
@@ -52,6 +125,12 @@ impl Serve {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
+}
+
+/// The ready file's JSON object, once it is there whole.
+pub fn read_ready_file(path: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 impl Drop for Serve {
@@ -127,7 +206,7 @@ pub fn sql_count(port: u16, token: Option<&str>, sql: &str) -> u64 {
 
 /// `overtime serve --config <file>` as [`Serve::start`] runs it: no token
 /// in the environment, stdout discarded, stderr inherited. Adjust it and
-/// hand it to [`Serve::start_command`].
+/// hand it to [`Serve::start_command`] (which adds `--ready-file`).
 pub fn serve_command(config: &Path) -> Command {
     let mut c = Command::new(BIN);
     c.args(["serve", "--config", config.to_str().unwrap()])
@@ -138,20 +217,6 @@ pub fn serve_command(config: &Path) -> Command {
 }
 
 impl Serve {
-    /// Spawns `cmd` (see [`serve_command`]) and waits until `/readyz`
-    /// answers 200 on `port`.
-    pub fn start_command(mut cmd: Command, port: u16) -> Serve {
-        let child = cmd.spawn().expect("overtime serve starts");
-        let mut s = Serve { child, port };
-        wait_for(60, "overtime serve to be ready", || {
-            if let Ok(Some(st)) = s.child.try_wait() {
-                panic!("overtime serve exited before it was ready: {st}");
-            }
-            matches!(get(port, "/readyz"), Some((200, _)))
-        });
-        s
-    }
-
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

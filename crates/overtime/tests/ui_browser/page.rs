@@ -1,11 +1,12 @@
 //! The UI test's fixtures and page probes: the `overtime serve` it drives,
 //! the generated 2,000-span trace, and what the tests read off the page.
 
+use crate::support::{Serve, serve_command};
 use overtime_test_support::chromium::Browser;
-use overtime_test_support::net::{free_port, request};
+use overtime_test_support::net::request;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 pub(super) const BIN: &str = env!("CARGO_BIN_EXE_overtime");
@@ -32,18 +33,13 @@ pub(super) fn artifacts() -> PathBuf {
     dir
 }
 
+/// The collector the browser talks to: `overtime serve` on a port of its
+/// own choosing (read from its ready file), stopped on drop.
 pub(super) struct Server {
-    pub(super) child: Child,
+    _serve: Serve,
     pub(super) port: u16,
     pub(super) token: Option<String>,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -55,27 +51,23 @@ impl Server {
         write: impl FnOnce(&Path) -> String,
     ) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
         let extra = write(dir.path());
         let config = format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nfsync = false\n\
              [otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n{files}\n{extra}",
             data = dir.path().join("data").display().to_string(),
         );
         let cfg = dir.path().join("overtime.toml");
         std::fs::write(&cfg, config).unwrap();
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--config", cfg.to_str().unwrap()])
-            .env_remove("OVERTIME_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut cmd = serve_command(&cfg);
+        cmd.stderr(Stdio::null());
         if let Some(t) = token {
             cmd.env("OVERTIME_TOKEN", t);
         }
-        let child = cmd.spawn().expect("overtime serve starts");
+        let serve = Serve::start_command(cmd);
         Server {
-            child,
-            port,
+            port: serve.port,
+            _serve: serve,
             token: token.map(String::from),
             _dir: dir,
         }
