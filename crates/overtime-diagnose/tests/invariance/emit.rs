@@ -1,21 +1,14 @@
 //! One rewrite of one trace: its structure as it was, each call in a
 //! family's convention, nested one way, spelled one way.
 //!
-//! Nestings (docs/diagnosis.md's pictures of a call):
-//! - `children`: the HTTP attempts under the operation span;
-//! - `siblings`: the attempts beside the operation, under its parent,
-//!   overlapping it in time, to its endpoint;
-//! - `repeated`: one operation span per attempt, each with its HTTP span,
-//!   under one parent (same name and target; numbered by `agent.attempt`
-//!   only where the original numbered its attempts);
-//! - `orphans`: the operation span never arrived; its attempts keep its id
-//!   as their parent (an application span around it, a judge's, arrives).
-//!
-//! Where a nesting cannot express a call it falls back to `children` for
-//! that call and says so (`Emitted::fallbacks`): siblings and repeated
-//! operations need one endpoint (else nothing ties the attempts to the
-//! operation), and repeated operations need two attempts or more (with
-//! one they *are* `children`).
+//! Nestings (`nesting`): attempts as children, as siblings, one operation
+//! per try (`repeated`: numbered by `agent.attempt` only where the
+//! original numbered its attempts), or orphans of an operation that never
+//! arrived (an application span around it, a judge's, arrives). Where a
+//! nesting cannot express a call, the call is written in one that can,
+//! and counted (`Emitted::fallbacks`, `nesting::nesting_for`). An
+//! operation that never arrived in the original (orphans of one lost
+//! parent) gets that lost id wherever a rewrite writes it.
 //!
 //! Information is the same in every rewrite: times to the microsecond,
 //! statuses, the budget fields (`agent.timeout_ms` on the operation and
@@ -26,40 +19,17 @@
 
 use super::families::{self, Family, Naming, Shape, Tells};
 use super::model::{Attempt, Call, Logical, fnv};
+pub use super::nesting::Nesting;
+use super::nesting::nesting_for;
 use super::write::{Ev, Out, V};
 use overtime_model::{SpanEvent, SpanRecord, Stage};
-use std::collections::HashSet;
-
-/// How a call's spans are nested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Nesting {
-    Children,
-    Siblings,
-    Repeated,
-    Orphans,
-}
-
-impl Nesting {
-    pub const ALL: [Nesting; 4] = [
-        Nesting::Children,
-        Nesting::Siblings,
-        Nesting::Repeated,
-        Nesting::Orphans,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Nesting::Children => "children",
-            Nesting::Siblings => "siblings",
-            Nesting::Repeated => "repeated",
-            Nesting::Orphans => "orphans",
-        }
-    }
-}
+use std::collections::{BTreeMap, HashSet};
 
 /// A rewrite's spans, and the calls written another way than asked.
 pub struct Emitted {
     pub outs: Vec<Out>,
-    pub fallbacks: usize,
+    /// Calls written in another nesting than asked, by why.
+    pub fallbacks: BTreeMap<&'static str, usize>,
 }
 
 /// Fresh span ids, the same on every run, never one the trace has.
@@ -205,9 +175,20 @@ fn structure(family: Family, naming: Naming, s: &SpanRecord) -> Out {
         agent(&mut f, "attempt", s.attempt.map(|a| V::I(a as i64)));
         agent(&mut f, "fallback", s.fallback.clone().map(V::S));
         agent(&mut f, "fallback_accepted", s.fallback_accepted.map(V::B));
-        if matches!(s.stage, Stage::Queue | Stage::Gateway) {
-            // No convention names a pool wait or a gateway hop.
+        if matches!(
+            s.stage,
+            Stage::Queue | Stage::Gateway | Stage::Llm | Stage::Judge | Stage::Tool | Stage::Memory
+        ) {
+            // No convention names a pool wait or a gateway hop; an agent
+            // loop (an LLM span with tools under it) or what ran inside a
+            // pool wait keeps its stage as it was, and what names it.
             f.push(("agent.stage".into(), V::S(s.stage.as_str().into())));
+            if let Some(m) = &s.model {
+                f.push(("gen_ai.request.model".into(), V::S(m.clone())));
+            }
+            if let Some(t) = &s.tool {
+                f.push(("gen_ai.tool.name".into(), V::S(t.clone())));
+            }
         }
         if let Some(j) = s.judge_score {
             events.push(Ev {
@@ -406,17 +387,21 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
         .iter()
         .map(|s| structure(family, naming, s))
         .collect();
-    let mut fallbacks = 0;
+    let mut fallbacks = BTreeMap::new();
+    let mut op_ids_used = HashSet::new();
     for (ci, c) in l.calls.iter().enumerate() {
         let shapes = families::op(family, c);
-        let mut nest = nesting;
-        if matches!(nest, Nesting::Siblings | Nesting::Repeated) && !c.one_endpoint() {
-            nest = Nesting::Children;
-            fallbacks += 1;
+        let (nest, fell) = nesting_for(c, shapes.is_some(), nesting);
+        if let Some(why) = fell {
+            *fallbacks.entry(why).or_default() += 1;
         }
-        if nest == Nesting::Repeated && c.attempts.len() < 2 {
-            nest = Nesting::Children;
-        }
+        // One id per operation span written, even where two calls lost
+        // one parent.
+        let op_id = if op_ids_used.insert(c.op_ids[0].clone()) {
+            c.op_ids[0].clone()
+        } else {
+            ids.derive(&c.op_ids[0], "op")
+        };
         let mut spans: Vec<Out> = Vec::new();
         let mut parent = c.parent.clone();
         if let Some(w) = shapes.as_ref().and_then(|s| s.wrapper.as_ref()) {
@@ -472,7 +457,7 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
             }
             (Some(s), Nesting::Children | Nesting::Siblings) => {
                 let mut o = op_out(family, c, &s.op, None);
-                o.id = c.op_ids[0].clone();
+                o.id = op_id.clone();
                 o.parent = parent.clone();
                 let under = if nest == Nesting::Children {
                     Some(o.id.clone())
@@ -493,7 +478,7 @@ pub fn trace(l: &Logical, family: Family, nesting: Nesting, naming: Naming) -> E
                     let mut op = op_out(family, c, &s.op, numbered(i));
                     op.id = match c.op_ids.get(i) {
                         Some(id) if c.op_ids.len() == n => id.clone(),
-                        _ if i == 0 => c.op_ids[0].clone(),
+                        _ if i == 0 => op_id.clone(),
                         _ => ids.derive(&c.op_ids[0], &format!("op{i}")),
                     };
                     op.parent = parent.clone();

@@ -32,15 +32,19 @@
 //! `DIR/<incident>/<family>-<nesting>-<naming>.{jsonl,otlp.jsonl}`, to be
 //! diagnosed again with the incident's own gateway log and arguments.
 
+mod decompose;
+mod decompose_tests;
 mod emit;
 mod families;
 mod incident;
 mod model;
+mod nesting;
+mod normal;
+mod report;
 mod run;
 mod show;
 mod write;
 
-use families::Family;
 use run::{Combo, Outcome, Sample};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -48,33 +52,58 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Failing traces rewritten per incident, taken in turn from each original
-/// root-cause kind.
-const FAILING: usize = 12;
-/// Healthy traces rewritten per incident.
-const HEALTHY: usize = 3;
-
-#[derive(Default, Clone, Copy)]
-struct Tally {
-    pass: usize,
-    total: usize,
-    skipped: usize,
+/// How much of a folder is rewritten: up to `failing` failing traces,
+/// taken in turn from each root-cause kind the original gave, `healthy`
+/// healthy ones (both in the order of a hash of the trace id: the same
+/// every run), each in every naming variant or in two of them.
+struct Budget {
+    failing: usize,
+    healthy: usize,
+    every_naming: bool,
 }
 
-/// The numbers of the score JSON for one family.
-#[derive(Default)]
-struct Score {
-    failing: usize,
-    with_verdict: usize,
-    kind_right: usize,
-    kind_component_right: usize,
-    outcome_right: usize,
-    false_positives: usize,
+/// An incident of `tests/fixtures/incidents/`: written to show a kind.
+const INCIDENT: Budget = Budget {
+    failing: 12,
+    healthy: 3,
+    every_naming: true,
+};
+
+/// A recorded e2e run (`tests/fixtures/e2e_*/`): one application's twelve
+/// scenario kinds under one instrumentation. What it adds is how that
+/// instrumentation nests its calls, not spellings (the incidents try
+/// every one): each kind once, two healthy traces, two spellings.
+const RECORDED: Budget = Budget {
+    failing: 12,
+    healthy: 2,
+    every_naming: false,
+};
+
+/// Every trace of a folder, in two spellings
+/// (`OVERTIME_INVARIANCE_EVERY_TRACE=1`: a sweep, about a minute).
+const EVERY_TRACE: Budget = Budget {
+    failing: usize::MAX,
+    healthy: usize::MAX,
+    every_naming: false,
+};
+
+fn budget(inc: &incident::Incident) -> &'static Budget {
+    if std::env::var_os("OVERTIME_INVARIANCE_EVERY_TRACE").is_some() {
+        &EVERY_TRACE
+    } else if inc.name.starts_with("e2e_") {
+        &RECORDED
+    } else {
+        &INCIDENT
+    }
 }
 
 fn run_all(incidents: &[incident::Incident], samples: &[Vec<Sample>]) -> Vec<Outcome> {
     let jobs: Vec<(usize, Combo)> = (0..incidents.len())
-        .flat_map(|i| run::combos().into_iter().map(move |c| (i, c)))
+        .flat_map(|i| {
+            run::combos(budget(&incidents[i]).every_naming)
+                .into_iter()
+                .map(move |c| (i, c))
+        })
         .collect();
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::new());
@@ -101,17 +130,20 @@ fn run_all(incidents: &[incident::Incident], samples: &[Vec<Sample>]) -> Vec<Out
     out
 }
 
-/// The original diagnosis against the incident's truth.
-fn original_vs_truth(inc: &incident::Incident) -> Vec<String> {
+/// The original diagnosis against the incident's truth: failing traces
+/// it gave no verdict, and verdicts that differ from the truth.
+fn original_vs_truth(inc: &incident::Incident) -> (Vec<String>, Vec<String>) {
+    let mut none = Vec::new();
     let mut bad = Vec::new();
     for (tid, t) in inc.failing.iter().flatten() {
         let want = (t.kind.clone(), t.component.clone(), t.outcome.clone());
-        let got = inc.original.get(tid).map(incident::verdict_key);
-        if got.as_ref() != Some(&want) {
-            bad.push(format!(
+        match inc.original.get(tid).map(incident::verdict_key) {
+            None => none.push(format!("{} {tid}: truth {want:?}", inc.name)),
+            Some(got) if got != want => bad.push(format!(
                 "{} {tid}: truth {want:?}, original {got:?}",
                 inc.name
-            ));
+            )),
+            Some(_) => {}
         }
     }
     for tid in inc.ok_traces.iter().flatten() {
@@ -125,24 +157,37 @@ fn original_vs_truth(inc: &incident::Incident) -> Vec<String> {
             ));
         }
     }
-    bad
+    (none, bad)
 }
 
-fn score_json(scores: &BTreeMap<Family, Score>) -> String {
-    let mut datasets = serde_json::Map::new();
-    for (f, s) in scores {
-        datasets.insert(
-            format!("invariance/{}", f.name()),
-            serde_json::json!({
-                "failing": s.failing, "with_verdict": s.with_verdict,
-                "kind_right": s.kind_right, "kind_component_right": s.kind_component_right,
-                "outcome_right": s.outcome_right,
-                "findings_expected": 0, "findings_found": 0,
-                "false_positives": s.false_positives,
-            }),
-        );
+/// Prints the decomposition of the traces `ids` names (comma-separated
+/// trace ids, or `sampled`: every trace the harness rewrites), wherever
+/// they are (`OVERTIME_INVARIANCE_TRACE`).
+fn explain(incidents: &[incident::Incident], samples: &[Vec<Sample>], ids: &str) {
+    for (inc, ss) in incidents.iter().zip(samples) {
+        let wanted: Vec<&str> = if ids == "sampled" {
+            ss.iter().map(|s| s.trace_id.as_str()).collect()
+        } else {
+            ids.split(',').map(str::trim).collect()
+        };
+        for id in wanted {
+            let spans: Vec<_> = inc
+                .spans
+                .iter()
+                .filter(|s| s.trace_id == id)
+                .cloned()
+                .collect();
+            if spans.is_empty() {
+                continue;
+            }
+            let l = decompose::logical(&spans);
+            let title = format!("{} {id}", inc.name);
+            println!(
+                "{}",
+                show::explain(&title, &spans, inc.original.get(id), &l)
+            );
+        }
     }
-    serde_json::to_string_pretty(&serde_json::json!({ "datasets": datasets })).unwrap()
 }
 
 #[test]
@@ -153,18 +198,27 @@ fn every_rewrite_of_every_incident_keeps_its_verdict() {
     };
     let dirs = incident::folders(&root);
     assert!(!dirs.is_empty(), "no incidents under {}", root.display());
+    let started = std::time::Instant::now();
     let incidents: Vec<incident::Incident> =
         dirs.iter().map(|d| incident::load(&root, d)).collect();
-    let truth_problems: Vec<String> = incidents.iter().flat_map(original_vs_truth).collect();
+    let loaded = started.elapsed();
+    let (no_verdict, truth_problems): (Vec<_>, Vec<_>) =
+        incidents.iter().map(original_vs_truth).unzip();
+    let no_verdict: Vec<String> = no_verdict.concat();
+    let truth_problems: Vec<String> = truth_problems.concat();
     let samples: Vec<Vec<Sample>> = incidents
         .iter()
-        .map(|i| run::sample(i, FAILING, HEALTHY))
+        .map(|i| run::sample(i, budget(i).failing, budget(i).healthy))
         .collect();
+    if let Ok(ids) = std::env::var("OVERTIME_INVARIANCE_TRACE") {
+        explain(&incidents, &samples, &ids);
+    }
     let mut report = String::new();
     let _ = writeln!(
         report,
-        "rewriting up to {FAILING} failing traces (each root-cause kind in turn) and {HEALTHY} healthy traces per incident, {} ways each:",
-        run::combos().len()
+        "rewriting failing traces (each root-cause kind in turn) and healthy ones, {} ways each in incidents/, {} in recorded runs:",
+        run::combos(true).len(),
+        run::combos(false).len()
     );
     for (inc, s) in incidents.iter().zip(&samples) {
         let failing = s.iter().filter(|s| s.want.is_some()).count();
@@ -180,16 +234,14 @@ fn every_rewrite_of_every_incident_keeps_its_verdict() {
         );
     }
     let outcomes = run_all(&incidents, &samples);
+    let _ = writeln!(
+        report,
+        "\n{} folders read and diagnosed as they are in {:.1} s; rewritten and diagnosed again in {:.1} s",
+        incidents.len(),
+        loaded.as_secs_f64(),
+        (started.elapsed() - loaded).as_secs_f64()
+    );
 
-    let mut matrix: BTreeMap<(Family, emit::Nesting), Tally> = BTreeMap::new();
-    let mut by_naming: BTreeMap<Combo, Tally> = BTreeMap::new();
-    let mut scores: BTreeMap<Family, Score> = BTreeMap::new();
-    let mut why: BTreeMap<(Family, emit::Nesting), BTreeMap<String, usize>> = BTreeMap::new();
-    let mut skips: BTreeMap<(Family, &'static str), usize> = BTreeMap::new();
-    let mut examples: BTreeMap<(Family, emit::Nesting), String> = BTreeMap::new();
-    let mut unfaithful = Vec::new();
-    let mut failures = 0;
-    let mut fallbacks = 0;
     let index: HashMap<(&str, &str), &Sample> = incidents
         .iter()
         .zip(&samples)
@@ -198,149 +250,52 @@ fn every_rewrite_of_every_incident_keeps_its_verdict() {
                 .map(move |s| ((i.name.as_str(), s.trace_id.as_str()), s))
         })
         .collect();
+    let mut tallies = report::Tallies::default();
     for o in &outcomes {
-        let c = o.combo;
-        unfaithful.extend(o.unfaithful.iter().map(|u| format!("{}: {u}", o.incident)));
-        fallbacks += o.fallbacks;
-        let score = scores.entry(c.family).or_default();
-        for j in &o.judged {
-            let cell = matrix.entry((c.family, c.nesting)).or_default();
-            let fine = by_naming.entry(c).or_default();
-            if let Some(reason) = j.skipped {
-                cell.skipped += 1;
-                fine.skipped += 1;
-                *skips.entry((c.family, reason)).or_default() += 1;
-                continue;
-            }
-            cell.total += 1;
-            fine.total += 1;
-            cell.pass += j.pass as usize;
-            fine.pass += j.pass as usize;
-            match (&j.want, &j.got) {
-                (Some(w), got) => {
-                    score.failing += 1;
-                    if let Some(g) = got {
-                        score.with_verdict += (g.2 != "ok") as usize;
-                        score.kind_right += (g.0 == w.0) as usize;
-                        score.kind_component_right += (g.0 == w.0 && g.1 == w.1) as usize;
-                        score.outcome_right += (g.2 == w.2) as usize;
-                    }
-                }
-                (None, got) => {
-                    score.false_positives += got.as_ref().is_some_and(|g| g.2 != "ok") as usize
-                }
-            }
-            if j.pass {
-                continue;
-            }
-            failures += 1;
-            let show = |k: &Option<run::Key>| match k {
-                Some((k, c, o)) => format!("{k} / {c} / {o}"),
-                None => "healthy".into(),
-            };
-            *why.entry((c.family, c.nesting))
-                .or_default()
-                .entry(format!("{} → {}", show(&j.want), show(&j.got)))
-                .or_default() += 1;
-            if let Some((rewrite, v1)) = &j.failure
-                && !examples.contains_key(&(c.family, c.nesting))
-            {
-                let s = index[&(o.incident.as_str(), j.trace_id.as_str())];
-                let title = format!(
-                    "{} trace {}: {} (expected {})",
-                    o.incident,
-                    j.trace_id,
-                    c.label(),
-                    show(&j.want)
-                );
-                examples.insert(
-                    (c.family, c.nesting),
-                    show::side_by_side(&title, &s.spans, s.original.as_ref(), rewrite, v1.as_ref()),
-                );
-            }
-        }
+        tallies.add(o, &index);
     }
-
-    let _ = writeln!(
-        report,
-        "\npass matrix (rewrites of failing and healthy traces that kept their verdict / rewrites judged; skipped in brackets):"
-    );
-    let _ = write!(report, "{:<18}", "family");
-    for n in emit::Nesting::ALL {
-        let _ = write!(report, "{:>20}", n.name());
-    }
-    let _ = writeln!(report);
-    for f in Family::ALL {
-        let _ = write!(report, "{:<18}", f.name());
-        for n in emit::Nesting::ALL {
-            let cell = match matrix.get(&(f, n)) {
-                Some(t) => format!("{}/{} ({})", t.pass, t.total, t.skipped),
-                None => "—".into(),
-            };
-            let _ = write!(report, "{cell:>20}");
-        }
-        let _ = writeln!(report);
-    }
-    let _ = writeln!(
-        report,
-        "\nper naming variant (family × nesting × naming: pass/judged):"
-    );
-    for (c, t) in &by_naming {
-        if t.pass < t.total {
-            let _ = writeln!(report, "  {:<60} {}/{}", c.label(), t.pass, t.total);
-        }
-    }
-    let all_pass = by_naming.values().filter(|t| t.pass == t.total).count();
-    let _ = writeln!(
-        report,
-        "  ({all_pass} of {} combinations kept every verdict)",
-        by_naming.len()
-    );
-    if fallbacks > 0 {
-        let _ = writeln!(
-            report,
-            "\n{fallbacks} times a call was written as children because the nesting asked cannot express it (its attempts went to several addresses)"
-        );
-    }
-    for ((f, reason), n) in &skips {
-        let _ = writeln!(report, "skipped {n} rewrites in {}: {reason}", f.name());
-    }
-    for ((f, n), m) in &why {
-        let _ = writeln!(
-            report,
-            "\n{} × {}: what changed (expected → rewrite: count)",
-            f.name(),
-            n.name()
-        );
-        let mut v: Vec<_> = m.iter().collect();
-        v.sort_by_key(|(_, c)| std::cmp::Reverse(**c));
-        for (k, c) in v.into_iter().take(6) {
-            let _ = writeln!(report, "  {c:>4}  {k}");
-        }
-    }
-    for e in examples.values() {
-        let _ = writeln!(report, "\n{e}");
-    }
+    tallies.print(&mut report);
     println!("{report}");
     if let Ok(dir) = std::env::var("OVERTIME_SCORE_DIR") {
         std::fs::create_dir_all(&dir).unwrap();
         let path = Path::new(&dir).join("invariance.json");
-        std::fs::write(&path, score_json(&scores)).unwrap();
+        std::fs::write(&path, tallies.score_json()).unwrap();
         println!("score written to {}", path.display());
     }
-    assert!(
-        unfaithful.is_empty(),
-        "{} rewrites did not read back as written (a bug of the harness, not of the diagnosis):\n{}",
-        unfaithful.len(),
-        unfaithful[..unfaithful.len().min(20)].join("\n")
-    );
-    assert!(
-        truth_problems.is_empty(),
-        "the original diagnosis differs from truth.json:\n{}",
-        truth_problems.join("\n")
-    );
-    assert_eq!(
-        failures, 0,
-        "{failures} rewrites changed a verdict (see above)"
-    );
+    // One verdict on everything, each kind of problem under its own head.
+    let mut problems = String::new();
+    let unfaithful = &tallies.unfaithful;
+    if !unfaithful.is_empty() {
+        let _ = writeln!(
+            problems,
+            "{} rewrites did not read back as written (a bug of the harness, not of the diagnosis):\n{}",
+            unfaithful.len(),
+            unfaithful[..unfaithful.len().min(20)].join("\n")
+        );
+    }
+    if !no_verdict.is_empty() {
+        let _ = writeln!(
+            problems,
+            "the original diagnosis gives no verdict for {} failing traces of the truth:\n{}",
+            no_verdict.len(),
+            no_verdict.join("\n")
+        );
+    }
+    if !truth_problems.is_empty() {
+        let _ = writeln!(
+            problems,
+            "the original diagnosis differs from truth.json on {} traces:\n{}",
+            truth_problems.len(),
+            truth_problems.join("\n")
+        );
+    }
+    if tallies.failures > 0 {
+        let _ = writeln!(
+            problems,
+            "{} rewrites changed a verdict (the traces and an example each are above):\n{}",
+            tallies.failures,
+            tallies.failed_traces().join("\n")
+        );
+    }
+    assert!(problems.is_empty(), "{problems}");
 }

@@ -146,3 +146,79 @@ pub fn side_by_side(
     }
     s
 }
+
+/// The decomposition of one original trace, for `OVERTIME_INVARIANCE_TRACE`:
+/// its span tree, its verdict, and the calls the harness read in it.
+pub fn explain(
+    title: &str,
+    spans: &[SpanRecord],
+    v: Option<&Verdict>,
+    l: &super::model::Logical,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "=== {title}");
+    for line in tree(spans) {
+        let _ = writeln!(s, "  {line}");
+    }
+    for line in verdict(v) {
+        let _ = writeln!(s, "  verdict: {line}");
+    }
+    let t0 = spans.iter().map(|x| x.start_us).min().unwrap_or(0);
+    for x in spans {
+        let _ = writeln!(
+            s,
+            "  span {} {:?} +{}..{}us parent={:?} kind={:?} stage={} events={:?} attrs={:?}",
+            x.span_id,
+            x.name,
+            x.start_us - t0,
+            x.end_us - t0,
+            x.parent_span_id,
+            x.kind,
+            x.stage,
+            x.events.iter().map(|e| &e.name).collect::<Vec<_>>(),
+            x.attributes
+        );
+    }
+    let name: HashMap<&str, &str> = spans
+        .iter()
+        .map(|x| (x.span_id.as_str(), x.name.as_str()))
+        .collect();
+    let ms = |us: i64| (us - t0) as f64 / 1000.0;
+    for c in &l.calls {
+        let _ = writeln!(
+            s,
+            "  call {} {:?} target={:?} op={:?} shape={} lost={:?} parent={:?} +{:.0}..{:.0}ms {}",
+            c.class.stage(),
+            c.op_ids
+                .iter()
+                .map(|i| name.get(i.as_str()).copied().unwrap_or("(absent)"))
+                .collect::<Vec<_>>(),
+            c.target,
+            c.op_name,
+            c.original_shape,
+            c.lost_op,
+            c.parent
+                .as_deref()
+                .map(|p| name.get(p).copied().unwrap_or("(absent)")),
+            ms(c.start_us),
+            ms(c.end_us),
+            c.status,
+        );
+        for a in &c.attempts {
+            let _ = writeln!(
+                s,
+                "    attempt {} {} +{:.0}..{:.0}ms {} http={:?} dns={:?} connect={:?} reason={}",
+                name.get(a.span_id.as_str()).copied().unwrap_or("?"),
+                a.address.component(),
+                ms(a.start_us),
+                ms(a.end_us),
+                a.status,
+                a.http_status,
+                a.dns_ms,
+                a.connect_ms,
+                a.llm_reason.is_some(),
+            );
+        }
+    }
+    s
+}
