@@ -184,7 +184,10 @@ class NodeDeployment(otel.Deployment):
         if c == "judge":
             return JUDGE_MODEL
         if c and c.startswith("stream:"):
-            return c[7:]
+            # The AI SDK ends `ai.streamText` / `doStream` only when the
+            # stream is read to its end: a stream the gateway cut leaves
+            # only its fetch attempt, named by address.
+            return f"127.0.0.1:{self.model.port}" if self.variant == "vercel-ai" else c[7:]
         return c
 
 

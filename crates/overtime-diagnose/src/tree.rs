@@ -93,6 +93,9 @@ pub struct Orphan {
     pub placed_under: Option<usize>,
 }
 
+/// Spans that ended within this of each other ended together, µs.
+const ENDED_TOGETHER_US: i64 = 50_000;
+
 /// Most span comparisons spent placing orphans in one trace; past it the
 /// rest hang from the root (a trace of a million orphans stays linear).
 const MAX_ADOPTION_WORK: usize = 50_000_000;
@@ -187,21 +190,35 @@ fn adopt_orphans(
             ))
         });
         // Nothing running when it began (it began after everything else
-        // ended, as a call made after the gateway's cut): the application
-        // span that ended last before it, which is what made it.
+        // ended, as a call made after the gateway's cut): the innermost of
+        // the application spans that ended last before it (together, within
+        // 50 ms), which is what made it.
         if hosts.is_empty() && adoptable && work_left && piece_of_call {
-            hosts.extend(
-                (0..spans.len())
-                    .filter(|&j| j != i && may_host(j) && spans[j].end_us <= o.start_us)
-                    .filter(|&j| spans[j].kind.as_deref() != Some("client"))
-                    .max_by_key(|&j| {
-                        (
-                            spans[j].end_us,
-                            std::cmp::Reverse(spans[j].end_us - spans[j].start_us),
-                            j,
-                        )
-                    }),
-            );
+            let before = |j: usize| {
+                j != i
+                    && may_host(j)
+                    && spans[j].end_us <= o.start_us
+                    && spans[j].kind.as_deref() != Some("client")
+            };
+            if let Some(last) = (0..spans.len())
+                .filter(|&j| before(j))
+                .map(|j| spans[j].end_us)
+                .max()
+            {
+                let depth = |mut j: usize| {
+                    let mut d = 0;
+                    while let Some(p) = parent_of[j].filter(|_| d < spans.len()) {
+                        d += 1;
+                        j = p;
+                    }
+                    d
+                };
+                hosts.extend(
+                    (0..spans.len())
+                        .filter(|&j| before(j) && spans[j].end_us >= last - ENDED_TOGETHER_US)
+                        .max_by_key(|&j| (spans[j].start_us, depth(j), std::cmp::Reverse(j))),
+                );
+            }
         }
         let host = hosts.into_iter().find(|&j| !leads_back(j, parent_of));
         parent_of[i] = host;

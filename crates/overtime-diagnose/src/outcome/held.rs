@@ -13,7 +13,10 @@
 //!   is the answering try's `$upstream_response_time` −
 //!   `$upstream_header_time`; the waiting is a call span (an operation or
 //!   an attempt) that began at least half a read timeout before the line
-//!   and ended at it or after.
+//!   and ended after the service's server span did: a service finishes the
+//!   calls an answer needs before it ends the answer, so a call that
+//!   outlived the answer was cut off with it. With no server span, after
+//!   nginx's line, when that is written with a millisecond clock (`$msec`).
 
 use super::{StreamGap, service_node};
 use crate::assemble::Trace;
@@ -23,6 +26,11 @@ use overtime_model::GatewayRecord;
 
 /// The hold must reach this share of the read timeout (as a silence must).
 const HOLD_OF_READ_TIMEOUT: f64 = 0.9;
+
+/// The coarsest clock of a line this reading trusts (with no server span
+/// to compare with), and how long after the line a call must end to have
+/// been still running at it, µs.
+const FINE_CLOCK_US: i64 = 1_000;
 
 /// The stream nginx held open and cut ([`StreamGap`] with no events: the
 /// last byte nginx is known to have had is the headers), when both signs
@@ -45,13 +53,21 @@ pub(crate) fn held_open(
     }
     let root = &tree.nodes[tree.root];
     let line = root.end_us;
-    let precision = gw.time_precision_us.max(1_000);
+    // The moment the service was done answering: its server span's end
+    // (its own clock, the same as its calls'); else nginx's line, when
+    // written with a millisecond clock ($msec) that can tell a call that
+    // ended after it from one that ended just before it.
+    let answered = match service_node(trace, tree) {
+        Some((n, _)) => tree.nodes[n].raw_end_us,
+        None if gw.time_precision_us <= FINE_CLOCK_US => line + FINE_CLOCK_US,
+        None => return None,
+    };
     let waiting = tree.nodes.iter().any(|n| {
         n.span.is_some_and(|i| {
             let s = &trace.spans[i];
             matches!(role(s), Role::Operation | Role::Transport)
                 && s.start_us + tree.shift_us[i] <= line - (t * 500.0) as i64
-                && n.raw_end_us >= line - precision
+                && n.raw_end_us > answered
         })
     });
     if !waiting {
