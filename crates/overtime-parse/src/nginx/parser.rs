@@ -12,6 +12,7 @@ use super::columns::presized;
 use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
 use super::request::split_request;
+use super::search::Scratch;
 use super::values::{
     ListItems, duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, time_local_us, trace_id,
     uint, unescape_default, unescape_json,
@@ -65,6 +66,7 @@ pub struct GatewayParser {
     scratch: String,
     tmp: Vec<u8>,
     lists: Lists,
+    cuts: Scratch,
 }
 
 /// Per-try numeric values of the current line.
@@ -258,6 +260,7 @@ impl GatewayParser {
             scratch: String::new(),
             tmp: Vec::new(),
             lists: Lists::default(),
+            cuts: Scratch::default(),
         }
     }
 
@@ -412,7 +415,7 @@ impl GatewayParser {
     }
 
     fn push_str(&mut self, line: &str, raw: &[u8], line_no: u64) {
-        if let Err(d) = self.plan.split(line, &mut self.spans) {
+        if let Err(d) = self.plan.split(line, &mut self.spans, &mut self.cuts) {
             return self.reject(line_no, "format_mismatch", d, raw);
         }
         // What values may hold, checked as nginx wrote them (escaped).
