@@ -51,6 +51,19 @@ impl Nginx {
     /// prefix and waits (30 s at most) until it listens on `port`; fails
     /// with nginx's error log if it exits or never listens.
     pub fn start(dir: &Path, conf: &str, port: u16) -> Nginx {
+        let addr = format!("127.0.0.1:{port}");
+        Self::spawn(dir, conf, &addr, || listening(&addr))
+    }
+
+    /// As [`start`](Self::start) for a config that listens on the UNIX
+    /// socket `socket` (`listen unix:…;`): no TCP port is picked for nginx.
+    pub fn start_unix(dir: &Path, conf: &str, socket: &Path) -> Nginx {
+        Self::spawn(dir, conf, &socket.display().to_string(), || {
+            std::os::unix::net::UnixStream::connect(socket).is_ok()
+        })
+    }
+
+    fn spawn(dir: &Path, conf: &str, addr: &str, mut ready: impl FnMut() -> bool) -> Nginx {
         let bin = nginx_bin();
         let conf_path = dir.join("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
@@ -64,7 +77,6 @@ impl Nginx {
             prefix: dir.to_path_buf(),
             conf: conf_path,
         };
-        let addr = format!("127.0.0.1:{port}");
         let error_log = || std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
         wait_until(
             30,
@@ -73,7 +85,7 @@ impl Nginx {
                 if let Ok(Some(st)) = n.child.try_wait() {
                     panic!("nginx exited ({st}): {}", error_log());
                 }
-                listening(&addr)
+                ready()
             },
             error_log,
         );

@@ -34,6 +34,7 @@ mod written;
 pub use formats::check_nginx_formats;
 pub use lists::{LIST_FORMATS, check_nginx_lists};
 pub use nginx::{check_log_format, check_nginx_line, check_nginx_roundtrip};
+pub use readings::nginx_readings;
 pub use seeds::{dictionary, seeds};
 pub use spans::{check_jsonl, check_llm_reason, check_otlp_json, check_otlp_proto};
 pub use unstructured::Unstructured;

@@ -30,6 +30,12 @@ const ENOUGH: usize = 2;
 const MAX_STEPS: usize = 5_000_000;
 
 /// How many ways (0, 1, or 2 meaning "two or more") nginx could have
+/// written `line` in `format`.
+pub fn nginx_readings(format: &crate::nginx::LogFormat, line: &[u8]) -> usize {
+    readings(format.segments(), line, format.escape())
+}
+
+/// How many ways (0, 1, or 2 meaning "two or more") nginx could have
 /// written `line` in the format `segs` with escape `esc`.
 pub(crate) fn readings(segs: &[Segment], line: &[u8], esc: Escape) -> usize {
     let mut steps = 0;

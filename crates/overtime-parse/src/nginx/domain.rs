@@ -223,7 +223,9 @@ fn escapes_whole(v: &[u8], esc: Escape) -> bool {
         }
         let hex = |k: usize| v.get(k).is_some_and(u8::is_ascii_hexdigit);
         i += match (esc, v.get(i + 1)) {
-            (Escape::Default, Some(b'x')) if hex(i + 2) && hex(i + 3) => 4,
+            // With escape=json a byte that is not UTF-8 reaches the cutter
+            // as `\xHH` too (`utf8_or_escaped`).
+            (_, Some(b'x')) if hex(i + 2) && hex(i + 3) => 4,
             (Escape::Json, Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')) => 2,
             (Escape::Json, Some(b'u')) if (2..6).all(|k| hex(i + k)) => 6,
             _ => return false,
