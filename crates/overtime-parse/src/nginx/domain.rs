@@ -27,6 +27,7 @@
 //! line is cut at the first occurrence of each literal, as a format
 //! without open values always is.
 
+use super::bytes::find_byte;
 use super::format::Escape;
 use super::lists::{Items, is_list_var, list_extent, list_shape};
 use super::plan::Shape;
@@ -107,37 +108,41 @@ impl Domain {
     /// Where a value starting at `pos` must end at the latest: at the first
     /// byte it cannot hold (with `escape=json`, at the first quote not
     /// escaped by a backslash). Every end of the value lies at or before it.
-    pub(crate) fn extent(self, b: &[u8], pos: usize, esc: Escape) -> usize {
-        match self {
-            Domain::List(k) => list_extent(b, pos, k, esc != Escape::None),
-            Domain::Text | Domain::Path if esc == Escape::Json => {
-                let mut i = pos;
+    /// `printable_line`: every byte of `b` is printable ASCII (a quote
+    /// included), which makes a text's extent its next quote.
+    pub(crate) fn extent(self, b: &[u8], pos: usize, esc: Escape, printable_line: bool) -> usize {
+        let rest = &b[pos..];
+        // One tight loop per case: this runs over most bytes of a line.
+        let n = match (self, esc) {
+            (Domain::List(k), _) => return list_extent(b, pos, k, esc != Escape::None),
+            // In a line of printable bytes (every line nginx writes with
+            // escape=default), the first `"`, found eight bytes at a time.
+            (Domain::Text | Domain::Path, Escape::Default) if printable_line => {
+                find_byte(rest, b'"')
+            }
+            (Domain::Text | Domain::Path, Escape::Default) => {
+                rest.iter().position(|&c| !printable(c))
+            }
+            (Domain::Text | Domain::Path, Escape::None) => None,
+            (Domain::Text | Domain::Path, Escape::Json) => {
                 let mut slashes = 0;
-                while i < b.len() {
-                    let c = b[i];
-                    if (c == b'"' && slashes % 2 == 0) || c < 0x20 {
-                        break;
-                    }
+                rest.iter().position(|&c| {
+                    let end = (c == b'"' && slashes % 2 == 0) || c < 0x20;
                     slashes = if c == b'\\' { slashes + 1 } else { 0 };
-                    i += 1;
-                }
-                i
+                    end
+                })
             }
-            _ => {
-                let mut i = pos;
-                while i < b.len() && self.byte(b[i], esc) {
-                    i += 1;
-                }
-                i
-            }
-        }
+            _ => rest.iter().position(|&c| !self.byte(c, esc)),
+        };
+        pos + n.unwrap_or(rest.len())
     }
 
     /// Is `b[pos..end]` a whole value of this domain? Lists also give their
     /// shape ([`list_shape`]; every other value 1, as a one-item list).
     /// `loose` also takes values nginx writes otherwise but that look the
     /// part: times with any number of decimals, ids of any length,
-    /// addresses of any text in a list.
+    /// addresses of any text in a list. `bytes_ok`: the caller knows every
+    /// byte is one the domain can hold ([`byte`](Self::byte)).
     pub(crate) fn value(
         self,
         b: &[u8],
@@ -145,6 +150,7 @@ impl Domain {
         end: usize,
         esc: Escape,
         loose: bool,
+        bytes_ok: bool,
     ) -> Option<u64> {
         let v = &b[pos..end];
         if v == b"-" {
@@ -156,7 +162,15 @@ impl Domain {
         if let Domain::List(k) = self {
             return list_shape(v, k, esc != Escape::None, loose);
         }
-        if self.extent(&b[..end], pos, esc) != end {
+        let bytes_ok = bytes_ok
+            || match (self, esc) {
+                // Branch-free over the whole value: it vectorizes.
+                (Domain::Text | Domain::Path, Escape::Default) => {
+                    v.iter().fold(true, |ok, &c| ok & printable(c))
+                }
+                _ => self.extent(&b[..end], pos, esc, false) == end,
+            };
+        if !bytes_ok {
             return None;
         }
         let digits = |r: std::ops::Range<usize>| v[r].iter().all(u8::is_ascii_digit);
@@ -196,13 +210,25 @@ impl Domain {
     }
 }
 
+/// Is every byte of `b` printable ASCII (`"` included)? Branch-free.
+pub(crate) fn all_printable(b: &[u8]) -> bool {
+    b.iter()
+        .fold(true, |ok, &c| ok & (c.wrapping_sub(0x20) < 0x5f))
+}
+
+/// A byte `escape=default` writes as it is: printable ASCII but `"`.
+#[inline]
+fn printable(c: u8) -> bool {
+    (c.wrapping_sub(0x20) < 0x5f) & (c != b'"')
+}
+
 /// A byte nginx can write inside a value with escape `esc`: with
 /// `escape=default` printable ASCII but `"` (`\xHH` for the rest), with
 /// `escape=json` no raw `"` or control byte, with `none` anything.
 #[inline]
 fn text_byte(c: u8, esc: Escape) -> bool {
     match esc {
-        Escape::Default => (0x20..0x7f).contains(&c) && c != b'"',
+        Escape::Default => printable(c),
         Escape::Json => c >= 0x20 && c != b'"',
         Escape::None => true,
     }
@@ -253,7 +279,7 @@ mod tests {
     fn whole(var: &str, v: &str) -> bool {
         let b = v.as_bytes();
         Domain::of(var)
-            .value(b, 0, b.len(), Escape::Default, false)
+            .value(b, 0, b.len(), Escape::Default, false, false)
             .is_some()
     }
 
@@ -311,7 +337,7 @@ mod tests {
     #[test]
     fn a_json_value_ends_at_its_first_unescaped_quote() {
         let b = br#"a \"q\" \\"x"#;
-        assert_eq!(Domain::Text.extent(b, 0, Escape::Json), 10);
-        assert_eq!(Domain::Text.extent(b, 0, Escape::Default), 3);
+        assert_eq!(Domain::Text.extent(b, 0, Escape::Json, false), 10);
+        assert_eq!(Domain::Text.extent(b, 0, Escape::Default, true), 3);
     }
 }

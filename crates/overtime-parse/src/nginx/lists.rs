@@ -105,20 +105,31 @@ fn is_peer(item: &[u8]) -> bool {
     if item.starts_with(b"unix:") {
         return item.len() > 5;
     }
-    let Ok(s) = std::str::from_utf8(item) else {
-        return false;
-    };
-    if let Some(rest) = s.strip_prefix('[') {
-        return rest.split_once("]:").is_some_and(|(a, p)| {
-            a.parse::<std::net::Ipv6Addr>().is_ok() && p.parse::<u16>().is_ok()
-        });
+    if item.first() == Some(&b'[') {
+        let Some(k) = item.windows(2).position(|w| w == b"]:") else {
+            return false;
+        };
+        let addr = std::str::from_utf8(&item[1..k]).ok();
+        return addr.is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok())
+            && port(&item[k + 2..]);
     }
-    let (host, port) = s.rsplit_once(':').unwrap_or((s, "0"));
+    // An IPv4 address is a name as far as bytes go.
+    let (host, p) = match item.iter().rposition(|&c| c == b':') {
+        Some(k) => (&item[..k], Some(&item[k + 1..])),
+        None => (item, None),
+    };
     !host.is_empty()
         && host
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
-        && port.parse::<u16>().is_ok()
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
+        && p.is_none_or(port)
+}
+
+/// A port: 1 to 5 digits, at most 65535.
+fn port(p: &[u8]) -> bool {
+    (1..=5).contains(&p.len())
+        && p.iter().all(u8::is_ascii_digit)
+        && p.iter().fold(0u32, |n, &c| n * 10 + u32::from(c - b'0')) <= 65_535
 }
 
 /// The shape of `v` read as a list of `kind` items (`None`: not such a

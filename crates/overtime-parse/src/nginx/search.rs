@@ -29,6 +29,7 @@
 //! ```
 
 use super::checks::passes;
+use super::domain::{Domain, all_printable};
 use super::format::Escape;
 use super::plan::Plan;
 
@@ -66,6 +67,8 @@ struct Walk<'a> {
     alike: usize,
     /// Values that only look like nginx's count too (`Domain::value`).
     loose: bool,
+    /// Every byte of the line is printable ASCII (`Domain::extent`).
+    printable: bool,
 }
 
 /// Cuts `line` every way it can be cut (see the module doc) into `spans`.
@@ -101,6 +104,7 @@ pub(crate) fn cut(
         found: 0,
         alike: 0,
         loose: false,
+        printable: esc == Escape::Default && all_printable(b),
     };
     w.walk(0, plan.prefix.len());
     // A line nginx did not write itself (times with other decimals...):
@@ -164,36 +168,45 @@ impl Walk<'_> {
         };
         let b = self.line.as_bytes();
         if i + 1 == plan.occs.len() {
-            return self.end < pos || self.try_end(i, pos, self.end, 0);
+            return self.end < pos || self.try_end(i, pos, self.end, 0, false);
         }
         match &occ.after {
             Some(lit) if !occ.open => match plan.find_literal(b, pos, lit) {
-                Some(e) => self.try_end(i, pos, e, lit.len()),
+                Some(e) => self.try_end(i, pos, e, lit.len(), false),
                 None => true,
             },
             Some(lit) => {
-                let ext = occ.domain.extent(b, pos, self.esc);
+                // A value holds only bytes its domain can hold, so the
+                // first other byte ends the candidates: the literal is
+                // looked for up to there only.
+                let ext = occ.domain.extent(b, pos, self.esc, self.printable);
+                let upto = &b[..(ext + lit.len()).min(b.len())];
                 let mut from = pos;
-                while let Some(e) = lit.find(b, from) {
-                    if e > ext || !self.try_end(i, pos, e, lit.len()) {
-                        return e > ext;
+                // A list never ends inside a separator (`", "`, `" : "`).
+                let list = matches!(occ.domain, Domain::List(_));
+                while let Some(e) = lit.find(upto, from) {
+                    let inside = list && e > pos && matches!(b[e - 1], b',' | b' ' | b':');
+                    if !inside && !self.try_end(i, pos, e, lit.len(), true) {
+                        return false;
                     }
                     from = e + 1;
                 }
                 true
             }
             None => {
-                let ext = occ.domain.extent(b, pos, self.esc);
-                (pos..=ext).all(|e| !self.line.is_char_boundary(e) || self.try_end(i, pos, e, 0))
+                let ext = occ.domain.extent(b, pos, self.esc, self.printable);
+                (pos..=ext)
+                    .all(|e| !self.line.is_char_boundary(e) || self.try_end(i, pos, e, 0, true))
             }
         }
     }
 
-    /// Value `i` is `pos..e` if its domain holds it; then the rest.
-    fn try_end(&mut self, i: usize, pos: usize, e: usize, lit: usize) -> bool {
+    /// Value `i` is `pos..e` if its domain holds it (`bytes_ok`: its bytes
+    /// are known to be of the domain's class); then the rest.
+    fn try_end(&mut self, i: usize, pos: usize, e: usize, lit: usize, bytes_ok: bool) -> bool {
         let occ = &self.plan.occs[i];
         let b = self.line.as_bytes();
-        let Some(shape) = occ.domain.value(b, pos, e, self.esc, self.loose) else {
+        let Some(shape) = occ.domain.value(b, pos, e, self.esc, self.loose, bytes_ok) else {
             return true;
         };
         if occ.same_as != i {
