@@ -269,3 +269,71 @@ fn debug_langchain_oi_judge() {
     assert_eq!(v.root_cause.kind, K::JudgeSlow, "{:?}", v.root_cause);
     assert_eq!(v.root_cause.component, "qwen2.5-72b-instruct");
 }
+
+/// A chat span whose HTTP attempt reached a model server that wrote a
+/// span of its own under it (vLLM continues the caller's trace).
+fn with_server_span(n: u32, server: impl FnOnce(&mut SpanRecord)) -> Builder {
+    let mut b = served(n, 3_000.0, 3_500.0);
+    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
+    chat.model = Some("qwen2.5-7b".into());
+    client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8000");
+    let s = b.span("4", Some("3"), "vllm", Stage::Service, 10.0, 3_380.0);
+    s.kind = Some("server".into());
+    s.name = "llm_request".into();
+    server(s);
+    b
+}
+
+#[test]
+fn a_vllm_request_span_under_the_attempt_names_the_phase_and_says_so() {
+    let b = with_server_span(320, |s| {
+        s.phases.queue_ms = Some(2_900.0);
+        s.phases.prefill_ms = Some(200.0);
+        s.phases.decode_ms = Some(250.0);
+        s.attributes
+            .push(("gen_ai.latency.time_in_queue".into(), "2.9".into()));
+    });
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::LlmQueueing, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.component, "qwen2.5-7b");
+    assert_evidence(&v, "model server phases (vLLM span): queue 2.9 s");
+}
+
+#[test]
+fn tgi_inference_time_is_split_by_tokens_and_marked_estimated() {
+    // 12 000 prompt tokens, 8 generated: mostly reading the prompt.
+    let mut b = served(321, 3_000.0, 3_500.0);
+    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
+    chat.model = Some("llama-3-8b".into());
+    let post = client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8080");
+    post.phases.queue_ms = Some(100.0);
+    post.phases.other.push(("inference".into(), 3_200.0));
+    post.attributes.push((
+        "http.response.header.x-inference-time".into(),
+        "3200".into(),
+    ));
+    post.input_tokens = Some(12_000);
+    post.output_tokens = Some(8);
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);
+    assert_evidence(&v, "TGI headers, prefill and decode estimated");
+}
+
+#[test]
+fn a_hosted_apis_own_time_is_evidence_and_the_verdict_stays_llm_slow() {
+    let mut b = served(322, 3_000.0, 3_500.0);
+    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
+    chat.model = Some("gpt-4o".into());
+    let post = client(&mut b, "3", "2", 8.0, 3_390.0, "api.openai.com:443");
+    post.phases.other.push(("total".into(), 3_250.0));
+    post.attributes.push((
+        "http.response.header.openai-processing-ms".into(),
+        "3250".into(),
+    ));
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::LlmSlow, "{:?}", v.root_cause);
+    assert_evidence(
+        &v,
+        "the model server's own time (openai-processing-ms header): 3.2 s",
+    );
+}
