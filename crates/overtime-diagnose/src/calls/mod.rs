@@ -27,7 +27,10 @@
 mod attempts;
 mod measure;
 
+mod infer;
+
 pub(crate) use attempts::family;
+pub(crate) use infer::infer_phases;
 pub(crate) use measure::span_phases;
 
 use crate::assemble::Trace;
