@@ -296,23 +296,38 @@ fn a_vllm_request_span_under_the_attempt_names_the_phase_and_says_so() {
 }
 
 #[test]
-fn tgi_inference_time_is_split_by_tokens_and_marked_estimated() {
-    // 12 000 prompt tokens, 8 generated: mostly reading the prompt.
-    let mut b = served(321, 3_000.0, 3_500.0);
-    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
-    chat.model = Some("llama-3-8b".into());
-    let post = client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8080");
-    post.phases.queue_ms = Some(100.0);
-    post.phases.other.push(("inference".into(), 3_200.0));
-    post.attributes.push((
-        "http.response.header.x-inference-time".into(),
-        "3200".into(),
-    ));
-    post.input_tokens = Some(12_000);
-    post.output_tokens = Some(8);
-    let v = verdict(b, 3_000.0);
+fn tgi_inference_time_is_split_only_where_the_first_token_says() {
+    let tgi = |n: u32, queue: f64, ttft: Option<f64>| {
+        let mut b = served(n, 3_000.0, 3_500.0);
+        let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
+        chat.model = Some("llama-3-8b".into());
+        chat.ttft_ms = ttft;
+        let post = client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8080");
+        post.phases.queue_ms = Some(queue);
+        post.phases
+            .other
+            .push(("inference".into(), 3_200.0 - queue));
+        post.attributes.push((
+            "http.response.header.x-inference-time".into(),
+            format!("{}", 3_200.0 - queue),
+        ));
+        post.input_tokens = Some(12_000);
+        post.output_tokens = Some(8);
+        verdict(b, 3_000.0)
+    };
+    // Prefill and decode together, and the queue short: nothing decides.
+    let v = tgi(321, 100.0, None);
+    assert_eq!(v.root_cause.kind, K::LlmSlow, "{:?}", v.root_cause);
+    // The queue outweighs them: queueing, whatever their split.
+    let v = tgi(323, 2_400.0, None);
+    assert_eq!(v.root_cause.kind, K::LlmQueueing, "{:?}", v.root_cause);
+    // A first token at 2.9 s: prefill until it.
+    let v = tgi(324, 100.0, Some(2_900.0));
     assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);
-    assert_evidence(&v, "TGI headers, prefill and decode estimated");
+    assert_evidence(
+        &v,
+        "TGI headers, inference split at the first token (2.9 s)",
+    );
 }
 
 #[test]
