@@ -26,7 +26,9 @@ as their source writes it (model_server.py's `flavor`):
   its prefill runs from the dispatch to the first token (so it includes
   the wait): the queue is only the `prefill_waiting` slice. An aborted
   request's root span never ends (so is never exported); its thread span
-  is closed by `abort()` with status ERROR and the abort reason. Followed:
+  is closed by `abort()` with status ERROR and the abort reason (our
+  reading of `TraceReqContext.abort` / `__del__`; the tokenizer manager's
+  abort path was not traced through). Followed:
   sgl-project/sglang python/sglang/srt/observability/trace.py
   (`TraceReqContext.trace_req_start/finish`, `trace_slice_*`, `abort`;
   commit 02a580880ee625d1d4a8c317ad913dcc0506cf79),
