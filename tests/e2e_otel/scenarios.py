@@ -199,13 +199,16 @@ D_MODEL = "mixtral-8x22b"
 
 
 def _phase(name, kind, model, cut, done, note):
-    """Three calls cut by nginx (the agent's call goes on and finishes: the
-    engine's phases arrive), three that the agent's own 2.6 s timeout gives
-    up on first (the engine aborts: vLLM writes no span, TGI sends no
-    headers; the agent answers 503), and finished calls of the same model
-    with the same shape, shorter (noise: they succeed)."""
+    """Six calls cut by nginx at 3 s: three whose agent's call goes on and
+    finishes (the engine's phases arrive after the 504), three whose agent
+    gives up with its own 3.2 s timeout while the engine is still working
+    (the engine aborts: vLLM writes no span, SGLang no root span, TGI sends
+    no headers; the agent's 503 goes to a closed connection, a
+    semantic_mask); and finished calls of the same model with the same
+    shape, shorter (noise: they succeed). The agent's timeout comes after
+    nginx's cut, so every run has the same outcomes."""
     reqs = rep(3, lambda i: Req("/v1/agent/run", [tool("calc", 0.05), cut()]))
-    reqs += rep(3, lambda i: Req("/v1/agent/run", [tool("calc", 0.05), {**cut(), "timeout": 2.6}]))
+    reqs += rep(3, lambda i: Req("/v1/agent/run", [tool("calc", 0.05), {**cut(), "timeout": 3.2}]))
     return Scenario(name, kind, model, reqs, noise=rep(4, lambda i: Req("/v1/agent/run", [done()])),
                     concurrency=10, gap_ms=30, variants=ENGINE_VARIANTS, note=note)
 
