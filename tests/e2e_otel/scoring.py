@@ -43,7 +43,7 @@ def check(rep, goal, floored=None, board=None, falls=None):
     for name, d in floored.items():
         old = (board or {}).get(name)
         if old is None:
-            fails.append(f"{name} has no entry in tests/scoreboard.toml")
+            fails.append(f"{name} is not on the board it is held to (record it with scripts/scoreboard.py update --board)")
         else:
             fails += [f"{name}: {f}" for f in falls(old, d)]
     accuracy = rep["accuracy"]
