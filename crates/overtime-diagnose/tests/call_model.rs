@@ -296,7 +296,7 @@ fn a_vllm_request_span_under_the_attempt_names_the_phase_and_says_so() {
 }
 
 #[test]
-fn tgi_inference_time_is_split_only_where_the_first_token_says() {
+fn tgi_inference_time_is_split_at_the_first_token_else_estimated_by_tokens() {
     let tgi = |n: u32, queue: f64, ttft: Option<f64>| {
         let mut b = served(n, 3_000.0, 3_500.0);
         let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
@@ -315,12 +315,24 @@ fn tgi_inference_time_is_split_only_where_the_first_token_says() {
         post.output_tokens = Some(8);
         verdict(b, 3_000.0)
     };
-    // Prefill and decode together, and the queue short: nothing decides.
+    // Neither tokens nor a first token: the queue when it outweighs
+    // inference, else nothing decides.
+    let bare = |n: u32, queue: f64| {
+        let mut b = served(n, 3_000.0, 3_500.0);
+        b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0).model = Some("m".into());
+        let post = client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8080");
+        post.phases.queue_ms = Some(queue);
+        post.phases
+            .other
+            .push(("inference".into(), 3_200.0 - queue));
+        verdict(b, 3_000.0).root_cause.kind
+    };
+    assert_eq!(bare(325, 100.0), K::LlmSlow);
+    assert_eq!(bare(326, 2_400.0), K::LlmQueueing);
+    // No first token: split by the tokens (12 000 in, 8 out), estimated.
     let v = tgi(321, 100.0, None);
-    assert_eq!(v.root_cause.kind, K::LlmSlow, "{:?}", v.root_cause);
-    // The queue outweighs them: queueing, whatever their split.
-    let v = tgi(323, 2_400.0, None);
-    assert_eq!(v.root_cause.kind, K::LlmQueueing, "{:?}", v.root_cause);
+    assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);
+    assert_evidence(&v, "TGI headers, prefill and decode estimated");
     // A first token at 2.9 s: prefill until it.
     let v = tgi(324, 100.0, Some(2_900.0));
     assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);

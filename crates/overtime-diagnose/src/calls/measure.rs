@@ -147,14 +147,22 @@ pub(crate) fn phase_source(s: &SpanRecord) -> &'static str {
     }
 }
 
+/// A prompt token's share of the time of a generated one, for splitting a
+/// time that holds both prefill and decode when nothing better says: a GPU
+/// reads a prompt at about ten thousand tokens a second but generates one
+/// token of a sequence per step, some 25 ms (a 7-8B model on one A100-class
+/// GPU; larger models scale both alike).
+const PROMPT_TOKEN_COST: f64 = 0.004;
+
 /// A server that reports prefill and decode only together (TGI's
 /// `x-inference-time`) has them split where the call's first token came,
-/// when the client saw it: before it queue and prefill, after it decode;
-/// the evidence says where the split came from. Otherwise they stay one
-/// time ([`crate::rules::largest_llm_phase`] then names the queue only
-/// when it outweighs them, and else nothing: `llm_slow`). Token counts do
-/// not split it: how long a prompt takes to read depends on the model,
-/// the GPU and the batch, which the call does not show.
+/// when the client saw it (before it queue and prefill, after it decode);
+/// else by the call's token counts, prefill ≈ inference × P·c / (P·c + G),
+/// c = [`PROMPT_TOKEN_COST`], which the evidence marks as estimated. With
+/// neither they stay one time ([`largest_llm_phase`] names the queue
+/// only when it outweighs them; else `llm_slow`).
+///
+/// [`largest_llm_phase`]: crate::rules::call_rules::largest_llm_phase
 pub(super) fn split_inference(c: &mut Call) {
     let p = &mut c.phases;
     if p.prefill_ms.is_some() || p.decode_ms.is_some() {
@@ -168,10 +176,26 @@ pub(super) fn split_inference(c: &mut Call) {
     else {
         return;
     };
-    let Some(ttft) = c.ttft_ms else {
-        return;
+    let (prefill, how) = match (c.ttft_ms, c.input_tokens, c.output_tokens) {
+        (Some(ttft), _, _) => (
+            (ttft - p.queue_ms.unwrap_or(0.0)).clamp(0.0, inference),
+            format!(
+                "inference split at the first token ({})",
+                crate::fmt::dur(ttft)
+            ),
+        ),
+        (None, Some(input), Some(output)) => {
+            let prompt = input.max(0) as f64 * PROMPT_TOKEN_COST;
+            let generated = output.max(1) as f64;
+            (
+                inference * prompt / (prompt + generated),
+                format!(
+                    "prefill and decode estimated from inference by tokens ({input} in, {output} out)"
+                ),
+            )
+        }
+        _ => return,
     };
-    let prefill = (ttft - p.queue_ms.unwrap_or(0.0)).clamp(0.0, inference);
     p.prefill_ms = Some(prefill);
     p.decode_ms = Some(inference - prefill);
     p.other.retain(|(n, _)| n != "inference");
@@ -179,10 +203,7 @@ pub(super) fn split_inference(c: &mut Call) {
         .phase_source
         .take()
         .unwrap_or_else(|| "model server".into());
-    c.phase_source = Some(format!(
-        "{source}, inference split at the first token ({})",
-        crate::fmt::dur(ttft)
-    ));
+    c.phase_source = Some(format!("{source}, {how}"));
 }
 
 /// Gathers what the spans under operation node `n` say into `c`: phases
