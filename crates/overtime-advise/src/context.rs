@@ -41,6 +41,8 @@ pub(crate) struct Context {
     /// Services whose failure answers never reached the gateway: it timed
     /// out although they had answered (seed 000's "information black hole").
     pub(crate) masks: BTreeMap<String, usize>,
+    /// Component → how its client retries (components seen retrying).
+    pub(crate) retry: BTreeMap<String, crate::retry::RetryRule>,
 }
 
 /// The densest cluster of timeout/remaining ratios (±2 %), if it holds
@@ -187,6 +189,7 @@ impl Context {
                 cx.layer_tails.insert(l.name.clone(), f);
             }
         }
+        cx.retry = crate::retry::learn(ds, &cx);
         cx
     }
 

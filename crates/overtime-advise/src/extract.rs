@@ -47,6 +47,9 @@ pub struct Attempt {
     /// A cut LLM call's full latency as its model server reported it
     /// (`X-LLM-Duration`): the server ran on after the caller gave up.
     pub known_ms: Option<f64>,
+    /// The server answered it (an HTTP status came back): whatever went
+    /// wrong, no timeout fired on it.
+    pub answered: bool,
 }
 
 impl Attempt {
@@ -57,6 +60,7 @@ impl Attempt {
             ms,
             end: End::Finished,
             known_ms: None,
+            answered: true,
         }
     }
 
@@ -210,6 +214,13 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Settles how every attempt ended and the timeouts that fired, from
+    /// where attempts cluster (the rules of `fired`): [`dataset`] does it;
+    /// a dataset built by hand calls it once its traces are in.
+    pub fn settle_timeouts(&mut self) {
+        crate::fired::settle(&mut self.traces);
+    }
+
     /// The current read timeout of `layer`.
     pub fn layer_timeout_ms(&self, layer: &str) -> Option<f64> {
         self.layers
@@ -283,6 +294,7 @@ fn trace_facts(
                         .then(|| reported_ms(trace, &tree, node_of[si]))
                         .flatten()
                         .filter(|d| *d > ms),
+                    answered: s.http_status.is_some(),
                 }
             })
             .collect();
@@ -467,6 +479,7 @@ pub fn dataset(
             .cmp(&b.start_us)
             .then(a.trace_id.cmp(&b.trace_id))
     });
+    crate::fired::settle(&mut out);
     fill_in_flight(&mut out);
     Ok(Dataset {
         traces: out,
