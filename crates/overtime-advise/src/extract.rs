@@ -142,6 +142,23 @@ impl CallFacts {
     pub fn end_ms(&self) -> f64 {
         self.attempts.last().map_or(0.0, |a| a.start_ms + a.ms)
     }
+    /// What its attempts say of its latency (see [`Attempt`]'s `obs`);
+    /// with `same_work`, an attempt cut again after one cut before says
+    /// nothing new (the same work, cut at the same point) and is left out.
+    pub(crate) fn latency_obs(&self, same_work: bool) -> Vec<crate::stats::Obs> {
+        let mut out = Vec::with_capacity(self.attempts.len());
+        let mut cut_before = false;
+        for a in &self.attempts {
+            let Some(o) = a.obs() else {
+                continue;
+            };
+            if !(same_work && cut_before && !o.finished) {
+                out.push(o);
+            }
+            cut_before |= !o.finished;
+        }
+        out
+    }
     /// Whether the last attempt did not finish (an error, a timeout or a
     /// cut).
     pub fn failed(&self) -> bool {
@@ -211,6 +228,11 @@ pub struct Dataset {
     pub layers: Vec<LayerFacts>,
     /// Spans seen twice (same span id) and counted once.
     pub duplicate_spans: usize,
+    /// Per component seen retrying after a timeout: how much a retry takes
+    /// as long as the attempt before it (0: a fresh draw, 1: the same
+    /// work, the same time), from how often its retries timed out again
+    /// against how often its first attempts did.
+    pub same_work: BTreeMap<String, f64>,
 }
 
 impl Dataset {
@@ -218,7 +240,13 @@ impl Dataset {
     /// where attempts cluster (the rules of `fired`): [`dataset`] does it;
     /// a dataset built by hand calls it once its traces are in.
     pub fn settle_timeouts(&mut self) {
-        crate::fired::settle(&mut self.traces);
+        self.same_work = crate::fired::settle(&mut self.traces);
+    }
+
+    /// Whether retries of `component` redo the same work in the same time
+    /// (more than half the time).
+    pub(crate) fn repeats_work(&self, component: &str) -> bool {
+        self.same_work.get(component).is_some_and(|s| *s > 0.5)
     }
 
     /// The current read timeout of `layer`.
@@ -479,9 +507,10 @@ pub fn dataset(
             .cmp(&b.start_us)
             .then(a.trace_id.cmp(&b.trace_id))
     });
-    crate::fired::settle(&mut out);
+    let same_work = crate::fired::settle(&mut out);
     fill_in_flight(&mut out);
     Ok(Dataset {
+        same_work,
         traces: out,
         layers,
         duplicate_spans: assembled.stats.duplicate_spans,

@@ -65,8 +65,10 @@ pub(crate) fn in_cluster(ms: f64, t: f64) -> bool {
 }
 
 /// Settles how every attempt ended and the timeout of every call whose
-/// timeout was not configured, by the rules above.
-pub(crate) fn settle(traces: &mut [TraceFacts]) {
+/// timeout was not configured, by the rules above; returns, per component
+/// seen retrying after a timeout, how much its retries redo the same work
+/// ([`same_work`]).
+pub(crate) fn settle(traces: &mut [TraceFacts]) -> BTreeMap<String, f64> {
     // An attempt followed by a retry did not finish.
     for t in traces.iter_mut() {
         for c in &mut t.calls {
@@ -117,13 +119,54 @@ pub(crate) fn settle(traces: &mut [TraceFacts]) {
                 in_it |= a.end == End::TimedOut && in_cluster(a.ms, to);
             }
             // A call whose own timeouts fired elsewhere (a share of a
-            // budget that varies) keeps the one it showed.
-            if configured.is_none() && in_it {
+            // budget that varies) keeps the one it showed; one that showed
+            // none ran under its client's, which fired on the others.
+            if configured.is_none() && (in_it || c.timeout_ms.is_none()) {
                 c.timeout_ms = Some(to);
                 c.timeout_observed = true;
             }
         }
     }
+    same_work(traces)
+}
+
+/// Per component seen retrying after a timeout: how much a retry takes as
+/// long as the attempt before it. Independent draws time a retry out as
+/// often as first attempts (`q`); the same work times it out again every
+/// time. With `r` the share of retries after a timeout that timed out
+/// again, `(r − q) / (1 − q)`, clamped to 0–1; 1 with fewer than three
+/// such retries (a retry asks for the same work).
+fn same_work(traces: &[TraceFacts]) -> BTreeMap<String, f64> {
+    // (first attempts, of them timed out, retries after a timeout, of them
+    // timed out again).
+    let mut n: BTreeMap<&str, [f64; 4]> = BTreeMap::new();
+    for t in traces {
+        for c in &t.calls {
+            let e = n.entry(c.component.as_str()).or_default();
+            if let Some(a) = c.attempts.first() {
+                e[0] += 1.0;
+                e[1] += f64::from(u8::from(a.end == End::TimedOut));
+            }
+            for w in c.attempts.windows(2) {
+                if w[0].end == End::TimedOut && w[1].end != End::Cut {
+                    e[2] += 1.0;
+                    e[3] += f64::from(u8::from(w[1].end == End::TimedOut));
+                }
+            }
+        }
+    }
+    n.into_iter()
+        .filter(|(_, e)| e[2] > 0.0)
+        .map(|(comp, [first, first_out, retried, again])| {
+            let q = first_out / first.max(1.0);
+            let rho = if retried < 3.0 || q >= 1.0 {
+                1.0
+            } else {
+                ((again / retried - q) / (1.0 - q)).clamp(0.0, 1.0)
+            };
+            (comp.to_string(), rho)
+        })
+        .collect()
 }
 
 #[cfg(test)]

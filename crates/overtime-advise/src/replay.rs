@@ -228,7 +228,14 @@ pub(crate) fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) 
             } else {
                 format!("{} failed", c.component)
             };
-            failure = Some((new_end, fate, why));
+            // A call that ended the request before too: the service took
+            // as long to answer after it as it did then.
+            let answer_after = if failed_before {
+                (old_end - c.end_ms()).max(0.0)
+            } else {
+                0.0
+            };
+            failure = Some((new_end + answer_after, fate, why));
             break;
         }
         if failed_before && c.fallback_ms.is_none() {

@@ -18,9 +18,9 @@
 //!   later retries). The report names the rule it used per component.
 //! - **Same work, same time**: a retry asks the server for the same work.
 //!   Whether it takes as long again is learned from the retries seen after
-//!   a timeout: the share of them that timed out again beyond what the
-//!   component's latency law gives independent draws (`same_latency`, 0–1;
-//!   1 with fewer than three such retries seen).
+//!   a timeout: how much more often they timed out again than first
+//!   attempts time out (`same_latency`, 0–1, [`crate::Dataset`]'s
+//!   `same_work`; 1 with fewer than three such retries seen).
 //!
 //! ```
 //! use overtime_advise::openai_backoff_ms;
@@ -29,7 +29,6 @@
 //! assert_eq!(openai_backoff_ms(6, 0.0), 8_000.0, "capped at 8 s");
 //! ```
 
-use crate::context::Context;
 use crate::extract::{Dataset, End};
 use crate::stats::{Rng, percentile};
 use serde::{Deserialize, Serialize};
@@ -121,7 +120,7 @@ impl RetryRule {
 }
 
 /// The retry rule of every component seen retrying.
-pub(crate) fn learn(ds: &Dataset, cx: &Context) -> BTreeMap<String, RetryRule> {
+pub(crate) fn learn(ds: &Dataset) -> BTreeMap<String, RetryRule> {
     #[derive(Default)]
     struct Seen {
         attempts: usize,
@@ -129,16 +128,12 @@ pub(crate) fn learn(ds: &Dataset, cx: &Context) -> BTreeMap<String, RetryRule> {
         gaps: Vec<Vec<f64>>,
         fitting: usize,
         n_gaps: usize,
-        again: f64,
-        expected_again: f64,
-        retried_after_timeout: f64,
     }
     let mut seen: BTreeMap<&str, Seen> = BTreeMap::new();
     for t in &ds.traces {
         for c in &t.calls {
             let s = seen.entry(c.component.as_str()).or_default();
             s.attempts = s.attempts.max(c.attempts.len());
-            let law = cx.law_of(c);
             for (k, w) in c.attempts.windows(2).enumerate() {
                 let gap = (w[1].start_ms - (w[0].start_ms + w[0].ms)).max(0.0);
                 if s.gaps.len() <= k {
@@ -147,16 +142,7 @@ pub(crate) fn learn(ds: &Dataset, cx: &Context) -> BTreeMap<String, RetryRule> {
                 s.gaps[k].push(gap);
                 s.n_gaps += 1;
                 s.fitting += usize::from(fits_openai(k + 1, gap));
-                if w[0].end == End::TimedOut {
-                    s.after_timeout = true;
-                    s.retried_after_timeout += 1.0;
-                    if w[1].end.censored() && w[1].known_ms.is_none() {
-                        s.again += 1.0;
-                    }
-                    // Independent draws would time out again this often.
-                    let to = c.timeout_ms.unwrap_or(w[0].ms).max(w[0].ms);
-                    s.expected_again += law.map_or(0.5, |d| 1.0 - d.cdf(to));
-                }
+                s.after_timeout |= w[0].end == End::TimedOut;
             }
         }
     }
@@ -168,17 +154,7 @@ pub(crate) fn learn(ds: &Dataset, cx: &Context) -> BTreeMap<String, RetryRule> {
             } else {
                 Backoff::Observed(s.gaps.iter().filter_map(|g| percentile(g, 0.5)).collect())
             };
-            let same_latency = if s.retried_after_timeout < 3.0 {
-                1.0
-            } else {
-                let n = s.retried_after_timeout;
-                let q = s.expected_again;
-                if n - q <= 1e-9 {
-                    1.0
-                } else {
-                    ((s.again - q) / (n - q)).clamp(0.0, 1.0)
-                }
-            };
+            let same_latency = ds.same_work.get(comp).copied().unwrap_or(1.0);
             (
                 comp.to_string(),
                 RetryRule {
