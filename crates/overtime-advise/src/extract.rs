@@ -303,9 +303,9 @@ fn trace_facts(
             continue;
         };
         let raw = c.raw_attempts_ms();
-        let n = c.spans.len();
-        let attempts: Vec<Attempt> = c
-            .spans
+        let spans = attempt_spans(trace, &tree, &node_of, &c.spans, &raw);
+        let n = spans.len();
+        let attempts: Vec<Attempt> = spans
             .iter()
             .enumerate()
             .map(|(k, &si)| {
@@ -381,6 +381,45 @@ fn trace_facts(
         stream_gap_ms: outcome::stream_gap(trace, &tree).map(|g| g.gap_ms),
         calls: facts,
     }
+}
+
+/// The spans of a call's attempts, first try first: its operation spans —
+/// or, for one operation whose client retried under it (the openai
+/// client's HTTP attempts under its `chat` span), the spans below it that
+/// are its attempts (the call's attempt durations are theirs). Taking the
+/// operation span for the only attempt would make a call that timed out
+/// and then succeeded on a retry one finished attempt at the timeout.
+fn attempt_spans(
+    trace: &Trace,
+    tree: &tree::TraceTree,
+    node_of: &[usize],
+    ops: &[usize],
+    raw: &[f64],
+) -> Vec<usize> {
+    if ops.len() != 1 || raw.len() < 2 || node_of[ops[0]] == usize::MAX {
+        return ops.to_vec();
+    }
+    let mut below = Vec::new();
+    let mut stack = vec![node_of[ops[0]]];
+    while let Some(n) = stack.pop() {
+        for &ch in &tree.nodes[n].children {
+            below.extend(tree.nodes[ch].span);
+            stack.push(ch);
+        }
+    }
+    below.sort_by_key(|&si| (trace.spans[si].start_us, si));
+    let mut out: Vec<usize> = Vec::with_capacity(raw.len());
+    for ms in raw {
+        match below
+            .iter()
+            .find(|&&si| !out.contains(&si) && (trace.spans[si].duration_ms() - ms).abs() < 1e-6)
+        {
+            Some(&si) => out.push(si),
+            None => return ops.to_vec(),
+        }
+    }
+    out.sort_by_key(|&si| (trace.spans[si].start_us, si));
+    out
 }
 
 /// The model server's own total (`X-LLM-Duration`) for the call under
