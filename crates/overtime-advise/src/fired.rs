@@ -120,8 +120,9 @@ pub(crate) fn settle(traces: &mut [TraceFacts]) -> BTreeMap<String, f64> {
             }
             // A call whose own timeouts fired elsewhere (a share of a
             // budget that varies) keeps the one it showed; one that showed
-            // none ran under its client's, which fired on the others.
-            if configured.is_none() && (in_it || c.timeout_ms.is_none()) {
+            // none may have run under another client's (one model, several
+            // call sites with their own timeouts): nothing is assumed.
+            if configured.is_none() && in_it {
                 c.timeout_ms = Some(to);
                 c.timeout_observed = true;
             }
