@@ -10,7 +10,9 @@
 //!   traces) the timeout is capped by that share of what is left;
 //! - a call that now times out ends the request there (the service answers
 //!   503 right away) unless the component is seen falling back, or retrying
-//!   after a timeout; a call that now finishes lets the request go on;
+//!   after a timeout; a call that now finishes lets the request go on, and
+//!   so does one that failed (today too) in a request that was answered all
+//!   the same;
 //! - every call on the critical path that ends earlier or later moves what
 //!   came after it by as much; the service answers at its old answer time
 //!   moved by the same amount;
@@ -201,6 +203,11 @@ pub(crate) fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) 
             moved.push((c.end_ms(), new_end - c.end_ms() - shift));
         }
         let failed_before = c.failed();
+        if !ok && failed_before && !before.failed() && c.fallback_ms.is_none() {
+            // It failed today too and the request was answered all the
+            // same: the service goes on without it.
+            continue;
+        }
         if !ok {
             if c.fallback_ms.is_some()
                 || (!failed_before && cx.fallback_ms.contains_key(&c.component))
