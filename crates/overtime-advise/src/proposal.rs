@@ -320,7 +320,7 @@ impl Proposal {
         let mut check = |what: &str, whats: &str, n: &str, names: &[&str], known: &[String]| {
             if n != "*" && !names.contains(&n) {
                 out.push(format!(
-                    "the traces have no {what} {n:?}: {}",
+                    "{what} {n:?} is not in the traces; {}",
                     match known.len() {
                         0 => format!("they have no {whats} at all"),
                         1 => format!("their only {what} is {}", known[0]),
@@ -440,5 +440,22 @@ mod tests {
         assert_eq!(parse_timeout("90").unwrap(), Some(90_000.0));
         assert_eq!(parse_timeout("none").unwrap(), None);
         assert!(parse_timeout("soon").is_err());
+    }
+
+    #[test]
+    fn an_unknown_layer_is_a_sentence_naming_the_known_ones_and_edge_names_the_outermost() {
+        let mut p = Proposal::default();
+        p.set("gateway.edgy.read_timeout=5s").unwrap();
+        p.set("gateway.edge.read_timeout=9s").unwrap();
+        let bad = p.unknown_names(&[], &[], &[], &["access", "upstream"]);
+        assert_eq!(
+            bad,
+            vec![
+                "gateway layer \"edgy\" is not in the traces; their gateway layers are \"access\" (also called \"edge\") and \"upstream\" (also called \"internal\")"
+            ]
+        );
+        let r = p.with_layer_roles(&["access", "upstream"]);
+        assert_eq!(r.gateway_for("access"), Some(9_000.0));
+        assert_eq!(r.gateway_for("upstream"), None);
     }
 }
