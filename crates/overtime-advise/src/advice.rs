@@ -293,20 +293,19 @@ pub(crate) fn uses_gpu_load(calls: &[&CallFacts]) -> bool {
 }
 
 /// The samples a model's law is fitted on: every attempt with its tokens.
-pub(crate) fn model_samples(calls: &[&CallFacts], gpu: bool) -> Vec<Sample> {
+/// Retries of the same work cut again are left out (they repeat the first
+/// cut: `same_work`).
+pub(crate) fn model_samples(calls: &[&CallFacts], gpu: bool, same_work: bool) -> Vec<Sample> {
     calls
         .iter()
         .filter_map(|c| c.tokens_in.map(|t| (c, t as f64)))
         .flat_map(|(c, t)| {
-            c.attempts
-                .iter()
-                .filter_map(|a| a.obs())
-                .map(move |o| Sample {
-                    tokens_in: t,
-                    load: c.load(gpu),
-                    ms: o.ms,
-                    finished: o.finished,
-                })
+            c.latency_obs(same_work).into_iter().map(move |o| Sample {
+                tokens_in: t,
+                load: c.load(gpu),
+                ms: o.ms,
+                finished: o.finished,
+            })
         })
         .collect()
 }
@@ -324,7 +323,8 @@ pub(crate) fn fit_models(ds: &Dataset) -> BTreeMap<String, (LatencyModel, bool)>
         .filter_map(|(m, calls)| {
             let gpu = uses_gpu_load(&calls);
             let name = if gpu { "gpu_load" } else { "calls_in_flight" };
-            latency_model::fit(&model_samples(&calls, gpu), name).map(|f| (m.to_string(), (f, gpu)))
+            latency_model::fit(&model_samples(&calls, gpu, ds.repeats_work(m)), name)
+                .map(|f| (m.to_string(), (f, gpu)))
         })
         .collect()
 }

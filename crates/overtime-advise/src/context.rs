@@ -41,6 +41,8 @@ pub(crate) struct Context {
     /// Services whose failure answers never reached the gateway: it timed
     /// out although they had answered (seed 000's "information black hole").
     pub(crate) masks: BTreeMap<String, usize>,
+    /// Component → how its client retries (components seen retrying).
+    pub(crate) retry: BTreeMap<String, crate::retry::RetryRule>,
 }
 
 /// The densest cluster of timeout/remaining ratios (±2 %), if it holds
@@ -134,13 +136,10 @@ impl Context {
                 cx.budget_share.insert(*cls, f);
             }
         }
-        cx.learn_buckets(&by_comp);
+        cx.learn_buckets(&by_comp, ds);
         for (comp, calls) in &by_comp {
-            let obs: Vec<Obs> = calls
-                .iter()
-                .flat_map(|c| c.attempts.iter())
-                .filter_map(|a| a.obs())
-                .collect();
+            let same = ds.repeats_work(comp);
+            let obs: Vec<Obs> = calls.iter().flat_map(|c| c.latency_obs(same)).collect();
             if let Some(f) = lognormal::fit(&obs) {
                 cx.tails.insert(comp.to_string(), f);
             }
@@ -187,14 +186,16 @@ impl Context {
                 cx.layer_tails.insert(l.name.clone(), f);
             }
         }
+        cx.retry = crate::retry::learn(ds);
         cx
     }
 
     /// Per LLM (model, bucket): whether its own tail or the model's law
     /// draws its cut calls — whichever follows its Kaplan–Meier curve
     /// more closely (as the advice chooses its recommendation).
-    fn learn_buckets(&mut self, by_comp: &BTreeMap<&str, Vec<&CallFacts>>) {
+    fn learn_buckets(&mut self, by_comp: &BTreeMap<&str, Vec<&CallFacts>>, ds: &Dataset) {
         for (comp, calls) in by_comp {
+            let same = ds.repeats_work(comp);
             let mut by_bucket: BTreeMap<usize, Vec<&CallFacts>> = BTreeMap::new();
             for c in calls.iter().filter(|c| c.class == Class::Llm) {
                 if let Some(t) = c.tokens_in {
@@ -202,11 +203,7 @@ impl Context {
                 }
             }
             for (b, cs) in by_bucket {
-                let obs: Vec<Obs> = cs
-                    .iter()
-                    .flat_map(|c| c.attempts.iter())
-                    .filter_map(|a| a.obs())
-                    .collect();
+                let obs: Vec<Obs> = cs.iter().flat_map(|c| c.latency_obs(same)).collect();
                 let Some(tail) = lognormal::fit(&obs) else {
                     continue;
                 };

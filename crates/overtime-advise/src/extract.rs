@@ -47,6 +47,9 @@ pub struct Attempt {
     /// A cut LLM call's full latency as its model server reported it
     /// (`X-LLM-Duration`): the server ran on after the caller gave up.
     pub known_ms: Option<f64>,
+    /// The server answered it (an HTTP status came back): whatever went
+    /// wrong, no timeout fired on it.
+    pub answered: bool,
 }
 
 impl Attempt {
@@ -57,6 +60,7 @@ impl Attempt {
             ms,
             end: End::Finished,
             known_ms: None,
+            answered: true,
         }
     }
 
@@ -138,6 +142,23 @@ impl CallFacts {
     pub fn end_ms(&self) -> f64 {
         self.attempts.last().map_or(0.0, |a| a.start_ms + a.ms)
     }
+    /// What its attempts say of its latency (see [`Attempt`]'s `obs`);
+    /// with `same_work`, an attempt cut again after one cut before says
+    /// nothing new (the same work, cut at the same point) and is left out.
+    pub(crate) fn latency_obs(&self, same_work: bool) -> Vec<crate::stats::Obs> {
+        let mut out = Vec::with_capacity(self.attempts.len());
+        let mut cut_before = false;
+        for a in &self.attempts {
+            let Some(o) = a.obs() else {
+                continue;
+            };
+            if !(same_work && cut_before && !o.finished) {
+                out.push(o);
+            }
+            cut_before |= !o.finished;
+        }
+        out
+    }
     /// Whether the last attempt did not finish (an error, a timeout or a
     /// cut).
     pub fn failed(&self) -> bool {
@@ -207,9 +228,27 @@ pub struct Dataset {
     pub layers: Vec<LayerFacts>,
     /// Spans seen twice (same span id) and counted once.
     pub duplicate_spans: usize,
+    /// Per component seen retrying after a timeout: how much a retry takes
+    /// as long as the attempt before it (0: a fresh draw, 1: the same
+    /// work, the same time), from how often its retries timed out again
+    /// against how often its first attempts did.
+    pub same_work: BTreeMap<String, f64>,
 }
 
 impl Dataset {
+    /// Settles how every attempt ended and the timeouts that fired, from
+    /// where attempts cluster (the rules of `fired`): [`dataset`] does it;
+    /// a dataset built by hand calls it once its traces are in.
+    pub fn settle_timeouts(&mut self) {
+        self.same_work = crate::fired::settle(&mut self.traces);
+    }
+
+    /// Whether retries of `component` redo the same work in the same time
+    /// (more than half the time).
+    pub(crate) fn repeats_work(&self, component: &str) -> bool {
+        self.same_work.get(component).is_some_and(|s| *s > 0.5)
+    }
+
     /// The current read timeout of `layer`.
     pub fn layer_timeout_ms(&self, layer: &str) -> Option<f64> {
         self.layers
@@ -264,9 +303,9 @@ fn trace_facts(
             continue;
         };
         let raw = c.raw_attempts_ms();
-        let n = c.spans.len();
-        let attempts: Vec<Attempt> = c
-            .spans
+        let spans = attempt_spans(trace, &tree, &node_of, &c.spans, &raw);
+        let n = spans.len();
+        let attempts: Vec<Attempt> = spans
             .iter()
             .enumerate()
             .map(|(k, &si)| {
@@ -283,6 +322,7 @@ fn trace_facts(
                         .then(|| reported_ms(trace, &tree, node_of[si]))
                         .flatten()
                         .filter(|d| *d > ms),
+                    answered: s.http_status.is_some(),
                 }
             })
             .collect();
@@ -341,6 +381,45 @@ fn trace_facts(
         stream_gap_ms: outcome::stream_gap(trace, &tree).map(|g| g.gap_ms),
         calls: facts,
     }
+}
+
+/// The spans of a call's attempts, first try first: its operation spans —
+/// or, for one operation whose client retried under it (the openai
+/// client's HTTP attempts under its `chat` span), the spans below it that
+/// are its attempts (the call's attempt durations are theirs). Taking the
+/// operation span for the only attempt would make a call that timed out
+/// and then succeeded on a retry one finished attempt at the timeout.
+fn attempt_spans(
+    trace: &Trace,
+    tree: &tree::TraceTree,
+    node_of: &[usize],
+    ops: &[usize],
+    raw: &[f64],
+) -> Vec<usize> {
+    if ops.len() != 1 || raw.len() < 2 || node_of[ops[0]] == usize::MAX {
+        return ops.to_vec();
+    }
+    let mut below = Vec::new();
+    let mut stack = vec![node_of[ops[0]]];
+    while let Some(n) = stack.pop() {
+        for &ch in &tree.nodes[n].children {
+            below.extend(tree.nodes[ch].span);
+            stack.push(ch);
+        }
+    }
+    below.sort_by_key(|&si| (trace.spans[si].start_us, si));
+    let mut out: Vec<usize> = Vec::with_capacity(raw.len());
+    for ms in raw {
+        match below
+            .iter()
+            .find(|&&si| !out.contains(&si) && (trace.spans[si].duration_ms() - ms).abs() < 1e-6)
+        {
+            Some(&si) => out.push(si),
+            None => return ops.to_vec(),
+        }
+    }
+    out.sort_by_key(|&si| (trace.spans[si].start_us, si));
+    out
 }
 
 /// The model server's own total (`X-LLM-Duration`) for the call under
@@ -467,8 +546,10 @@ pub fn dataset(
             .cmp(&b.start_us)
             .then(a.trace_id.cmp(&b.trace_id))
     });
+    let same_work = crate::fired::settle(&mut out);
     fill_in_flight(&mut out);
     Ok(Dataset {
+        same_work,
         traces: out,
         layers,
         duplicate_spans: assembled.stats.duplicate_spans,

@@ -28,8 +28,10 @@
 
 mod advice;
 mod align;
+mod attempts;
 mod context;
 mod extract;
+mod fired;
 mod latency_model;
 mod lognormal;
 mod model_fit;
@@ -37,6 +39,7 @@ mod optim;
 mod proposal;
 pub mod render;
 mod replay;
+mod retry;
 pub mod stats;
 pub mod synth;
 mod whatif;
@@ -44,10 +47,12 @@ mod whatif;
 pub use advice::{GroupAdvice, InForce, Method, ModelAdvice, Quantiles, Source};
 pub use align::{AlignStep, Alignment};
 pub use extract::{Attempt, CallFacts, Class, Dataset, End, LayerFacts, TraceFacts, dataset};
+pub use fired::fired_cluster;
 pub use latency_model::{Form, LatencyModel};
 pub use lognormal::{LogNormal, TailFit};
 pub use proposal::{Proposal, Timeout};
 pub use replay::Fate;
+pub use retry::{Backoff, RetryRule, openai_backoff_ms};
 pub use whatif::{Counts, Latency, TraceChange, Transition, WhatIf, WhatIfOptions, whatif};
 
 use serde::{Deserialize, Serialize};
@@ -181,7 +186,7 @@ pub fn check_proposal(p: &Proposal, ds: &Dataset) -> Result<(), AdviseError> {
         Ok(())
     } else {
         Err(AdviseError::Proposal(format!(
-            "it names {}",
+            "{}. Name one of them, or `*` for all of them.",
             bad.join("; ")
         )))
     }

@@ -283,8 +283,32 @@ impl Proposal {
             .copied()
     }
 
+    /// The proposal with gateway layers named as the docs name them
+    /// resolved to the data's own names: `edge` is the outermost layer and
+    /// `internal` the innermost of two or more, unless a layer of the data
+    /// is called so (a layer is named by `--layer-name`, else after its log
+    /// file: `access` for `access.log`). `layers`: outermost first.
+    ///
+    /// ```
+    /// use overtime_advise::Proposal;
+    /// let mut p = Proposal::default();
+    /// p.set("gateway.edge.read_timeout=120s").unwrap();
+    /// let p = p.with_layer_roles(&["access"]);
+    /// assert_eq!(p.gateway_for("access"), Some(120_000.0));
+    /// ```
+    pub fn with_layer_roles(&self, layers: &[&str]) -> Proposal {
+        let mut out = self.clone();
+        out.gateway = self
+            .gateway
+            .iter()
+            .map(|(l, ms)| (layer_role(l, layers).unwrap_or(l).to_string(), *ms))
+            .collect();
+        out
+    }
+
     /// Names the proposal sets that the data never saw (a typo would
-    /// otherwise change nothing, silently): (what, name).
+    /// otherwise change nothing, silently), each as a sentence naming
+    /// what the data has. `layers`: outermost first.
     pub fn unknown_names(
         &self,
         models: &[&str],
@@ -293,35 +317,87 @@ impl Proposal {
         layers: &[&str],
     ) -> Vec<String> {
         let mut out = Vec::new();
-        let mut check = |what: &str, n: &str, known: &[&str]| {
-            if n != "*" && !known.contains(&n) {
+        let mut check = |what: &str, whats: &str, n: &str, names: &[&str], known: &[String]| {
+            if n != "*" && !names.contains(&n) {
                 out.push(format!(
-                    "{what} {n:?} is not in the traces (known: {})",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
+                    "{what} {n:?} is not in the traces; {}",
+                    match known.len() {
+                        0 => format!("they have no {whats} at all"),
+                        1 => format!("their only {what} is {}", known[0]),
+                        _ => format!("their {whats} are {}", join_and(known)),
                     }
                 ));
             }
         };
+        let q = |v: &[&str]| v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>();
         for (m, _) in self.llm_timeout.keys() {
-            check("model", m, models);
+            check("model", "models", m, models, &q(models));
         }
         for t in self.tool_timeout.keys() {
-            check("tool", t, components);
+            check(
+                "tool or memory store",
+                "tools and memory stores",
+                t,
+                components,
+                &q(components),
+            );
         }
+        let both: Vec<&str> = models.iter().chain(components).copied().collect();
         for r in self.retries.keys() {
-            let known: Vec<&str> = models.iter().chain(components).copied().collect();
-            check("model or tool", r, &known);
+            check("model or tool", "models and tools", r, &both, &q(&both));
         }
         for s in self.budget.keys() {
-            check("service", s, services);
+            check("service", "services", s, services, &q(services));
         }
+        let named: Vec<String> = layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let role = ["edge", "internal"].into_iter().find(|r| {
+                    *r != *l && layer_role(r, layers) == Some(*l) && i == role_index(r, layers)
+                });
+                match role {
+                    Some(r) => format!("{l:?} (also called {r:?})"),
+                    None => format!("{l:?}"),
+                }
+            })
+            .collect();
         for l in self.gateway.keys() {
-            check("gateway layer", l, layers);
+            if layer_role(l, layers).is_none() {
+                check("gateway layer", "gateway layers", l, layers, &named);
+            }
         }
         out
+    }
+}
+
+/// The data's layer a docs' role name (`edge`, `internal`) or a layer's
+/// own name stands for; `None` when neither.
+fn layer_role<'a>(name: &str, layers: &[&'a str]) -> Option<&'a str> {
+    if let Some(l) = layers.iter().find(|l| **l == name) {
+        return Some(l);
+    }
+    match name {
+        "edge" => layers.first().copied(),
+        "internal" if layers.len() >= 2 => layers.last().copied(),
+        _ => None,
+    }
+}
+
+fn role_index(role: &str, layers: &[&str]) -> usize {
+    if role == "edge" {
+        0
+    } else {
+        layers.len().saturating_sub(1)
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join_and(v: &[String]) -> String {
+    match v {
+        [] => String::new(),
+        [a] => a.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -364,5 +440,22 @@ mod tests {
         assert_eq!(parse_timeout("90").unwrap(), Some(90_000.0));
         assert_eq!(parse_timeout("none").unwrap(), None);
         assert!(parse_timeout("soon").is_err());
+    }
+
+    #[test]
+    fn an_unknown_layer_is_a_sentence_naming_the_known_ones_and_edge_names_the_outermost() {
+        let mut p = Proposal::default();
+        p.set("gateway.edgy.read_timeout=5s").unwrap();
+        p.set("gateway.edge.read_timeout=9s").unwrap();
+        let bad = p.unknown_names(&[], &[], &[], &["access", "upstream"]);
+        assert_eq!(
+            bad,
+            vec![
+                "gateway layer \"edgy\" is not in the traces; their gateway layers are \"access\" (also called \"edge\") and \"upstream\" (also called \"internal\")"
+            ]
+        );
+        let r = p.with_layer_roles(&["access", "upstream"]);
+        assert_eq!(r.gateway_for("access"), Some(9_000.0));
+        assert_eq!(r.gateway_for("upstream"), None);
     }
 }

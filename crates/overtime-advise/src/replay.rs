@@ -10,7 +10,9 @@
 //!   traces) the timeout is capped by that share of what is left;
 //! - a call that now times out ends the request there (the service answers
 //!   503 right away) unless the component is seen falling back, or retrying
-//!   after a timeout; a call that now finishes lets the request go on;
+//!   after a timeout; a call that now finishes lets the request go on, and
+//!   so does one that failed (today too) in a request that was answered all
+//!   the same;
 //! - every call on the critical path that ends earlier or later moves what
 //!   came after it by as much; the service answers at its old answer time
 //!   moved by the same amount;
@@ -18,8 +20,9 @@
 //!   answer later than its read timeout: a 504; a stream is cut when its
 //!   longest silence outlasts it.
 
+use crate::attempts::{Timeouts, replay_call};
 use crate::context::Context;
-use crate::extract::{CallFacts, Class, End, TraceFacts};
+use crate::extract::{CallFacts, Class, TraceFacts};
 use crate::proposal::Proposal;
 use crate::stats::Rng;
 use overtime_diagnose::{BUCKETS, bucket_of};
@@ -35,7 +38,9 @@ pub enum Fate {
     /// A call failed and a fallback answered.
     Fallback,
     /// The service gave up (a timeout or its budget) and answered 503
-    /// before the gateway cut.
+    /// before the gateway cut. Spelled `fast_503` everywhere (the counts'
+    /// field, the transitions, the changed requests), as the docs do.
+    #[serde(rename = "fast_503")]
     Fast503,
     /// The gateway cut it: 504.
     GatewayTimeout,
@@ -182,85 +187,27 @@ pub(crate) fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) 
             ));
             break;
         }
-        let cap = match proposed_timeout(p, c) {
-            Some(t) => t,
-            None => cap_now(cx, c, share),
+        let proposed = proposed_timeout(p, c);
+        let timeouts = Timeouts {
+            cap: proposed.unwrap_or_else(|| cap_now(cx, c, share)),
+            today: proposed.is_none() && p.budget_for(&service).is_none(),
+            budget_share: budget.zip(share),
         };
-        let retries_ok = p.retries_for(&c.component).unwrap_or(true);
-        let attempts: &[_] = if retries_ok {
-            &c.attempts
-        } else {
-            &c.attempts[..1]
-        };
-        let mut clock = start;
-        let mut ok = false;
-        let mut timed_out = false;
-        for (k, a) in attempts.iter().enumerate() {
-            if k > 0 {
-                let prev = &attempts[k - 1];
-                clock += (a.start_ms - (prev.start_ms + prev.ms)).max(0.0);
-            }
-            let budget_cap = match (budget, share) {
-                (Some(b), Some(f)) => Some(f * (b - clock).max(0.0)),
-                _ => None,
-            };
-            let timeout = match (cap, budget_cap) {
-                (Some(x), Some(y)) => Some(x.min(y)),
-                (x, y) => x.or(y),
-            };
-            let latency = if a.end.censored() {
-                if let Some(k) = a.known_ms {
-                    k // the model server said how long it really took
-                } else if timeout.is_some_and(|to| to <= a.ms) {
-                    a.ms // cut again, no later than before: no draw needed
-                } else {
-                    match cx.draw_beyond(c, a.ms, rng) {
-                        Some(l) => {
-                            drawn = true;
-                            l
-                        }
-                        None => {
-                            no_law = true;
-                            f64::INFINITY
-                        }
-                    }
-                }
-            } else {
-                a.ms
-            };
-            match timeout {
-                Some(to) if latency > to => {
-                    clock += to;
-                    timed_out = true;
-                    if !cx
-                        .retry_on_timeout
-                        .get(&c.component)
-                        .copied()
-                        .unwrap_or(false)
-                        || k + 1 == attempts.len()
-                    {
-                        break;
-                    }
-                }
-                _ if latency.is_infinite() => {
-                    clock = f64::INFINITY;
-                    break;
-                }
-                _ => {
-                    clock += latency;
-                    timed_out = false;
-                    if a.end != End::Failed {
-                        ok = true;
-                        break;
-                    }
-                }
-            }
-        }
+        let retries_on = p.retries_for(&c.component).unwrap_or(true);
+        let run = replay_call(c, start, &timeouts, retries_on, cx, rng);
+        drawn |= run.drawn;
+        no_law |= run.no_law;
+        let (clock, ok, timed_out) = (run.end, run.ok, run.timed_out);
         let new_end = clock;
         if c.critical {
             moved.push((c.end_ms(), new_end - c.end_ms() - shift));
         }
         let failed_before = c.failed();
+        if !ok && failed_before && !before.failed() && c.fallback_ms.is_none() {
+            // It failed today too and the request was answered all the
+            // same: the service goes on without it.
+            continue;
+        }
         if !ok {
             if c.fallback_ms.is_some()
                 || (!failed_before && cx.fallback_ms.contains_key(&c.component))
@@ -288,7 +235,14 @@ pub(crate) fn replay(t: &TraceFacts, p: &Proposal, cx: &Context, rng: &mut Rng) 
             } else {
                 format!("{} failed", c.component)
             };
-            failure = Some((new_end, fate, why));
+            // A call that ended the request before too: the service took
+            // as long to answer after it as it did then.
+            let answer_after = if failed_before {
+                (old_end - c.end_ms()).max(0.0)
+            } else {
+                0.0
+            };
+            failure = Some((new_end + answer_after, fate, why));
             break;
         }
         if failed_before && c.fallback_ms.is_none() {

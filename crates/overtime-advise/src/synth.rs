@@ -89,6 +89,7 @@ fn call(tokens: i64, gpu: Option<f64>, ms: f64, cut_at: Option<f64>) -> CallFact
             ms,
             end,
             known_ms: None,
+            answered: end == End::Finished,
         }],
         timeout_ms: cut_at,
         timeout_observed: false,

@@ -8,6 +8,7 @@ use crate::extract::Dataset;
 use crate::proposal::Proposal;
 use crate::render::{Style, table};
 use crate::replay::{Fate, observed, replay};
+use crate::retry::RetryRule;
 use crate::stats::{Rng, percentile};
 use overtime_diagnose::fmt::dur;
 use serde::{Deserialize, Serialize};
@@ -147,6 +148,17 @@ pub struct WhatIf {
     /// The replay of today's settings gives today's outcome for this
     /// many requests (of `traces`): how far the replay can be trusted.
     pub today_reproduced: usize,
+    /// The requests whose replay under today's settings does not give
+    /// today's outcome (at most 20 listed; `today_reproduced` counts the
+    /// others): the replay's picture of them is wrong, and so may be its
+    /// prediction for them.
+    pub today_not_reproduced: Vec<String>,
+    /// A warning when the replay of today's settings does not reproduce
+    /// today, naming the requests; `None` when it does.
+    pub warning: Option<String>,
+    /// How each component's client retries, as the replay assumes it
+    /// (components seen retrying).
+    pub retry_rules: Vec<RetryRule>,
     /// Requests whose outcome changes (all of them, `changed` may be
     /// shorter).
     pub changed_total: usize,
@@ -175,18 +187,31 @@ fn latency(v: &[f64]) -> Latency {
 /// assert!(w.from_model > 0, "the cut calls' latencies were drawn");
 /// ```
 pub fn whatif(ds: &Dataset, p: &Proposal, o: &WhatIfOptions) -> WhatIf {
+    let layers: Vec<&str> = ds.layers.iter().map(|l| l.name.as_str()).collect();
+    let p = &p.with_layer_roles(&layers);
     let cx = Context::learn(ds);
     let draws = o.draws.max(1);
     let n = ds.traces.len();
     let before: Vec<Fate> = ds.traces.iter().map(observed).collect();
     let today = Proposal::default();
     let mut rng = Rng::new(o.seed);
-    let today_reproduced = ds
+    let not_reproduced: Vec<&str> = ds
         .traces
         .iter()
         .zip(&before)
-        .filter(|(t, b)| replay(t, &today, &cx, &mut rng).fate == **b)
-        .count();
+        .filter(|(t, b)| replay(t, &today, &cx, &mut rng).fate != **b)
+        .map(|(t, _)| t.trace_id.as_str())
+        .collect();
+    let today_reproduced = n - not_reproduced.len();
+    let warning = (!not_reproduced.is_empty()).then(|| {
+        format!(
+            "replaying today's settings does not give today's outcome for {} of {} requests ({}{}): what the replay predicts for requests like them is not to be trusted",
+            not_reproduced.len(),
+            n,
+            not_reproduced[..not_reproduced.len().min(5)].join(", "),
+            if not_reproduced.len() > 5 { ", …" } else { "" }
+        )
+    });
     // runs[r][i]: (fate, elapsed); a trace that drew nothing is replayed once.
     let mut fates: Vec<Vec<Fate>> = vec![Vec::with_capacity(draws); n];
     let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); draws];
@@ -317,6 +342,13 @@ pub fn whatif(ds: &Dataset, p: &Proposal, o: &WhatIfOptions) -> WhatIf {
         no_law,
         unseen_rest,
         today_reproduced,
+        today_not_reproduced: not_reproduced
+            .iter()
+            .take(20)
+            .map(|s| s.to_string())
+            .collect(),
+        warning,
+        retry_rules: cx.retry.values().cloned().collect(),
         changed_total,
         changed,
     }
@@ -380,6 +412,16 @@ pub(crate) fn render(w: &WhatIf, style: Style) -> String {
         w.today_reproduced,
         w.traces
     ));
+    if let Some(w) = &w.warning {
+        s.push_str(&format!("Warning: {w}.\n\n"));
+    }
+    if !w.retry_rules.is_empty() {
+        s.push_str("Retries replayed as each client makes them:\n");
+        for r in &w.retry_rules {
+            s.push_str(&format!("- {}\n", r.describe()));
+        }
+        s.push('\n');
+    }
     let row = |name: &str, b: f64, a: f64| vec![name.to_string(), c(b), c(a)];
     let rows = vec![
         row("ok", w.before.ok, w.after.ok),

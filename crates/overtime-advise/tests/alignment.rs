@@ -29,6 +29,7 @@ fn chain(budget_ms: Option<f64>, edge_ms: Option<f64>, ingress_ms: Option<f64>) 
                 ms: tool_ms,
                 end: End::Finished,
                 known_ms: None,
+                answered: true,
             }],
             timeout_ms: Some(10_000.0),
             timeout_observed: false,

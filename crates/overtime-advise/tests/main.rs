@@ -3,3 +3,4 @@
 mod alignment;
 mod proof;
 mod whatif_replay;
+mod whatif_retries;

@@ -27,6 +27,7 @@ fn call(class: Class, name: &str, attempts: &[(f64, f64, End)], timeout: Option<
                 ms,
                 end,
                 known_ms: None,
+                answered: end == End::Finished,
             })
             .collect(),
         timeout_ms: timeout,
