@@ -3,7 +3,8 @@
 //! The HTTP API of `overtime serve` (docs/interfaces.md) over the live diagnosis and
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`,
-//! `GET /api/advice` and `POST /api/whatif`; optional bearer token on
+//! `GET /api/advice` and `POST /api/whatif`, the Jaeger query API under
+//! `/jaeger` (for Grafana's trace view); optional bearer token on
 //! everything but health; JSON errors with a reason. `/metrics`
 //! (Prometheus) and `/api/slo` come from [`Metrics`]. The UI
 //! (`overtime-ui`) at `/`, its sign-in and its events endpoint are mounted
@@ -29,6 +30,7 @@ mod api;
 mod auth;
 mod cluster;
 mod error;
+mod jaeger;
 mod metrics;
 pub mod pipeline;
 pub mod sql;
@@ -44,6 +46,8 @@ pub use cluster::{
     ClusterConfig, ClusterView, PeerQuery, PeerReport, Peers, Unanswered, fingerprint_owner,
     refresh_peers,
 };
+pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
+pub use jaeger::params::go_duration_us as jaeger_go_duration_us;
 pub use metrics::{LiveGauges, Metrics};
 pub use sql_config::SqlConfig;
 
@@ -168,6 +172,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::get_metrics))
         .route("/api/cluster/unflushed", get(cluster::get_unflushed))
         .route("/api/cluster/traces", get(cluster::get_traces))
+        .merge(jaeger::routes())
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -7,5 +7,6 @@ mod advice;
 mod api;
 mod cluster;
 mod cluster_incidents;
+mod jaeger;
 mod metrics;
 mod sinks;
