@@ -28,6 +28,7 @@
 mod advice_api;
 mod api;
 mod auth;
+mod charts_api;
 mod cluster;
 mod error;
 mod jaeger;
@@ -37,6 +38,7 @@ pub mod sql;
 mod sql_config;
 mod sql_guard;
 mod store_health;
+mod store_query;
 mod tables;
 mod traces_api;
 mod ui_routes;
@@ -165,6 +167,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/traces/{id}", get(traces_api::get_trace))
         .route("/api/incidents", get(api::list_incidents))
         .route("/api/incidents/{id}", get(api::get_incident))
+        .route(
+            "/api/incidents/{id}/timeline",
+            get(charts_api::incident_timeline),
+        )
+        .route("/api/overview", get(charts_api::overview))
         .route("/api/sql", post(api::post_sql))
         .route("/api/slo", get(metrics::get_slo))
         .route("/api/advice", get(advice_api::get_advice))

@@ -5,6 +5,7 @@
 
 mod advice;
 mod api;
+mod charts;
 mod cluster;
 mod cluster_incidents;
 mod jaeger;

@@ -39,6 +39,7 @@ pub mod params;
 use crate::AppState;
 use crate::api::peer_query;
 use crate::cluster::PeerQuery;
+use crate::store_query::{query, strings};
 use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::DataType;
 use axum::Router;
@@ -46,9 +47,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::functions_aggregate::expr_fn::max;
-use datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
+use datafusion::prelude::{col, lit};
 use model::{jaeger_trace, tag_text};
 use overtime_model::{SpanRecord, Table, Verdict, span_records};
 use overtime_store::PeerSource;
@@ -108,6 +108,12 @@ impl JaegerError {
     }
 }
 
+impl From<crate::store_query::QueryError> for JaegerError {
+    fn from(e: crate::store_query::QueryError) -> Self {
+        JaegerError::new(e.status, e.msg)
+    }
+}
+
 impl IntoResponse for JaegerError {
     fn into_response(self) -> Response {
         let body = json!({"data": null, "total": 0, "limit": 0, "offset": 0,
@@ -124,52 +130,6 @@ impl IntoResponse for JaegerError {
     }
 }
 
-/// A session over the store (and the peers' unflushed rows) with `[sql]`'s
-/// memory limit.
-fn session(s: &AppState, pq: Option<Arc<PeerQuery>>) -> Result<SessionContext, JaegerError> {
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(s.sql.memory_bytes, 1.0)
-        .build_arc()
-        .map_err(|e| JaegerError::internal(e.to_string()))?;
-    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
-    s.store
-        .register_with_peers(&ctx, pq.map(|p| p as Arc<dyn PeerSource>))
-        .map_err(|e| JaegerError::internal(e.to_string()))?;
-    Ok(ctx)
-}
-
-/// `spans` shaped by `f`, collected within `[sql]`'s time limit.
-async fn query(
-    s: &AppState,
-    f: impl FnOnce(DataFrame) -> datafusion::error::Result<DataFrame>,
-) -> Result<Vec<RecordBatch>, JaegerError> {
-    let ctx = session(s, peer_query(s, &None))?;
-    let df_err = |e: datafusion::error::DataFusionError| JaegerError::internal(e.to_string());
-    let df = f(ctx.table("spans").await.map_err(df_err)?).map_err(df_err)?;
-    let ms = s.sql.timeout_ms;
-    tokio::time::timeout(std::time::Duration::from_millis(ms), df.collect())
-        .await
-        .map_err(|_| JaegerError::internal(format!("the store did not answer within {ms} ms")))?
-        .map_err(df_err)
-}
-
-/// Column `i` of every batch as text (nulls skipped).
-fn strings(batches: &[RecordBatch], i: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    for b in batches {
-        let Ok(c) = arrow::compute::cast(b.column(i), &DataType::Utf8) else {
-            continue;
-        };
-        let c = arrow::array::cast::as_string_array(c.as_ref());
-        out.extend(
-            (0..c.len())
-                .filter(|&r| c.is_valid(r))
-                .map(|r| c.value(r).to_string()),
-        );
-    }
-    out
-}
-
 /// The distinct values of `column` among the spans matching `filter`,
 /// sorted.
 async fn names(
@@ -178,7 +138,7 @@ async fn names(
     filter: Option<datafusion::prelude::Expr>,
 ) -> Result<Vec<String>, JaegerError> {
     let c = column.to_string();
-    let batches = query(s, move |df| {
+    let batches = query(s, "spans", move |df| {
         let df = match filter {
             Some(f) => df.filter(f)?,
             None => df,
@@ -221,7 +181,7 @@ async fn operations(
     if let Some(k) = params::first(&q, "spanKind").filter(|k| !k.is_empty()) {
         f = f.and(col("kind").eq(lit(k.to_string())));
     }
-    let batches = query(&s, move |df| {
+    let batches = query(&s, "spans", move |df| {
         df.filter(f)?
             .select(vec![col("name"), col("kind")])?
             .distinct()?
@@ -422,7 +382,7 @@ async fn candidates(s: &Arc<AppState>, q: &SearchQuery) -> Result<Vec<String>, J
         return Ok(found.into_iter().map(|(_, id)| id).collect());
     }
     let cond = q.span_filter();
-    let batches = query(s, move |df| {
+    let batches = query(s, "spans", move |df| {
         df.filter(cond)?
             .aggregate(
                 vec![col("trace_id")],
