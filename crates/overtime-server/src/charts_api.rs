@@ -17,8 +17,9 @@
 //!   peer is), chain health and the alerts from the SLO engine's own
 //!   memory (6 hours of minutes; it starts empty with the process).
 //! - Data time, not the wall clock: a replayed day is charted at its own
-//!   time. The overview ends at the SLO watermark (the newest data the
-//!   SLOs saw), else at the newest row in the store.
+//!   time. The overview ends at the newest row in the store (else at the
+//!   SLO watermark); an incident's chart runs up to an hour past its
+//!   window, as far as the store has rows.
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -226,10 +227,10 @@ pub(crate) async fn incident_timeline(
         (Some(a), Some(b)) => (a, b.max(a)),
         _ => return Err(ApiError::not_found(format!("incident {id} has no window"))),
     };
-    let (_, _, watermark) = s.metrics.slo_history();
     // The hour before, the window, and what came after it (up to an hour
     // of data, at least ten minutes): enough to see whether it is over.
-    let after = watermark.clamp(end + 10 * MINUTE_US, end + HOUR_US);
+    let newest = newest(&s).await?.unwrap_or(end);
+    let after = newest.clamp(end + 10 * MINUTE_US, end + HOUR_US);
     let b = Buckets::new(start - HOUR_US, after);
     let mut causes: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
@@ -290,7 +291,7 @@ async fn newest(s: &AppState) -> Result<Option<i64>, ApiError> {
     Ok(None)
 }
 
-/// `GET /api/overview?hours=&to=`.
+/// `GET /api/overview?hours=&to=`: `to` defaults to the newest data.
 pub(crate) async fn overview(
     State(s): State<Arc<AppState>>,
     Query(q): Query<OverviewQuery>,
@@ -313,8 +314,11 @@ pub(crate) async fn overview(
                 )
             })?,
         },
-        None if watermark > 0 => watermark,
-        None => newest(&s).await?.unwrap_or_else(crate::pipeline::now_us),
+        None => match newest(&s).await? {
+            Some(t) => t,
+            None if watermark > 0 => watermark,
+            None => crate::pipeline::now_us(),
+        },
     };
     let b = Buckets::new(to - (hours * HOUR_US as f64) as i64, to);
     let (reqs, failed, g504, source) = requests(&s, b).await?;
