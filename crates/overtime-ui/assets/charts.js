@@ -27,20 +27,23 @@
   const hhmm = (ms) => { const d = new Date(ms); return `${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}`; };
   const num = (x) => typeof x === 'number' && isFinite(x);
 
-  // A nice upper bound for an axis (1, 2, 5 × 10^k).
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    return [1, 2, 2.5, 5, 10].map((m) => m * p).find((m) => m >= v);
+  // The axis of values up to `v`: a step of 1, 2, 2.5 or 5 × 10^k giving
+  // at most 5 intervals, and the top at a whole number of steps.
+  function axis(v) {
+    const raw = (v > 0 ? v : 1) / 4;
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * p).find((m) => m >= raw);
+    return { max: Math.max(step, Math.ceil(v / step) * step), step };
   }
   // The frame of one chart over [t0, t1): scales, axes, grid.
-  function frame(t0, t1, ymax, h, yfmt) {
+  function frame(t0, t1, ax, h, yfmt) {
+    const ymax = ax.max;
     const ph = h - M.t - M.b;
     const x = (t) => M.l + ((t - t0) / (t1 - t0)) * (W - M.l - M.r);
     const y = (v) => M.t + ph - (v / ymax) * ph;
     let g = '';
-    for (let i = 0; i <= 4; i++) {
-      const v = (ymax * i) / 4;
+    for (let k = 0; k * ax.step <= ymax + 1e-9; k++) {
+      const v = k * ax.step;
       g += `<line class="grid" x1="${M.l}" x2="${W - M.r}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>` +
         `<text class="ylab" x="${M.l - 6}" y="${(y(v) + 4).toFixed(1)}">${yfmt(v)}</text>`;
     }
@@ -54,15 +57,23 @@
     return { x, y, ph, grid: g };
   }
   function svg(id, h, f, ymax, body, label) {
+    // (the ymax and plot geometry are there to read the drawing back)
     return `<svg id="${id}" class="chart" viewBox="0 0 ${W} ${h}" role="img" aria-label="${window.overtime.esc(label)}"` +
       ` data-ymax="${ymax}" data-plot-height="${f.ph}" data-plot-top="${M.t}">${f.grid}${body}</svg>`;
   }
   // A marked span of time: the incident window, an alert.
-  function band(f, a, b, cls, text, attrs) {
+  // A mark's label: after its start, or before its end near the right edge.
+  function label(x0, x1, y, text) {
+    const right = x0 > W * 0.7;
+    const x = right ? Math.min(x1, W - M.r) - 3 : x0 + 3;
+    return `<text x="${x.toFixed(1)}" y="${y}"${right ? ' text-anchor="end"' : ''}>${window.overtime.esc(text)}</text>`;
+  }
+  // Labels of marks that start together go on lines of their own (row).
+  function band(f, a, b, cls, text, attrs, row = 0) {
     const x0 = f.x(a);
     const x1 = Math.max(f.x(b), x0 + 2);
     return `<g class="${cls}" ${attrs}><rect x="${x0.toFixed(1)}" y="${M.t}" width="${(x1 - x0).toFixed(1)}" height="${f.ph}"/>` +
-      (text ? `<text x="${(x0 + 3).toFixed(1)}" y="${M.t + 11}">${window.overtime.esc(text)}</text>` : '') + '</g>';
+      (text ? label(x0, x1, M.t + 11 + (row % 8) * 12, text) : '') + '</g>';
   }
   // Stacked bars: series [{key, values}], one bar per bucket.
   function bars(id, label, t, step, series, marks, h = 220) {
@@ -70,8 +81,9 @@
     const t0 = t[0];
     const t1 = t[t.length - 1] + step;
     const totals = t.map((_, i) => series.reduce((a, s) => a + (s.values[i] || 0), 0));
-    const ymax = niceMax(Math.max(1, ...totals));
-    const f = frame(t0, t1, ymax, h, (v) => String(Math.round(v * 10) / 10));
+    const ax = axis(Math.max(1, ...totals));
+    const ymax = ax.max;
+    const f = frame(t0, t1, ax, h, (v) => String(Math.round(v * 10) / 10));
     let body = marks(f);
     const bw = Math.max(1, f.x(t0 + step) - f.x(t0) - 1);
     t.forEach((tm, i) => {
@@ -81,7 +93,7 @@
         if (!n) return;
         const y1 = f.y(acc);
         const y0 = f.y(acc + n);
-        body += `<rect class="bar" x="${f.x(tm).toFixed(1)}" y="${y0.toFixed(2)}" width="${bw.toFixed(1)}" height="${(y1 - y0).toFixed(2)}"` +
+        body += `<rect class="cbar" x="${f.x(tm).toFixed(1)}" y="${y0.toFixed(2)}" width="${bw.toFixed(1)}" height="${(y1 - y0).toFixed(2)}"` +
           ` fill="${s.color || color(s.key, k)}" data-t="${tm}" data-cause="${esc(s.key)}" data-n="${n}"><title>${hhmm(tm)} UTC · ${esc(s.key)}: ${n}</title></rect>`;
         acc += n;
       });
@@ -95,8 +107,9 @@
     const t0 = opts.t0 ?? t[0];
     const t1 = opts.t1 ?? t[t.length - 1] + step;
     const all = series.flatMap((s) => s.values.filter(num));
-    const ymax = opts.ymax || niceMax(Math.max(...all, 0) * 1.05 || 1);
-    const f = frame(t0, t1, ymax, h, opts.yfmt || ((v) => String(v)));
+    const ax = opts.ymax ? { max: opts.ymax, step: opts.ymax / 4 } : axis(Math.max(...all, 0) * 1.05 || 1);
+    const ymax = ax.max;
+    const f = frame(t0, t1, ax, h, opts.yfmt || ((v) => String(v)));
     let body = marks(f);
     if (opts.threshold != null) {
       body += `<line class="threshold" x1="${M.l}" x2="${W - M.r}" y1="${f.y(opts.threshold).toFixed(1)}" y2="${f.y(opts.threshold).toFixed(1)}"/>` +
@@ -174,16 +187,16 @@ ${legend([{ color: '#3f7be8', text: 'P50' }, { color: '#b3261e', text: 'P99' }, 
     const hours = params.get('hours') || '3';
     const to = params.get('to') ? `&to=${encodeURIComponent(params.get('to'))}` : '';
     main().innerHTML = `<h1>Overview</h1>
-<form class="search card overview-form" id="overview-form"><label>Last<select id="o-hours">${['1', '3', '6', '12', '24'].map((h) => `<option value="${h}"${h === hours ? ' selected' : ''}>${h} h</option>`).join('')}</select></label>
+<form class="search card overview-form" id="overview-form"><label>Last<select id="o-hours">${['1', '2', '3', '6', '12', '24'].map((h) => `<option value="${h}"${h === hours ? ' selected' : ''}>${h} h</option>`).join('')}</select></label>
 <span class="muted" id="o-range"></span></form><div id="overview" aria-live="polite"><p class="muted">Loading…</p></div>`;
     document.getElementById('o-hours').addEventListener('change', (e) => { location.hash = `#/overview?hours=${e.target.value}`; });
     const d = await api(`/api/overview?hours=${encodeURIComponent(hours)}${to}`);
     if (!live()) return;
     const { t_ms: t, step_ms: step } = d;
     document.getElementById('o-range').textContent = `${new Date(d.from_ms).toISOString().slice(0, 16).replace('T', ' ')} → ${new Date(d.to_ms).toISOString().slice(0, 16).replace('T', ' ')} UTC, per ${step / 60000} min; requests from ${d.requests_from}`;
-    const marks = (f) => d.alerts.map((a) => band(f, Math.max(a.start_ms, d.from_ms), Math.min(a.end_ms ?? d.to_ms, d.to_ms),
+    const marks = (f) => d.alerts.map((a, i) => band(f, Math.max(a.start_ms, d.from_ms), Math.min(a.end_ms ?? d.to_ms, d.to_ms),
       a.early_warning ? 'alert early' : 'alert', a.name.replace(/^Overtime/, ''),
-      `data-alert="${esc(a.name)}" data-early="${a.early_warning}" data-start="${a.start_ms}" data-end="${a.end_ms ?? ''}"`)).join('');
+      `data-alert="${esc(a.name)}" data-early="${a.early_warning}" data-start="${a.start_ms}" data-end="${a.end_ms ?? ''}"`, i)).join('');
     const ok = d.requests.map((n, i) => n - d.failed[i]);
     const req = [{ key: 'ok', values: ok, color: '#9aa3b2' }, { key: 'failed', values: d.failed, color: '#b3261e' }];
     const health = [{ key: 'chain health', values: d.chain_health.map((h) => h.value), t: d.chain_health.map((h) => h.t_ms), color: '#1b7f3b' }];
@@ -200,5 +213,5 @@ ${legend([{ color: '#9aa3b2', text: 'ok' }, { color: '#b3261e', text: 'failed (5
     document.getElementById('overview').dataset.ready = 'true';
   }
 
-  window.overtimeCharts = { incident, view, niceMax };
+  window.overtimeCharts = { incident, view, axis };
 })();

@@ -21,20 +21,35 @@ fn serve_incident_c() -> Server {
     Server::start(&files, None, |_| String::new())
 }
 
-/// The drawn marks of `svg` (bars or points) as JSON, with the chart's scale.
+/// The drawn marks of `svg` (bars or points) as JSON, with the chart's
+/// scale: the values they carry and their geometry as the browser laid
+/// them out (`getBBox`, so a style that overrides a mark's size shows).
 fn drawn(b: &mut Browser, svg: &str, mark: &str) -> Value {
     b.eval(&format!(
         "(() => {{ const s = document.querySelector('{svg}');
            return {{ ymax: Number(s.dataset.ymax), ph: Number(s.dataset.plotHeight), top: Number(s.dataset.plotTop),
-             marks: [...s.querySelectorAll('{mark}')].map(m => ({{ t: Number(m.dataset.t), key: m.dataset.cause || m.dataset.series,
-               v: Number(m.dataset.n ?? m.dataset.v), h: Number(m.getAttribute('height')), y: Number(m.getAttribute('y') ?? m.getAttribute('cy')),
-               cy: Number(m.getAttribute('cy')) }})) }}; }})()"
+             marks: [...s.querySelectorAll('{mark}')].map(m => {{ const r = m.getBBox();
+               return {{ t: Number(m.dataset.t), key: m.dataset.cause || m.dataset.series, v: Number(m.dataset.n ?? m.dataset.v),
+                 h: r.height, y: r.y, cy: r.y + r.height / 2 }}; }}) }}; }})()"
     ))
 }
 
 /// Every bar's height is its value on the drawn scale.
 fn assert_heights(d: &Value, what: &str) {
     let (ymax, ph) = (d["ymax"].as_f64().unwrap(), d["ph"].as_f64().unwrap());
+    let base = d["top"].as_f64().unwrap() + ph;
+    // Stacked: a minute's bars pile up from the axis without gaps.
+    let mut tops: std::collections::BTreeMap<i64, f64> = Default::default();
+    for m in d["marks"].as_array().unwrap() {
+        let bottom = m["y"].as_f64().unwrap() + m["h"].as_f64().unwrap();
+        let expect = tops.get(&m["t"].as_i64().unwrap()).copied().unwrap_or(base);
+        assert!(
+            (bottom - expect).abs() < 0.05,
+            "{what}: a bar of {} ends at {bottom}, not {expect}",
+            m["v"]
+        );
+        tops.insert(m["t"].as_i64().unwrap(), m["y"].as_f64().unwrap());
+    }
     for m in d["marks"].as_array().unwrap() {
         let want = m["v"].as_f64().unwrap() / ymax * ph;
         assert!(
@@ -71,7 +86,7 @@ fn the_incident_and_overview_charts_draw_the_apis_minutes_in_chromium() {
     );
 
     // Failures per minute by cause: one bar per non-zero (minute, cause).
-    let bars = drawn(&mut b, "#chart-failures", "rect.bar");
+    let bars = drawn(&mut b, "#chart-failures", "rect.cbar");
     let times = t["t_ms"].as_array().unwrap();
     let mut want = Vec::new();
     for c in t["causes"].as_array().unwrap() {
@@ -113,17 +128,17 @@ fn the_incident_and_overview_charts_draw_the_apis_minutes_in_chromium() {
     );
     assert_eq!(band["start"], t["window"]["start_ms"]);
     assert_eq!(band["end"], t["window"]["end_ms"]);
-    let xs = b.eval("[...document.querySelectorAll('#chart-failures rect.bar')].map(r => Number(r.getAttribute('x')))");
+    let xs = b.eval("[...document.querySelectorAll('#chart-failures rect.cbar')].map(r => [Number(r.getAttribute('x')), Number(r.getAttribute('width'))])");
     let (x0, x1) = (
         band["x"].as_f64().unwrap(),
         band["x"].as_f64().unwrap() + band["w"].as_f64().unwrap(),
     );
     assert!(
-        xs.as_array()
-            .unwrap()
-            .iter()
-            .all(|x| (x0 - 1.0..=x1).contains(&x.as_f64().unwrap())),
-        "every failure bar is inside the marked window [{x0}, {x1}]: {xs}"
+        xs.as_array().unwrap().iter().all(|b| {
+            let (x, w) = (b[0].as_f64().unwrap(), b[1].as_f64().unwrap());
+            x + w >= x0 && x <= x1
+        }),
+        "every failure's minute is in the marked window [{x0}, {x1}]: {xs}"
     );
     let course = b.eval("document.getElementById('incident-course').textContent");
     assert!(
@@ -173,7 +188,7 @@ fn the_incident_and_overview_charts_draw_the_apis_minutes_in_chromium() {
         b.eval("document.getElementById('nav-overview').classList.contains('on')"),
         true
     );
-    let req = drawn(&mut b, "#chart-requests", "rect.bar");
+    let req = drawn(&mut b, "#chart-requests", "rect.cbar");
     assert_heights(&req, "requests");
     let total = |key: &str| -> f64 {
         req["marks"]
