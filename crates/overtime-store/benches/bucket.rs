@@ -11,6 +11,7 @@
 //! ```text
 //! cargo bench --profile release -p overtime-store --bench bucket
 //! OVERTIME_BENCH_SPANS=1000000 cargo bench --profile release -p overtime-store --bench bucket
+//! OVERTIME_BENCH_EXPLAIN=1 …   # also print EXPLAIN ANALYZE of the 504s-by-cause query
 //! ```
 //! Prints one Markdown table (docs/store.md keeps the last run's). Both
 //! engines' answers to the query are compared: the bench fails if they
@@ -146,6 +147,23 @@ fn main() {
         "bucket bench: {LOOKUPS} lookups by the writer, p50 {:.2?}",
         pct_of(&ours, 0.5)
     );
+    if std::env::var_os("OVERTIME_BENCH_EXPLAIN").is_some() {
+        // Where the query's time goes, operator by operator.
+        let ctx = SessionContext::new();
+        reader.register(&ctx).expect("register");
+        let plan = rt
+            .block_on(async {
+                ctx.sql(&format!("EXPLAIN ANALYZE {BY_CAUSE}"))
+                    .await?
+                    .collect()
+                    .await
+            })
+            .expect("explain");
+        eprintln!(
+            "{}",
+            arrow::util::pretty::pretty_format_batches(&plan).expect("format")
+        );
+    }
     let (rows, mut q_reader) = by_cause(&rt, &reader);
     let (rows_w, mut q_writer) = by_cause(&rt, &writer);
     assert_eq!(rows, rows_w, "the reader and the writer disagree");
