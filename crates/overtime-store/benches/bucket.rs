@@ -47,6 +47,9 @@ fn collector(dir: &Path, id: &str) -> Store {
         memtable_bytes: 2 << 30,
         flush_interval_ms: 0,
         fsync: false,
+        // Room for the query's columns over 10 M spans (~370 MiB), as
+        // DuckDB's external file cache has (up to its memory limit).
+        read_cache_bytes: 1 << 30,
         ..Default::default()
     })
     .expect("open a collector on the bucket")
@@ -190,7 +193,10 @@ fn main() {
         .arg(&expected)
         .envs(s3.env());
     let duck = match py.output() {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(o) if o.status.success() => {
+            eprint!("{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        }
         Ok(o) => panic!(
             "the DuckDB peer failed: {}",
             String::from_utf8_lossy(&o.stderr)
