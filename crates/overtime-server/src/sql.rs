@@ -15,6 +15,7 @@
 //!   overflow a runtime worker's.
 
 use crate::SqlConfig;
+pub use crate::tables::VerdictRows;
 use crate::tables::{VerdictsTable, incidents_batch};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
@@ -82,15 +83,21 @@ pub fn session_with_peers(
     limits: &SqlConfig,
     peers: Option<Arc<dyn PeerSource>>,
 ) -> Result<SessionContext, SqlError> {
-    session_over(store, verdicts.into(), incidents, limits, peers)
+    session_over(
+        store,
+        VerdictRows::Copied(verdicts.into()),
+        incidents,
+        limits,
+        peers,
+    )
 }
 
-/// [`session_with_peers`] over verdicts the caller has already copied out
-/// (no second copy): the `verdicts` table reads them when scanned
-/// ([`VerdictsTable`]).
+/// [`session_with_peers`] with the `verdicts` table's rows from `verdicts`:
+/// with [`VerdictRows::Live`], a running collector's verdicts read when a
+/// query scans them, never copied ([`VerdictsTable`]).
 pub fn session_over(
     store: &Store,
-    verdicts: Arc<[(u32, Verdict)]>,
+    verdicts: VerdictRows,
     incidents: &[IncidentReport],
     limits: &SqlConfig,
     peers: Option<Arc<dyn PeerSource>>,

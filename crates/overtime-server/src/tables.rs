@@ -9,8 +9,10 @@
 //! report (the whole docs/diagnosis.md#incidents-and-their-reports JSON).
 //!
 //! `verdicts` is a [`VerdictsTable`]: its rows are built when a query
-//! scans it, and its `verdict` column only when the query reads it. That
-//! column is each verdict's whole JSON (kilobytes with its timeline), and
+//! scans it, straight from the live diagnoser's verdicts under its lock
+//! (no copy of a verdict, whose timeline holds every span), and its
+//! `verdict` column only when the query reads it. That column is each
+//! verdict's whole JSON (kilobytes with its timeline): copying and
 //! serialising a day of verdicts for every refresh of a panel that only
 //! counts 504s per minute cost more than the query itself.
 
@@ -47,10 +49,27 @@ fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
     .expect("columns of equal length")
 }
 
-/// The `verdicts` table over (revision, verdict) pairs (module docs).
+/// Where the `verdicts` table's rows come from.
+pub enum VerdictRows {
+    /// (revision, verdict) pairs already copied out.
+    Copied(Arc<[(u32, Verdict)]>),
+    /// The live diagnoser's current verdicts, read when scanned.
+    Live(Arc<crate::AppState>),
+}
+
+impl std::fmt::Debug for VerdictRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerdictRows::Copied(v) => write!(f, "Copied({} verdicts)", v.len()),
+            VerdictRows::Live(_) => f.write_str("Live"),
+        }
+    }
+}
+
+/// The `verdicts` table (module docs).
 #[derive(Debug)]
 pub(crate) struct VerdictsTable {
-    pub rows: Arc<[(u32, Verdict)]>,
+    pub rows: VerdictRows,
 }
 
 /// `verdicts`' columns, the last one the whole verdict as JSON.
@@ -76,7 +95,13 @@ impl TableProvider for VerdictsTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let json_col = VERDICTS_SCHEMA.fields().len() - 1;
         let json = projection.is_none_or(|p| p.contains(&json_col));
-        let b = verdicts_batch(self.rows.iter().map(|(r, v)| (*r, v)), json);
+        let b = match &self.rows {
+            VerdictRows::Copied(rows) => verdicts_batch(rows.iter().map(|(r, v)| (*r, v)), json),
+            VerdictRows::Live(s) => {
+                let live = s.live.lock().expect("live state lock");
+                verdicts_batch(live.verdicts(), json)
+            }
+        };
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![b]],
             self.schema(),

@@ -134,6 +134,24 @@ async fn traces_incidents_and_sql_over_incident_c() {
     let r = json(&body);
     assert_eq!(r["rows"][0]["kind"], "upstream_connect_slow");
     assert_eq!(r["rows"][0]["n"], 23);
+    // The verdict column is built only when read, and then whole: each
+    // row's JSON is that trace's verdict, as GET /api/traces/{id} gives it.
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/api/sql",
+        "SELECT trace_id, kind, verdict FROM verdicts ORDER BY trace_id",
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    let rows = json(&body)["rows"].as_array().unwrap().clone();
+    assert!(rows.len() >= 23, "{rows:?}");
+    for row in rows {
+        let v = json(row["verdict"].as_str().expect("the verdict's JSON"));
+        assert_eq!(v["trace_id"], row["trace_id"]);
+        assert_eq!(v["root_cause"]["kind"], row["kind"]);
+    }
 
     let (st, body) = call(
         &s,
