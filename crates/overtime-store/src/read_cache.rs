@@ -4,9 +4,11 @@
 //! over a bucket each scan otherwise fetches every column chunk again.
 //!
 //! Design rules:
-//! - Objects are never rewritten in place (a flush writes a new key), so a
-//!   block once read is right for as long as its key exists: no
-//!   revalidation. Keys are the object's path.
+//! - Objects are never rewritten in place (a flush writes a new key, its
+//!   sequence never reused), so a block once read is right for as long as
+//!   its key exists: no revalidation. Blocks are keyed by the object's
+//!   path and size, so even a key written again by a collector whose
+//!   `data_dir` was wiped misses unless it is byte for byte as long.
 //! - The unit is an aligned block of [`BLOCK`] bytes: a range is served
 //!   from the blocks it covers, the missing ones fetched together (the
 //!   object store coalesces neighbours into one ranged GET), so a scan
@@ -38,12 +40,13 @@ pub const BLOCK: u64 = 256 << 10;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct BlockKey {
     path: Arc<str>,
+    size: u64,
     block: u64,
 }
 
 impl CacheKey for BlockKey {
     fn size(&self) -> usize {
-        self.path.len() + 16
+        self.path.len() + 24
     }
     fn table_ref(&self) -> Option<&TableReference> {
         None
@@ -119,6 +122,7 @@ impl CachingReader {
     fn key(&self, block: u64) -> BlockKey {
         BlockKey {
             path: self.path.clone(),
+            size: self.size,
             block,
         }
     }
