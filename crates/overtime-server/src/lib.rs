@@ -3,7 +3,8 @@
 //! The HTTP API of `overtime serve` (docs/interfaces.md) over the live diagnosis and
 //! the store: `/api/traces`, `/api/traces/{id}`, `/api/incidents`,
 //! `/api/incidents/{id}`, `POST /api/sql`, `/healthz`, `/readyz`,
-//! `GET /api/advice` and `POST /api/whatif`; optional bearer token on
+//! `GET /api/advice` and `POST /api/whatif`, the Jaeger query API under
+//! `/jaeger` (for Grafana's trace view); optional bearer token on
 //! everything but health; JSON errors with a reason. `/metrics`
 //! (Prometheus) and `/api/slo` come from [`Metrics`]. The UI
 //! (`overtime-ui`) at `/`, its sign-in and its events endpoint are mounted
@@ -27,14 +28,17 @@
 mod advice_api;
 mod api;
 mod auth;
+mod charts_api;
 mod cluster;
 mod error;
+mod jaeger;
 mod metrics;
 pub mod pipeline;
 pub mod sql;
 mod sql_config;
 mod sql_guard;
 mod store_health;
+mod store_query;
 mod tables;
 mod traces_api;
 mod ui_routes;
@@ -44,6 +48,8 @@ pub use cluster::{
     ClusterConfig, ClusterView, PeerQuery, PeerReport, Peers, Unanswered, fingerprint_owner,
     refresh_peers,
 };
+pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
+pub use jaeger::params::go_duration_us as jaeger_go_duration_us;
 pub use metrics::{LiveGauges, Metrics};
 pub use sql_config::SqlConfig;
 
@@ -161,6 +167,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/traces/{id}", get(traces_api::get_trace))
         .route("/api/incidents", get(api::list_incidents))
         .route("/api/incidents/{id}", get(api::get_incident))
+        .route(
+            "/api/incidents/{id}/timeline",
+            get(charts_api::incident_timeline),
+        )
+        .route("/api/overview", get(charts_api::overview))
         .route("/api/sql", post(api::post_sql))
         .route("/api/slo", get(metrics::get_slo))
         .route("/api/advice", get(advice_api::get_advice))
@@ -168,6 +179,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::get_metrics))
         .route("/api/cluster/unflushed", get(cluster::get_unflushed))
         .route("/api/cluster/traces", get(cluster::get_traces))
+        .merge(jaeger::routes())
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -336,6 +336,24 @@ impl Metrics {
         lock(&self.shared.slo).alerts().to_vec()
     }
 
+    /// What the SLO engine remembers over time: chain health of every
+    /// complete minute it holds, every alert's firing spans, and the
+    /// watermark (data time, µs) they run to.
+    pub fn slo_history(
+        &self,
+    ) -> (
+        Vec<overtime_slo::ChainHealth>,
+        Vec<overtime_slo::AlertSpan>,
+        i64,
+    ) {
+        let slo = lock(&self.shared.slo);
+        (
+            slo.chain_health_history(),
+            slo.alert_history(),
+            slo.watermark_us(),
+        )
+    }
+
     /// The SLO view (`GET /api/slo`).
     pub fn slo_snapshot(&self) -> SloSnapshot {
         lock(&self.shared.slo).snapshot()

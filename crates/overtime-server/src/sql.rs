@@ -15,7 +15,8 @@
 //!   overflow a runtime worker's.
 
 use crate::SqlConfig;
-use crate::tables::{incidents_batch, verdicts_batch};
+pub use crate::tables::VerdictRows;
+use crate::tables::{VerdictsTable, incidents_batch};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -82,6 +83,25 @@ pub fn session_with_peers(
     limits: &SqlConfig,
     peers: Option<Arc<dyn PeerSource>>,
 ) -> Result<SessionContext, SqlError> {
+    session_over(
+        store,
+        VerdictRows::Copied(verdicts.into()),
+        incidents,
+        limits,
+        peers,
+    )
+}
+
+/// [`session_with_peers`] with the `verdicts` table's rows from `verdicts`:
+/// with [`VerdictRows::Live`], a running collector's verdicts read when a
+/// query scans them, never copied ([`VerdictsTable`]).
+pub fn session_over(
+    store: &Store,
+    verdicts: VerdictRows,
+    incidents: &[IncidentReport],
+    limits: &SqlConfig,
+    peers: Option<Arc<dyn PeerSource>>,
+) -> Result<SessionContext, SqlError> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(limits.memory_bytes, 1.0)
         .build_arc()
@@ -94,14 +114,13 @@ pub fn session_with_peers(
         .register_with_peers(&ctx, peers)
         .map_err(|e| SqlError::Failed(e.to_string()))?;
     crate::sql_guard::install(&ctx, limits.memory_bytes);
-    let v = verdicts_batch(verdicts.iter().map(|(r, v)| (*r, v)));
+    let failed = |e: datafusion::error::DataFusionError| SqlError::Failed(e.to_string());
+    ctx.register_table("verdicts", Arc::new(VerdictsTable { rows: verdicts }))
+        .map_err(failed)?;
     let i = incidents_batch(incidents);
-    for (name, b) in [("verdicts", v), ("incidents", i)] {
-        let t = MemTable::try_new(b.schema(), vec![vec![b]])
-            .map_err(|e| SqlError::Failed(e.to_string()))?;
-        ctx.register_table(name, Arc::new(t))
-            .map_err(|e| SqlError::Failed(e.to_string()))?;
-    }
+    let t = MemTable::try_new(i.schema(), vec![vec![i]]).map_err(failed)?;
+    ctx.register_table("incidents", Arc::new(t))
+        .map_err(failed)?;
     Ok(ctx)
 }
 

@@ -7,15 +7,29 @@
 //! `incidents`: id, fingerprint, kind, component, status, window_start,
 //! window_end, headline, trace_count, requests, failures, gateway_504,
 //! report (the whole docs/diagnosis.md#incidents-and-their-reports JSON).
+//!
+//! `verdicts` is a [`VerdictsTable`]: its rows are built when a query
+//! scans it, straight from the live diagnoser's verdicts under its lock
+//! (no copy of a verdict, whose timeline holds every span), and its
+//! `verdict` column only when the query reads it. That column is each
+//! verdict's whole JSON (kilobytes with its timeline): copying and
+//! serialising a day of verdicts for every refresh of a panel that only
+//! counts 504s per minute cost more than the query itself.
 
 use arrow::array::{
     ArrayRef, Float64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
     UInt16Builder, UInt32Builder, UInt64Builder,
 };
-use arrow::datatypes::{Field, Schema};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{Expr, TableType};
+use datafusion::physical_plan::ExecutionPlan;
 use overtime_diagnose::IncidentReport;
 use overtime_model::Verdict;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 fn ts_us(rfc3339: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(rfc3339)
@@ -35,11 +49,74 @@ fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
     .expect("columns of equal length")
 }
 
-/// `verdicts` from (revision, verdict) pairs.
+/// Where the `verdicts` table's rows come from.
+pub enum VerdictRows {
+    /// (revision, verdict) pairs already copied out.
+    Copied(Arc<[(u32, Verdict)]>),
+    /// The live diagnoser's current verdicts, read when scanned.
+    Live(Arc<crate::AppState>),
+}
+
+impl std::fmt::Debug for VerdictRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerdictRows::Copied(v) => write!(f, "Copied({} verdicts)", v.len()),
+            VerdictRows::Live(_) => f.write_str("Live"),
+        }
+    }
+}
+
+/// The `verdicts` table (module docs).
+#[derive(Debug)]
+pub(crate) struct VerdictsTable {
+    pub rows: VerdictRows,
+}
+
+/// `verdicts`' columns, the last one the whole verdict as JSON.
+static VERDICTS_SCHEMA: LazyLock<SchemaRef> =
+    LazyLock::new(|| verdicts_batch(std::iter::empty(), true).schema());
+
+#[async_trait]
+impl TableProvider for VerdictsTable {
+    fn schema(&self) -> SchemaRef {
+        VERDICTS_SCHEMA.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let json_col = VERDICTS_SCHEMA.fields().len() - 1;
+        let json = projection.is_none_or(|p| p.contains(&json_col));
+        let b = match &self.rows {
+            VerdictRows::Copied(rows) => verdicts_batch(rows.iter().map(|(r, v)| (*r, v)), json),
+            VerdictRows::Live(s) => {
+                let live = s.live.lock().expect("live state lock");
+                verdicts_batch(live.verdicts(), json)
+            }
+        };
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![b]],
+            self.schema(),
+            projection.cloned(),
+        )?)
+    }
+}
+
+/// `verdicts` from (revision, verdict) pairs; the `verdict` column null
+/// unless `json` (a scan that does not read it).
 pub(crate) fn verdicts_batch<'a>(
     verdicts: impl Iterator<Item = (u32, &'a Verdict)>,
+    json: bool,
 ) -> RecordBatch {
-    let (mut id, mut rid, mut out, mut kind, mut comp, mut summary, mut json) = (
+    let (mut id, mut rid, mut out, mut kind, mut comp, mut summary, mut text) = (
         StringBuilder::new(),
         StringBuilder::new(),
         StringBuilder::new(),
@@ -69,7 +146,11 @@ pub(crate) fn verdicts_batch<'a>(
         elapsed.append_value(v.budget.consumed_ms);
         budget.append_option(v.budget.total_ms);
         revision.append_value(rev);
-        json.append_value(serde_json::to_string(v).unwrap_or_default());
+        if json {
+            text.append_value(serde_json::to_string(v).unwrap_or_default());
+        } else {
+            text.append_null();
+        }
     }
     batch(vec![
         ("trace_id", Arc::new(id.finish())),
@@ -84,7 +165,7 @@ pub(crate) fn verdicts_batch<'a>(
         ("elapsed_ms", Arc::new(elapsed.finish())),
         ("budget_ms", Arc::new(budget.finish())),
         ("revision", Arc::new(revision.finish())),
-        ("verdict", Arc::new(json.finish())),
+        ("verdict", Arc::new(text.finish())),
     ])
 }
 

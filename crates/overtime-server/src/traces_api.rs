@@ -249,7 +249,7 @@ const REQUEST_JOIN_MARGIN_US: i64 = 15 * 60 * 1_000_000;
 /// unflushed rows — the gateway lines that logged no trace id found by the
 /// request ids its spans carry, as the live join finds them. `None` when
 /// no row of it is found.
-async fn judge_from_rows(
+pub(crate) async fn judge_from_rows(
     s: &Arc<AppState>,
     pq: Option<&Arc<PeerQuery>>,
     trace_id: &str,

@@ -23,7 +23,7 @@ fn fixture(f: &str) -> PathBuf {
         .join(f)
 }
 
-fn state(dir: &std::path::Path, token: Option<&str>, sql: SqlConfig) -> Arc<AppState> {
+pub(crate) fn state(dir: &std::path::Path, token: Option<&str>, sql: SqlConfig) -> Arc<AppState> {
     let store = Store::open(StoreConfig {
         data_dir: dir.to_path_buf(),
         // The fixtures are older than the default retention.
@@ -39,7 +39,7 @@ fn state(dir: &std::path::Path, token: Option<&str>, sql: SqlConfig) -> Arc<AppS
 }
 
 /// Incident C through the sink, then a tick.
-fn feed(s: &Arc<AppState>) {
+pub(crate) fn feed(s: &Arc<AppState>) {
     let sink = DiagnosingSink { state: s.clone() };
     let body = std::fs::read_to_string(fixture("log_format.txt")).unwrap();
     let mut p = GatewayParser::new(LogFormat::compile(&body).unwrap(), "access", 0);
@@ -56,7 +56,7 @@ fn feed(s: &Arc<AppState>) {
     overtime_server::pipeline::tick(s);
 }
 
-async fn call(
+pub(crate) async fn call(
     s: &Arc<AppState>,
     method: &str,
     uri: &str,
@@ -76,7 +76,7 @@ async fn call(
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn json(s: &str) -> serde_json::Value {
+pub(crate) fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
 }
 
@@ -134,6 +134,24 @@ async fn traces_incidents_and_sql_over_incident_c() {
     let r = json(&body);
     assert_eq!(r["rows"][0]["kind"], "upstream_connect_slow");
     assert_eq!(r["rows"][0]["n"], 23);
+    // The verdict column is built only when read, and then whole: each
+    // row's JSON is that trace's verdict, as GET /api/traces/{id} gives it.
+    let (st, body) = call(
+        &s,
+        "POST",
+        "/api/sql",
+        "SELECT trace_id, kind, verdict FROM verdicts ORDER BY trace_id",
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    let rows = json(&body)["rows"].as_array().unwrap().clone();
+    assert!(rows.len() >= 23, "{rows:?}");
+    for row in rows {
+        let v = json(row["verdict"].as_str().expect("the verdict's JSON"));
+        assert_eq!(v["trace_id"], row["trace_id"]);
+        assert_eq!(v["root_cause"]["kind"], row["kind"]);
+    }
 
     let (st, body) = call(
         &s,

@@ -5,7 +5,9 @@
 
 mod advice;
 mod api;
+mod charts;
 mod cluster;
 mod cluster_incidents;
+mod jaeger;
 mod metrics;
 mod sinks;

@@ -40,6 +40,7 @@ mod alerts;
 mod breakers;
 mod config;
 pub mod early;
+mod history;
 mod labels;
 mod ring;
 mod sketch;
@@ -53,18 +54,21 @@ pub use alerts::{
 };
 pub use breakers::ModelStats;
 pub use early::{EarlyTotals, EarlyWarningView, SignalView};
+pub use history::{AlertSpan, EARLY_WARNINGS};
 // The live diagnosis writes them (overtime-model holds the type both share).
 pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
 pub use overtime_model::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use sketch::{LogSketch, MAX_BINS};
 pub use totals::{CounterVec, Histogram, HistogramVec, Totals};
 pub use windows::{
-    CallStats, ChainHealth, RouteStats, StageHealth, WINDOWS, WindowStats, window_name,
+    CHAIN_HEALTH_MINUTES, CallStats, ChainHealth, RouteStats, StageHealth, WINDOWS, WindowStats,
+    window_name,
 };
 
 use alerts::{Condition, Holds, pct, secs};
 use breakers::Breakers;
 use early::Early;
+use history::AlertLog;
 use overtime_model::Outcome;
 use serde::Serialize;
 use totals::Labels;
@@ -124,6 +128,7 @@ pub struct Slo {
     early: Early,
     holds: Holds,
     firing: Vec<Alert>,
+    alert_log: AlertLog,
     watermark_us: i64,
     next_eval_us: Option<i64>,
     eval_us: i64,
@@ -142,6 +147,7 @@ impl Slo {
             early: Early::new(&cfg),
             holds: Holds::default(),
             firing: Vec::new(),
+            alert_log: AlertLog::default(),
             watermark_us: 0,
             next_eval_us: None,
             eval_us: cfg.scaled_us(cfg.eval_interval_s),
@@ -269,6 +275,7 @@ impl Slo {
         let mut conditions = self.conditions(now_us);
         conditions.extend(self.early.evaluate(now_us, &self.cfg));
         self.firing = self.holds.apply(now_us, conditions);
+        self.alert_log.update(now_us, &self.firing);
     }
 
     /// One window's SLIs at the watermark (`5m`, `30m`, `1h`, `6h`, `3d`,
@@ -280,6 +287,20 @@ impl Slo {
     /// Chain health of the last complete minute.
     pub fn chain_health(&self) -> Option<ChainHealth> {
         self.windows.chain_health(self.watermark_us, &self.cfg)
+    }
+
+    /// Chain health of every complete minute of the last
+    /// [`CHAIN_HEALTH_MINUTES`] before the watermark that had a weighted
+    /// call, oldest first (the UI's overview chart).
+    pub fn chain_health_history(&self) -> Vec<ChainHealth> {
+        self.windows
+            .chain_health_history(self.watermark_us, &self.cfg)
+    }
+
+    /// Every alert's firing spans, oldest first (the last
+    /// [`history::MAX_SPANS`]).
+    pub fn alert_history(&self) -> Vec<AlertSpan> {
+        self.alert_log.spans()
     }
 
     /// Breaker view of every model.

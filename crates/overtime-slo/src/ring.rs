@@ -62,6 +62,17 @@ impl<T: Default> Ring<T> {
         })
     }
 
+    /// Every bucket held, with its index, in index order.
+    pub fn entries(&self) -> Vec<(i64, &T)> {
+        let mut v: Vec<(i64, &T)> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(i, v)| (*i, v)))
+            .collect();
+        v.sort_by_key(|e| e.0);
+        v
+    }
+
     /// The last `k` buckets (the current one included).
     pub fn last(&self, now_us: i64, k: usize) -> impl Iterator<Item = &T> {
         self.range(now_us, 0, k)

@@ -22,6 +22,8 @@ pub const WINDOWS: [(&str, f64); 5] = [
 ];
 /// The breakdown window of routes and tools (nominal seconds).
 pub const BREAKDOWN_S: f64 = 300.0;
+/// Minutes of chain health kept, for the history (6 hours).
+pub const CHAIN_HEALTH_MINUTES: usize = 360;
 /// Chain-health stages, in weight order.
 pub const CHAIN_STAGES: [Stage; 4] = [Stage::Llm, Stage::Tool, Stage::Memory, Stage::Network];
 
@@ -241,7 +243,7 @@ impl Windows {
         global.sort_by_key(|g| g.1);
         Windows {
             global,
-            minutes: Ring::new(cfg.scaled_us(60.0), 3),
+            minutes: Ring::new(cfg.scaled_us(60.0), CHAIN_HEALTH_MINUTES),
             routes: Default::default(),
             tools: Default::default(),
             breakdown_us: cfg.scaled_us(BREAKDOWN_S),
@@ -364,30 +366,22 @@ impl Windows {
     /// when that minute had no call of a weighted stage.
     pub fn chain_health(&self, now_us: i64, cfg: &SloConfig) -> Option<ChainHealth> {
         let m = self.minutes.range(now_us, 1, 2).next()?;
-        if m.calls.iter().all(|c| *c == 0) {
-            return None;
-        }
-        let w = &cfg.chain_health_weights;
-        let weights = [w.llm, w.tool, w.memory, w.network];
-        let mut value = 1.0;
-        let mut stages = Vec::new();
-        for (i, stage) in CHAIN_STAGES.iter().enumerate() {
-            let r = ratio(m.timeouts[i], m.calls[i]);
-            value -= r.unwrap_or(0.0) * weights[i];
-            stages.push(StageHealth {
-                stage: stage.as_str(),
-                calls: m.calls[i],
-                timeouts: m.timeouts[i],
-                timeout_ratio: r,
-                weight: weights[i],
-            });
-        }
         let width = self.minutes.width_us();
-        Some(ChainHealth {
-            value,
-            minute_start_us: (self.minutes.index_of(now_us) - 1) * width,
-            stages,
-        })
+        health(m, (self.minutes.index_of(now_us) - 1) * width, cfg)
+    }
+
+    /// Chain health of every complete minute before `now_us` still held
+    /// (the last [`CHAIN_HEALTH_MINUTES`]) that had a call of a weighted
+    /// stage, oldest first.
+    pub fn chain_health_history(&self, now_us: i64, cfg: &SloConfig) -> Vec<ChainHealth> {
+        let (cur, width) = (self.minutes.index_of(now_us), self.minutes.width_us());
+        let oldest = cur - CHAIN_HEALTH_MINUTES as i64;
+        self.minutes
+            .entries()
+            .into_iter()
+            .filter(|(i, _)| *i < cur && *i > oldest)
+            .filter_map(|(i, m)| health(m, i * width, cfg))
+            .collect()
     }
 
     /// Requests per route over the breakdown window, busiest first.
@@ -434,4 +428,31 @@ impl Windows {
         out.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.name.cmp(&b.name)));
         out
     }
+}
+
+/// Chain health of one minute's tally; `None` without a weighted call.
+fn health(m: &StageTally, minute_start_us: i64, cfg: &SloConfig) -> Option<ChainHealth> {
+    if m.calls.iter().all(|c| *c == 0) {
+        return None;
+    }
+    let w = &cfg.chain_health_weights;
+    let weights = [w.llm, w.tool, w.memory, w.network];
+    let mut value = 1.0;
+    let mut stages = Vec::new();
+    for (i, stage) in CHAIN_STAGES.iter().enumerate() {
+        let r = ratio(m.timeouts[i], m.calls[i]);
+        value -= r.unwrap_or(0.0) * weights[i];
+        stages.push(StageHealth {
+            stage: stage.as_str(),
+            calls: m.calls[i],
+            timeouts: m.timeouts[i],
+            timeout_ratio: r,
+            weight: weights[i],
+        });
+    }
+    Some(ChainHealth {
+        value,
+        minute_start_us,
+        stages,
+    })
 }

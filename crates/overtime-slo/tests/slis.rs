@@ -246,6 +246,28 @@ fn chain_health_per_minute_with_stage_weights() {
             assert!(s.contains("0.77") && s.contains("tool 5 of 10"), "{s}");
         }
     }
+    // The minutes stay, for the chart over time, and so does the page.
+    let history: Vec<(i64, f64)> = slo
+        .chain_health_history()
+        .iter()
+        .map(|h| {
+            (
+                (h.minute_start_us - T0) / (60 * S),
+                (h.value * 100.0).round() / 100.0,
+            )
+        })
+        .collect();
+    assert_eq!(history, vec![(0, 0.96), (1, 0.89), (2, 0.77), (3, 1.0)]);
+    let low: Vec<_> = slo
+        .alert_history()
+        .into_iter()
+        .filter(|a| a.name == CHAIN_HEALTH_LOW)
+        .collect();
+    assert_eq!(low.len(), 1, "{low:?}");
+    assert!(
+        low[0].start_us >= T0 + 3 * 60 * S && low[0].end_us.is_some(),
+        "{low:?}"
+    );
 }
 
 /// Fallback acceptance (seed incident 004: 23 callers got the cache fallback).

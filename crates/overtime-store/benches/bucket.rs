@@ -11,6 +11,7 @@
 //! ```text
 //! cargo bench --profile release -p overtime-store --bench bucket
 //! OVERTIME_BENCH_SPANS=1000000 cargo bench --profile release -p overtime-store --bench bucket
+//! OVERTIME_BENCH_EXPLAIN=1 …   # also print EXPLAIN ANALYZE of the 504s-by-cause query (warm)
 //! ```
 //! Prints one Markdown table (docs/store.md keeps the last run's). Both
 //! engines' answers to the query are compared: the bench fails if they
@@ -46,6 +47,9 @@ fn collector(dir: &Path, id: &str) -> Store {
         memtable_bytes: 2 << 30,
         flush_interval_ms: 0,
         fsync: false,
+        // Room for the query's columns over 10 M spans (~370 MiB), as
+        // DuckDB's external file cache has (up to its memory limit).
+        read_cache_bytes: 1 << 30,
         ..Default::default()
     })
     .expect("open a collector on the bucket")
@@ -148,6 +152,24 @@ fn main() {
     );
     let (rows, mut q_reader) = by_cause(&rt, &reader);
     let (rows_w, mut q_writer) = by_cause(&rt, &writer);
+    if std::env::var_os("OVERTIME_BENCH_EXPLAIN").is_some() {
+        // Where the query's time goes, operator by operator, once the
+        // reader has run it (its footers and bytes cached, as the runs were).
+        let ctx = SessionContext::new();
+        reader.register(&ctx).expect("register");
+        let plan = rt
+            .block_on(async {
+                ctx.sql(&format!("EXPLAIN ANALYZE {BY_CAUSE}"))
+                    .await?
+                    .collect()
+                    .await
+            })
+            .expect("explain");
+        eprintln!(
+            "{}",
+            arrow::util::pretty::pretty_format_batches(&plan).expect("format")
+        );
+    }
     assert_eq!(rows, rows_w, "the reader and the writer disagree");
     eprintln!("bucket bench: 504s by cause, {QUERY_RUNS} runs each; DuckDB next");
     let expected_504s = (0..total / SPANS_PER_TRACE)
@@ -172,7 +194,10 @@ fn main() {
         .arg(&expected)
         .envs(s3.env());
     let duck = match py.output() {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(o) if o.status.success() => {
+            eprint!("{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        }
         Ok(o) => panic!(
             "the DuckDB peer failed: {}",
             String::from_utf8_lossy(&o.stderr)

@@ -69,6 +69,11 @@ pub struct StoreConfig {
     /// `-`, `_`, `.`). Default none: a generated id (`<hostname>-<random>`)
     /// kept in `data_dir/COLLECTOR_ID`, stable across restarts.
     pub collector_id: Option<String>,
+    /// Bytes of the bucket's objects that SQL scans keep in memory across
+    /// queries (blocks of 256 KiB, least recently used dropped first), so
+    /// a dashboard refreshing the same scans reads the bucket once. Only
+    /// with `url`; `0` turns it off. Default 256 MiB.
+    pub read_cache_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -83,6 +88,7 @@ impl Default for StoreConfig {
             fsync: true,
             url: None,
             collector_id: None,
+            read_cache_bytes: 256 << 20,
         }
     }
 }

@@ -47,6 +47,7 @@ mod peers;
 mod provider;
 mod published;
 mod read;
+mod read_cache;
 mod segment;
 mod store;
 mod tables;

@@ -126,6 +126,11 @@ pub(crate) struct Inner {
     pub orphans: Mutex<Vec<SegmentFile>>,
     pub backpressure: AtomicU64,
     pub files_scanned: AtomicU64,
+    /// Footers and page indexes of the Parquet files SQL read, kept across
+    /// queries (each query's session is new): `provider.rs`.
+    pub footers: Arc<datafusion::execution::cache::cache_manager::FileMetadataCache>,
+    /// Bytes of the bucket's objects SQL read (`read_cache.rs`).
+    pub read_cache: Arc<crate::read_cache::ReadCache>,
     pub flushes: AtomicU64,
     pub last_flush_error: Mutex<Option<String>>,
     pub last_write_error: Mutex<Option<String>>,

@@ -1,7 +1,7 @@
 //! Parquet on object storage (`[store] url`), against a real S3-compatible
 //! server (s3rver, `overtime_test_support::s3rver`): the store on a bucket
 //! answers SQL and trace lookups exactly as the store in a local directory
-//! does on the same input; two collectors sharing a bucket each see the
+//! does on the same input, and a query run again reads the bucket no more; two collectors sharing a bucket each see the
 //! other's flushed files; a Kafka source's replayable rows are committed
 //! only once flushed, and a crash before the flush leaves them to be read
 //! again rather than replayed twice; retention deletes expired objects; a wrong
@@ -138,6 +138,23 @@ async fn a_store_on_s3_answers_sql_and_lookups_like_the_store_in_a_local_directo
     local.register(&lc).unwrap();
     for q in QUERIES {
         assert_eq!(sql(&rc, q).await, sql(&lc, q).await, "{q}");
+    }
+    // A dashboard's next refresh, in a session of its own: the same
+    // answers, every byte from the store's read cache, none from the bucket.
+    let again = SessionContext::new();
+    remote.register(&again).unwrap();
+    for q in QUERIES {
+        assert_eq!(sql(&again, q).await, sql(&lc, q).await, "again: {q}");
+        let plan = sql(&again, &format!("EXPLAIN ANALYZE {q}")).await;
+        let fetched: Vec<&str> = plan
+            .split("bytes_scanned=")
+            .skip(1)
+            .map(|s| s.split([',', ']']).next().unwrap())
+            .collect();
+        assert!(
+            !fetched.is_empty() && fetched.iter().all(|b| *b == "0"),
+            "{q}: bytes fetched from the bucket {fetched:?}"
+        );
     }
     for i in [0, 17, 149, 180] {
         let (rg, rs) = remote.trace(&tid(i)).unwrap();

@@ -60,7 +60,7 @@
       : `<p class="error" role="alert">${esc(e.message || e)}</p>`;
   }
 
-  // ---------- routing: #/?search, #/trace/<id>, #/incidents, #/incidents/<id>
+  // ---------- routing: #/?search, #/trace/<id>, #/incidents, #/incidents/<id>, #/overview, #/advice
   let generation = 0;
   const visited = [];
   let wantSearchFocus = false;
@@ -80,12 +80,14 @@
     const { parts, params } = parseHash();
     const gen = ++generation;
     for (const a of document.querySelectorAll('.top nav a')) a.classList.remove('on');
-    $(parts[0] === 'incidents' ? '#nav-incidents' : parts[0] === 'advice' ? '#nav-advice' : '#nav-search').classList.add('on');
+    const nav = { incidents: '#nav-incidents', advice: '#nav-advice', overview: '#nav-overview' };
+    $(nav[parts[0]] || '#nav-search').classList.add('on');
     try {
       if (parts[0] === 'trace' && parts[1]) await viewTrace(parts[1], gen);
       else if (parts[0] === 'incidents' && parts[1]) await viewIncident(parts.slice(1).join('/'), gen);
       else if (parts[0] === 'incidents') await viewIncidents(gen);
       else if (parts[0] === 'advice') window.overtimeAdvice.view(gen, () => gen === generation);
+      else if (parts[0] === 'overview') await window.overtimeCharts.view(gen, () => gen === generation);
       else await viewSearch(params, gen);
     } catch (e) {
       if (gen === generation) showError(e);
@@ -624,6 +626,7 @@
 <h1 class="headline" id="incident-headline">${esc(r.headline)}</h1>
 <div class="facts"><span>status <b>${esc(r.status)}</b></span><span>window <b>${esc(when(r.window.start))} → ${esc(when(r.window.end))}</b></span>
 <span>fingerprint <b class="mono">${esc(r.fingerprint)}</b></span><span><a href="/api/incidents/${enc(r.id)}?format=markdown">Markdown report</a></span></div>
+<div id="incident-charts" class="charts"><p class="muted">Loading the charts…</p></div>
 <h2>Totals</h2><div class="totals" id="totals">${box(t.requests, 'requests')}${box(t.failures, 'failures')}${box(t.gateway_504, 'gateway 504')}${box(t.gateway_503, 'gateway 503')}${box(t.timeouts, 'timeouts')}</div>
 <div class="two"><div><h2>Causes</h2><table class="list" id="causes"><thead><tr><th>root cause</th><th>component</th><th class="num">traces</th><th>share of failures</th></tr></thead><tbody>${causes}</tbody></table></div>
 <div><h2>What explains it</h2><table class="list" id="cause-stats"><tbody>${stats || '<tr><td class="muted">no statistics</td></tr>'}</tbody></table></div></div>
@@ -631,6 +634,7 @@
 <h2>Findings</h2>${findings ? `<ul id="incident-findings">${findings}</ul>` : '<p class="muted">none</p>'}
 <h2>Example traces</h2><ul id="examples">${examples}</ul>`;
     main().focus({ preventScroll: true });
+    window.overtimeCharts.incident(r.id, () => gen === generation);
   }
 
   // ---------- global keys

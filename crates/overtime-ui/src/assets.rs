@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
 const ADVICE_JS: &str = include_str!("../assets/advice.js");
+const CHARTS_JS: &str = include_str!("../assets/charts.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 pub(crate) const LOGIN_HTML: &str = include_str!("../assets/login.html");
 
@@ -54,7 +55,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 struct Set {
     index: Asset,
-    files: [Asset; 3],
+    files: [Asset; 4],
 }
 
 fn set() -> &'static Set {
@@ -70,6 +71,11 @@ fn set() -> &'static Set {
             "text/javascript; charset=utf-8",
             Bytes::from_static(ADVICE_JS.as_bytes()),
         );
+        let charts = Asset::new(
+            "charts.js",
+            "text/javascript; charset=utf-8",
+            Bytes::from_static(CHARTS_JS.as_bytes()),
+        );
         let css = Asset::new(
             "app.css",
             "text/css; charset=utf-8",
@@ -82,12 +88,16 @@ fn set() -> &'static Set {
                 &format!("/assets/advice.js?v={}", advice.version()),
             )
             .replace(
+                "__CHARTS_JS__",
+                &format!("/assets/charts.js?v={}", charts.version()),
+            )
+            .replace(
                 "__APP_CSS__",
                 &format!("/assets/app.css?v={}", css.version()),
             );
         Set {
             index: Asset::new("index.html", "text/html; charset=utf-8", Bytes::from(page)),
-            files: [js, advice, css],
+            files: [js, advice, charts, css],
         }
     })
 }

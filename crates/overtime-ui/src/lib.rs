@@ -1,8 +1,9 @@
 //! # overtime-ui
 //!
 //! The trace timeline UI of `overtime serve` (docs/interfaces.md, "the UI at `/`"):
-//! trace search, the waterfall of one trace against its budget, and the
-//! incident reports. One page, one script and one stylesheet, vanilla JS
+//! trace search, the waterfall of one trace against its budget, the
+//! incident reports with their charts over time, the overview and the
+//! advice. One page, a few scripts and one stylesheet, vanilla JS
 //! with no framework and no CDN, compiled into the binary with
 //! `include_str!` so the UI works offline and always matches the API it
 //! was built with.
@@ -69,7 +70,9 @@ async fn asset_route(
         return (
             StatusCode::NOT_FOUND,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("no UI asset {file:?}; the UI has index.html, app.js, advice.js, app.css"),
+            format!(
+                "no UI asset {file:?}; the UI has index.html, app.js, advice.js, charts.js, app.css"
+            ),
         )
             .into_response();
     };

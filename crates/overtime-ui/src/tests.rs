@@ -56,12 +56,27 @@ async fn the_page_links_its_assets_by_content_version() {
         body.contains("href=\"#/advice\""),
         "the Advice page is in the nav"
     );
+    let charts = asset("charts.js").unwrap();
     assert!(
-        !body.contains("__APP_") && !body.contains("__ADVICE_"),
+        body.contains(&format!("src=\"/assets/charts.js?v={}\"", charts.version())),
+        "{body}"
+    );
+    assert!(
+        body.contains("href=\"#/overview\""),
+        "the Overview page is in the nav"
+    );
+    assert!(
+        !body.contains("__APP_") && !body.contains("__ADVICE_") && !body.contains("__CHARTS_"),
         "a placeholder was left in the page"
     );
     // No third-party origin anywhere: the UI must work offline.
-    for text in [body.as_str(), APP_JS_TEXT, APP_CSS_TEXT, ADVICE_JS_TEXT] {
+    for text in [
+        body.as_str(),
+        APP_JS_TEXT,
+        APP_CSS_TEXT,
+        ADVICE_JS_TEXT,
+        CHARTS_JS_TEXT,
+    ] {
         assert!(
             !text.contains("http://") && !text.contains("https://"),
             "an absolute URL in an asset"
@@ -72,6 +87,7 @@ async fn the_page_links_its_assets_by_content_version() {
 const APP_JS_TEXT: &str = include_str!("../assets/app.js");
 const ADVICE_JS_TEXT: &str = include_str!("../assets/advice.js");
 const APP_CSS_TEXT: &str = include_str!("../assets/app.css");
+const CHARTS_JS_TEXT: &str = include_str!("../assets/charts.js");
 
 #[tokio::test]
 async fn assets_have_their_content_types_and_the_embedded_bytes() {
@@ -94,6 +110,8 @@ async fn assets_have_their_content_types_and_the_embedded_bytes() {
         "text/javascript; charset=utf-8"
     );
     assert_eq!(body, ADVICE_JS_TEXT);
+    let (_, _, body) = get("/assets/charts.js", None).await;
+    assert_eq!(body, CHARTS_JS_TEXT);
 }
 
 #[tokio::test]

@@ -154,6 +154,24 @@ fn alertmanager_and_grafana_mount_what_their_tests_read() {
         assert!(prom_ports.contains(&p), "datasource port {p}");
     }
 
+    // The Jaeger data source is a collector's Jaeger API, on the port its
+    // config listens on.
+    let jaeger = yaml(
+        &read("dashboards/provisioning/datasources/jaeger.yml"),
+        "jaeger",
+    );
+    for d in jaeger["datasources"].as_sequence().unwrap() {
+        assert_eq!(d["type"].as_str(), Some("jaeger"));
+        let url = d["url"].as_str().unwrap();
+        assert!(
+            url.ends_with("/jaeger"),
+            "the Jaeger API is under /jaeger: {url}"
+        );
+        let (h, p) = host_port(url);
+        assert!(collectors(&c).contains(&h), "{h} is not a collector");
+        assert_eq!(p, listen_port(&collector_config(&c, &h).1), "{url}");
+    }
+
     // The dashboard provider's path is where dashboards/overtime is mounted.
     let prov = yaml(
         &read("dashboards/provisioning/dashboards/overtime.yml"),

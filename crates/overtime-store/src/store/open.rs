@@ -249,6 +249,8 @@ impl Store {
             manifests: Default::default(),
             backpressure: AtomicU64::new(0),
             files_scanned: AtomicU64::new(0),
+            footers: crate::provider::footer_cache(),
+            read_cache: crate::read_cache::read_cache(cfg.read_cache_bytes),
             flushes: AtomicU64::new(0),
             last_flush_error: Mutex::new(None),
             last_write_error: Mutex::new(None),

@@ -9,6 +9,7 @@
 //! go to `$CARGO_TARGET_DIR/ui-artifacts/`; their paths are printed.
 
 mod advice;
+mod charts;
 mod page;
 
 use overtime_test_support::chromium::Browser;
