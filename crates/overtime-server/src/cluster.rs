@@ -321,6 +321,49 @@ impl PeerSource for PeerQuery {
         let q = &q;
         self.each_peer(|url| self.unflushed_from(url, q)).await
     }
+
+    /// Asked 64 request ids at a time (a URL stays short); each peer's
+    /// answers are merged into one.
+    async fn unflushed_requests(
+        &self,
+        table: Table,
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+        request_ids: &[String],
+    ) -> Vec<Unflushed> {
+        let mut merged: BTreeMap<String, Unflushed> = BTreeMap::new();
+        for chunk in request_ids.chunks(64) {
+            let q = {
+                let mut q = form_urlencoded::Serializer::new(String::new());
+                q.append_pair("table", table.as_str());
+                if let Some(f) = from_us {
+                    q.append_pair("from_us", &f.to_string());
+                }
+                if let Some(t) = to_us {
+                    q.append_pair("to_us", &t.to_string());
+                }
+                q.append_pair("request_ids", &chunk.join(","));
+                q.finish()
+            };
+            let q = &q;
+            for u in self.each_peer(|url| self.unflushed_from(url, q)).await {
+                match merged.get_mut(&u.collector_id) {
+                    // Up to the newest flush any answer was made after:
+                    // a row an earlier answer had unflushed that a later
+                    // flush wrote is then read twice (a join by request
+                    // id takes each line and span once), never missed.
+                    Some(m) => {
+                        m.flushed_through = m.flushed_through.max(u.flushed_through);
+                        m.batches.extend(u.batches);
+                    }
+                    None => {
+                        merged.insert(u.collector_id.clone(), u);
+                    }
+                }
+            }
+        }
+        merged.into_values().collect()
+    }
 }
 
 /// The query of `GET /api/cluster/unflushed`.
@@ -334,6 +377,8 @@ pub(crate) struct UnflushedQuery {
     pub to_us: Option<i64>,
     /// Only this trace's rows.
     pub trace_id: Option<String>,
+    /// Only the rows of these request ids (comma-separated).
+    pub request_ids: Option<String>,
 }
 
 /// `GET /api/cluster/unflushed`: this collector's unflushed rows of one
@@ -354,8 +399,16 @@ pub(crate) async fn get_unflushed(
             )
         })?;
     let store = s.store.clone();
-    let u = tokio::task::spawn_blocking(move || {
-        store.unflushed(table, q.from_us, q.to_us, q.trace_id.as_deref())
+    let u = tokio::task::spawn_blocking(move || match &q.request_ids {
+        Some(ids) => {
+            let ids: Vec<String> = ids
+                .split(',')
+                .filter(|i| !i.is_empty())
+                .map(str::to_string)
+                .collect();
+            store.unflushed_requests(table, q.from_us, q.to_us, &ids)
+        }
+        None => store.unflushed(table, q.from_us, q.to_us, q.trace_id.as_deref()),
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
@@ -515,11 +568,9 @@ pub async fn refresh_peers(state: &crate::AppState) {
     held.mirrors = kept;
     held.alive = alive;
     held.report = q.report();
-    state
-        .live
-        .lock()
-        .expect("live state lock")
-        .set_peer_samples(&held.others);
+    let mut live = state.live.lock().expect("live state lock");
+    live.set_peer_samples(&held.others);
+    live.set_peer_claims(&held.others);
 }
 
 /// The collector that speaks for `fingerprint` among `candidates`

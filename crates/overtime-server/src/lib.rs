@@ -28,6 +28,7 @@ mod advice_api;
 mod api;
 mod auth;
 mod cluster;
+mod cluster_join;
 mod error;
 mod metrics;
 pub mod pipeline;

@@ -57,6 +57,10 @@ pub struct SharedTraces {
     /// what its timeout is inferred from.
     #[serde(default)]
     pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    /// Request ids whose gateway lines, held by another collector, it
+    /// joined to a trace it holds (`requests.rs`): those lines are its.
+    #[serde(default)]
+    pub claimed: Vec<String>,
 }
 
 /// What changed in a diagnoser since a cursor ([`LiveDiagnoser::shared_since`]).
@@ -79,6 +83,12 @@ pub struct TracesDelta {
     /// Every layer's cut streams' silences, ms (sent whole).
     #[serde(default)]
     pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    /// Request ids claimed since the cursor, with their sequence numbers.
+    #[serde(default)]
+    pub claims: Vec<(u64, String)>,
+    /// Claims below this sequence number were evicted.
+    #[serde(default)]
+    pub oldest_claim_seq: u64,
 }
 
 /// A peer's traces as mirrored here from its deltas.
@@ -90,6 +100,7 @@ pub struct PeerMirror {
     verdicts: FxHashMap<String, (u32, Verdict)>,
     gateway_504_ms: BTreeMap<String, Vec<f64>>,
     cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    claims: BTreeMap<u64, String>,
 }
 
 impl PeerMirror {
@@ -134,6 +145,8 @@ impl PeerMirror {
         }
         self.gateway_504_ms = d.gateway_504_ms;
         self.cut_stream_ms = d.cut_stream_ms;
+        self.claims = self.claims.split_off(&d.oldest_claim_seq);
+        self.claims.extend(d.claims);
         self.cursor = d.next_seq;
     }
 
@@ -157,6 +170,7 @@ impl PeerMirror {
             summaries: self.summaries.values().cloned().collect(),
             gateway_504_ms: self.gateway_504_ms.clone(),
             cut_stream_ms: self.cut_stream_ms.clone(),
+            claimed: self.claims.values().cloned().collect(),
         }
     }
 }
@@ -179,6 +193,7 @@ impl LiveDiagnoser {
             cut_stream_ms: self.cuts.by_layer(),
             ..Default::default()
         };
+        (d.claims, d.oldest_claim_seq) = self.claims_since(from);
         // Sequence numbers grow along the deque: scan from the back.
         let start = self.summary_seq.partition_point(|s| *s < from);
         for (seq, s) in self.summary_seq.iter().zip(&self.summaries).skip(start) {
