@@ -77,6 +77,9 @@ struct Pending {
     /// A gateway line held under its request id alone, with peers: what is
     /// known of the trace it belongs to (see `requests.rs`).
     orphan: Option<requests::Orphan>,
+    /// What its finished model calls put in the phase book at its last
+    /// diagnosis: taken out again before a revision puts them back.
+    booked: Vec<(String, crate::phasebook::Finished)>,
 }
 
 impl Pending {
@@ -134,6 +137,9 @@ pub struct LiveDiagnoser {
     /// Records keyed by request id meet their trace across collectors
     /// (`requests.rs`); off when this diagnoser answers alone.
     requests: requests::RequestJoin,
+    /// The phases of the finished model calls seen so far, for the cut
+    /// ones ([`crate::phasebook`]).
+    book: crate::phasebook::PhaseBook,
 }
 
 impl LiveDiagnoser {
@@ -165,6 +171,7 @@ impl LiveDiagnoser {
             settled: VecDeque::new(),
             observations_dropped: 0,
             requests: requests::RequestJoin::default(),
+            book: Default::default(),
         }
     }
 
@@ -514,10 +521,19 @@ impl LiveDiagnoser {
         let needs_verdict =
             self.cfg.all_verdicts || !pending.trace.spans.is_empty() || pending.gateway_failed();
         let (summary, verdict) = if needs_verdict {
-            diagnose_trace(&pending.trace, timeouts, &self.cfg)
+            diagnose_trace(&pending.trace, timeouts, &self.cfg, &self.book)
         } else {
             (light_summary(&pending.trace), None)
         };
+        for (model, f) in pending.booked.drain(..) {
+            self.book.remove(&model, &f);
+        }
+        for c in &summary.llm_calls {
+            if let Some(f) = c.finished() {
+                self.book.add(&c.model, &f);
+                pending.booked.push((c.model.clone(), f));
+            }
+        }
         self.push_summary(summary);
         let (mut revision, previous) = match pending.given.take() {
             Some((r, v)) => (r, v),
