@@ -130,12 +130,7 @@ pub(crate) async fn post_sql(
         }
     };
     let incidents = s.incidents();
-    let verdicts = {
-        let live = s.live.lock().expect("live state lock");
-        live.verdicts()
-            .map(|(r, v)| (r, v.clone()))
-            .collect::<Vec<_>>()
-    };
+    let verdicts = s.verdicts();
     let to_api = |e: sql::SqlError| {
         let status = match e {
             sql::SqlError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,

@@ -20,7 +20,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use overtime_diagnose::live::{PeerMirror, SharedTraces, TracesDelta};
-use overtime_model::Table;
+use overtime_model::{Table, Verdict};
 use overtime_store::{PeerSource, Store, Unflushed};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -455,7 +455,8 @@ pub(crate) fn collector_header(store: &Store) -> Option<HeaderValue> {
 /// answered the last refresh (the ones alive, for who owns a fingerprint).
 #[derive(Debug, Default)]
 pub struct ClusterView {
-    /// Each answering peer's traces, as of the last refresh.
+    /// Each peer's traces, as of its last answer (a peer that stopped
+    /// answering with the state it last told).
     pub others: Vec<SharedTraces>,
     /// Collector ids of the peers that answered the last refresh.
     pub alive: BTreeSet<String>,
@@ -464,6 +465,18 @@ pub struct ClusterView {
     /// By peer URL: the collector and process that answered, and the
     /// mirror of its traces.
     mirrors: BTreeMap<String, (String, u64, PeerMirror)>,
+}
+
+impl ClusterView {
+    /// The verdicts (with revisions) last told by the peers at `urls`
+    /// (those that did not answer a query): what the others serve for a
+    /// collector while it is down.
+    pub fn told_by<'a>(&self, urls: impl IntoIterator<Item = &'a str>) -> Vec<(u32, Verdict)> {
+        urls.into_iter()
+            .filter_map(|u| self.mirrors.get(u))
+            .flat_map(|(_, _, m)| m.traces().verdicts)
+            .collect()
+    }
 }
 
 /// The answer of `GET /api/cluster/traces`.
@@ -515,9 +528,10 @@ pub async fn get_traces(
 }
 
 /// Asks every peer for what changed in its traces (each within
-/// `peer_timeout_ms`) and updates the view: peers that did not answer drop
-/// out of it — and out of the fingerprint owners — until they answer
-/// again (then with their whole state).
+/// `peer_timeout_ms`) and updates the view: a peer that did not answer
+/// drops out of the fingerprint owners but its last state stays in the
+/// view (its verdicts are not lost while it is down) until it answers
+/// again — a restarted peer with its whole state.
 pub async fn refresh_peers(state: &crate::AppState) {
     if state.peers.is_empty() {
         return;
@@ -564,10 +578,20 @@ pub async fn refresh_peers(state: &crate::AppState) {
             Err(e) => q.failed(&url, format!("unreadable traces: {e}")),
         }
     }
+    // A peer that stopped answering (down, or restarting) keeps its last
+    // state in the view: its verdicts and incident memberships are served
+    // by the others while it is down. It is not `alive`, so its
+    // fingerprints get another owner.
+    let report = q.report();
+    for u in &report.unanswered {
+        if let Some(entry) = mirrors.remove(&u.peer) {
+            kept.insert(u.peer.clone(), entry);
+        }
+    }
     held.others = kept.values().map(|(_, _, m)| m.traces()).collect();
     held.mirrors = kept;
     held.alive = alive;
-    held.report = q.report();
+    held.report = report;
     let mut live = state.live.lock().expect("live state lock");
     live.set_peer_samples(&held.others);
     live.set_peer_claims(&held.others);

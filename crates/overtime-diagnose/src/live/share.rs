@@ -241,6 +241,24 @@ impl LiveDiagnoser {
     /// [`most_complete`] — the same on every collector, whichever of them
     /// is "here" — with that holder's verdict.
     pub fn incidents_with(&self, others: &[SharedTraces]) -> Vec<IncidentReport> {
+        let (summaries, verdicts) = self.merged_with(others);
+        let verdicts: Vec<Verdict> = verdicts.into_iter().map(|(_, v)| v).collect();
+        report::incidents(&verdicts, &summaries, &self.cfg)
+    }
+
+    /// The current verdicts (with revisions) over the traces kept here and
+    /// those `others` hold, one per trace, by the holder
+    /// [`LiveDiagnoser::incidents_with`] counts: SQL's `verdicts` from any
+    /// collector, the same rows one diagnoser given all the traffic would
+    /// list. Sorted by trace id.
+    pub fn verdicts_with(&self, others: &[SharedTraces]) -> Vec<(u32, Verdict)> {
+        self.merged_with(others).1
+    }
+
+    /// Every trace summary kept here or by `others` and the chosen
+    /// holder's verdict of each, a trace held by several counted once
+    /// ([`most_complete`]).
+    fn merged_with(&self, others: &[SharedTraces]) -> (Vec<TraceSummary>, Vec<(u32, Verdict)>) {
         let own = SharedRef::new(self.verdicts.values(), self.summaries.iter());
         let peers: Vec<SharedRef<'_>> = others
             .iter()
@@ -274,14 +292,14 @@ impl LiveDiagnoser {
         }
         let mut held: Vec<Held<'_>> = chosen.into_values().collect();
         held.sort_by(|a, b| a.summary.trace_id.cmp(&b.summary.trace_id));
-        let mut verdicts: Vec<Verdict> = Vec::new();
+        let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
         for h in held {
             summaries.push(h.summary.clone());
-            if let Some((_, v)) = h.verdict {
-                verdicts.push(v.clone());
+            if let Some((r, v)) = h.verdict {
+                verdicts.push((r, v.clone()));
             }
         }
-        report::incidents(&verdicts, &summaries, &self.cfg)
+        (summaries, verdicts)
     }
 }
 
