@@ -465,6 +465,8 @@ pub struct ClusterView {
     /// By peer URL: the collector and process that answered, and the
     /// mirror of its traces.
     mirrors: BTreeMap<String, (String, u64, PeerMirror)>,
+    /// URLs of the peers that did not answer the last refresh.
+    silent: BTreeSet<String>,
 }
 
 impl ClusterView {
@@ -583,11 +585,24 @@ pub async fn refresh_peers(state: &crate::AppState) {
     // by the others while it is down. It is not `alive`, so its
     // fingerprints get another owner.
     let report = q.report();
+    let mut silent = BTreeSet::new();
     for u in &report.unanswered {
-        if let Some(entry) = mirrors.remove(&u.peer) {
+        let kept_state = mirrors.remove(&u.peer).map(|entry| {
+            let n = entry.2.len();
             kept.insert(u.peer.clone(), entry);
+            n
+        });
+        if !held.silent.contains(&u.peer) {
+            eprintln!(
+                "overtime: peer {} stopped answering ({}); serving its last state ({} traces)",
+                u.peer,
+                u.error,
+                kept_state.unwrap_or(0)
+            );
         }
+        silent.insert(u.peer.clone());
     }
+    held.silent = silent;
     held.others = kept.values().map(|(_, _, m)| m.traces()).collect();
     held.mirrors = kept;
     held.alive = alive;

@@ -109,6 +109,16 @@ impl PeerMirror {
         self.cursor
     }
 
+    /// Trace summaries mirrored.
+    pub fn len(&self) -> usize {
+        self.summaries.len()
+    }
+
+    /// Nothing mirrored?
+    pub fn is_empty(&self) -> bool {
+        self.summaries.is_empty()
+    }
+
     /// Applies a delta from the peer.
     pub fn apply(&mut self, d: TracesDelta) {
         if d.full {
