@@ -129,6 +129,22 @@ pub(crate) async fn deliver(
         };
         return Ok(Done { key, action });
     }
+    // An open issue filed for an incident of this fingerprint that started
+    // no earlier than this one is this incident under its former id (a
+    // failure that started earlier joined it late and renamed it): not a
+    // recurrence, which starts after the incident it recurs from.
+    let at = ev.at.format("%Y-%m-%dT%H-%M-%S-%3fZ").to_string();
+    if let Some(same) = issues.iter().find(|i| {
+        !i.done
+            && i.labels
+                .iter()
+                .any(|l| incident_started(l).is_some_and(|t| t >= at.as_str()))
+    }) {
+        return Ok(Done {
+            key: same.key.clone(),
+            action: Action::Found,
+        });
+    }
     if let Some(open) = issues.iter().find(|i| !i.done) {
         return comment(client, cfg, entry, persist, &open.key).await;
     }
@@ -172,6 +188,25 @@ pub(crate) async fn deliver(
         key,
         action: Action::Created,
     })
+}
+
+/// The start an incident label ends with (`…-2026-01-02T03-04-05-000Z`,
+/// [`incident_label`] of `kind:component@<RFC 3339 start>`), in that
+/// spelling, which sorts as time does; `None` for another label.
+fn incident_started(label: &str) -> Option<&str> {
+    let rest = label.strip_prefix("overtime-incident-")?;
+    let t = rest.get(rest.len().checked_sub(24)?..)?;
+    let shape = "dddd-dd-ddTdd-dd-dd-dddZ";
+    t.bytes()
+        .zip(shape.bytes())
+        .all(|(c, s)| {
+            if s == b'd' {
+                c.is_ascii_digit()
+            } else {
+                c == s
+            }
+        })
+        .then_some(t)
 }
 
 enum ReopenError {

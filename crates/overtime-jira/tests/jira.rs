@@ -185,6 +185,41 @@ async fn a_recurrence_while_open_is_a_comment_not_a_new_issue_data_center_v2() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incident_renamed_by_an_earlier_failure_is_found_on_its_ticket_not_commented() {
+    let jira = Standin::start(Flavor::Cloud, 3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = Notifier::start(cfg(&jira), Some(TOKEN.into()), dir.path().into()).unwrap();
+    // Incident ids as overtime writes them: fingerprint@start, ms, Z.
+    let as_overtime = |mut e: IncidentEvent| {
+        e.incident_id = format!(
+            "{}@{}",
+            e.fingerprint,
+            e.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        );
+        e
+    };
+    let t0 = Utc::now() - Days::minutes(30);
+    let ticketed = as_overtime(event("tool_timeout", "search", t0));
+    // A failure that started 4 s earlier joined late (another collector
+    // held it): the same incident, now named by that failure.
+    let renamed = as_overtime(event("tool_timeout", "search", t0 - Days::seconds(4)));
+    // A later incident of the same cause is a recurrence all the same.
+    let recurred = as_overtime(event("tool_timeout", "search", t0 + Days::minutes(20)));
+    n.incident_opened(ticketed).unwrap();
+    n.incident_opened(renamed).unwrap();
+    let s = wait_for("the renamed one found", &n, |s| s.found_existing == 1).await;
+    assert_eq!((s.created, s.commented, s.failed), (1, 0, 0));
+    n.incident_opened(recurred).unwrap();
+    let s = wait_for("the recurrence's comment", &n, |s| s.commented == 1).await;
+    assert_eq!((s.created, s.found_existing, s.failed), (1, 1, 0));
+    let issues = jira.issues();
+    assert_eq!(issues.len(), 1, "one ticket per fingerprint");
+    assert_eq!(issues[0].comments.len(), 1, "only the recurrence commented");
+    assert!(jira.rejections().is_empty(), "{:?}", jira.rejections());
+    n.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recurrence_an_hour_after_resolution_reopens_and_comments() {
     let jira = Standin::start(Flavor::Cloud, 3).await;
     let dir = tempfile::tempdir().unwrap();

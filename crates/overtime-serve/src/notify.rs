@@ -79,6 +79,14 @@ impl Notifications {
                         a.hand_over_once(&labels);
                     }
                 }
+                Action::Rename { from, to } => {
+                    // The page already sent stands for the renamed
+                    // incident (same labels); resolving or handing it
+                    // over goes by its new id.
+                    if let Some(labels) = self.page_labels.remove(&from) {
+                        self.page_labels.insert(to, labels);
+                    }
+                }
                 Action::Page { incident_id } => {
                     if let Some(r) = open(&incident_id) {
                         self.page(r);

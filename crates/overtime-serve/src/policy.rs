@@ -32,6 +32,16 @@
 //!   page with the same labels keeps the alert firing; if the fingerprint
 //!   comes back to it, it pages again (Alertmanager keeps it one page).
 //!
+//! - An incident's id names its first failure, so a late record that
+//!   failed earlier (a span held back, a line joined from another
+//!   collector, two runs of failures merged by one between them) renames
+//!   it. A renamed incident is the same incident: when an id the policy
+//!   knows is no longer listed and a new id of the same fingerprint is,
+//!   the new id inherits the old one's page, ticket and clock
+//!   ([`Action::Rename`]) — no second page, and no "recurrence" comment
+//!   on the ticket just filed. A recurrence is a new id while the old
+//!   one is still listed (closed), which is how incidents recur.
+//!
 //! This is the one place that decides whether a notification goes out.
 
 use overtime_diagnose::IncidentReport;
@@ -85,6 +95,14 @@ pub enum Action {
         /// The id of the incident whose page is handed over.
         incident_id: String,
     },
+    /// The incident `from` is now listed as `to` (late records moved its
+    /// first failure): what was sent for `from` stands for `to`.
+    Rename {
+        /// The id it had.
+        from: String,
+        /// The id it has now.
+        to: String,
+    },
     /// Open a Jira ticket for this incident (or comment on the open ticket
     /// of its fingerprint: the Jira notifier deduplicates).
     Ticket {
@@ -106,6 +124,8 @@ pub struct NotifyPolicy {
     /// The paged incidents whose page is not resolved yet (ordered, so
     /// resolutions come out in a stable order).
     firing: BTreeSet<String>,
+    /// The ids listed at the last step, with their fingerprints.
+    listed: HashMap<String, String>,
 }
 
 impl NotifyPolicy {
@@ -118,15 +138,78 @@ impl NotifyPolicy {
             ticketed: HashSet::new(),
             paged: HashSet::new(),
             firing: BTreeSet::new(),
+            listed: HashMap::new(),
         }
+    }
+
+    /// Does the policy hold anything for `id`?
+    fn knows(&self, id: &str) -> bool {
+        self.paged.contains(id)
+            || self.ticketed.contains(id)
+            || self.first_seen.contains_key(id)
+            || self.firing.contains(id)
+    }
+
+    /// Renames: an id listed at the last step and not now whose
+    /// fingerprint has an id listed now for the first time gives that id
+    /// (the first, in the given order) its page, ticket and clock.
+    fn renames(&mut self, incidents: &[Sighting<'_>]) -> Vec<Action> {
+        let listed: HashSet<&str> = incidents.iter().map(|s| s.id).collect();
+        let mut gone: Vec<(String, String)> = self
+            .listed
+            .iter()
+            .filter(|(id, _)| !listed.contains(id.as_str()))
+            .map(|(id, fp)| (id.clone(), fp.clone()))
+            .collect();
+        gone.sort();
+        let mut actions = Vec::new();
+        for s in incidents {
+            if self.listed.contains_key(s.id) || self.knows(s.id) {
+                continue;
+            }
+            let (from, rest): (Vec<_>, Vec<_>) = gone
+                .into_iter()
+                .partition(|(_, fp)| fp.as_str() == s.fingerprint);
+            gone = rest;
+            let to = s.id.to_string();
+            let from: Vec<String> = from
+                .into_iter()
+                .map(|(old, _)| old)
+                .filter(|old| self.knows(old))
+                .collect();
+            for old in from {
+                if self.paged.remove(&old) {
+                    self.paged.insert(to.clone());
+                }
+                if self.firing.remove(&old) {
+                    self.firing.insert(to.clone());
+                }
+                if self.ticketed.remove(&old) {
+                    self.ticketed.insert(to.clone());
+                }
+                if let Some(t) = self.first_seen.remove(&old) {
+                    let e = self.first_seen.entry(to.clone()).or_insert(t);
+                    *e = (*e).min(t);
+                }
+                actions.push(Action::Rename {
+                    from: old,
+                    to: to.clone(),
+                });
+            }
+        }
+        self.listed = incidents
+            .iter()
+            .map(|s| (s.id.to_string(), s.fingerprint.to_string()))
+            .collect();
+        actions
     }
 
     /// The actions the incidents as they are at `now` call for: first the
     /// pages to resolve, then, incident by incident in the given order, its
     /// page and its ticket.
     pub fn step(&mut self, now: Instant, incidents: &[Sighting<'_>]) -> Vec<Action> {
+        let mut actions = self.renames(incidents);
         let open: HashSet<&str> = incidents.iter().filter(|s| s.open).map(|s| s.id).collect();
-        let mut actions = Vec::new();
         let gone: Vec<String> = self
             .firing
             .iter()
@@ -188,6 +271,11 @@ mod tests {
             gateway_504,
             owned: true,
         }
+    }
+
+    /// `s` with another cause's fingerprint.
+    fn cause<'a>(fingerprint: &'a str, s: Sighting<'a>) -> Sighting<'a> {
+        Sighting { fingerprint, ..s }
     }
 
     fn closed(id: &str) -> Sighting<'_> {
@@ -304,13 +392,14 @@ mod tests {
         // another, whose incident has a new id.
         let mut p = NotifyPolicy::new(GRACE);
         let t0 = Instant::now();
+        let fin = |id| cause("tool_timeout|search", open(id, 3));
         assert_eq!(p.step(t0, &[open("early", 3)]), [page("early")]);
         assert_eq!(
-            p.step(secs(t0, 10), &[open("final", 3)]),
+            p.step(secs(t0, 10), &[fin("final")]),
             [resolve("early"), page("final")]
         );
-        assert_eq!(p.step(secs(t0, 40), &[open("final", 3)]), [ticket("final")]);
-        assert_eq!(p.step(secs(t0, 100), &[open("final", 3)]), []);
+        assert_eq!(p.step(secs(t0, 40), &[fin("final")]), [ticket("final")]);
+        assert_eq!(p.step(secs(t0, 100), &[fin("final")]), []);
     }
 
     #[test]
@@ -330,7 +419,10 @@ mod tests {
         let t0 = Instant::now();
         p.step(t0, &[open("b", 1), open("a", 1)]);
         assert_eq!(
-            p.step(secs(t0, 1), &[open("d", 1), open("c", 0)]),
+            p.step(
+                secs(t0, 1),
+                &[cause("d", open("d", 1)), cause("c", open("c", 0))]
+            ),
             [
                 resolve("a"),
                 resolve("b"),
@@ -365,6 +457,70 @@ mod tests {
                 owned: true,
             }
         );
+    }
+
+    fn rename(from: &str, to: &str) -> Action {
+        Action::Rename {
+            from: from.into(),
+            to: to.into(),
+        }
+    }
+
+    #[test]
+    fn an_incident_renamed_by_an_earlier_late_failure_keeps_its_page_and_ticket() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("fp@10:00:05", 3)]), [page("fp@10:00:05")]);
+        assert_eq!(
+            p.step(secs(t0, 30), &[open("fp@10:00:05", 3)]),
+            [ticket("fp@10:00:05")]
+        );
+        // A failure that started earlier joins: the incident's id changes.
+        assert_eq!(
+            p.step(secs(t0, 31), &[open("fp@10:00:01", 4)]),
+            [rename("fp@10:00:05", "fp@10:00:01")]
+        );
+        assert_eq!(p.step(secs(t0, 90), &[open("fp@10:00:01", 4)]), []);
+        // Its page is still the one to resolve.
+        assert_eq!(
+            p.step(secs(t0, 95), &[closed("fp@10:00:01")]),
+            [resolve("fp@10:00:01")]
+        );
+    }
+
+    #[test]
+    fn a_renamed_incident_not_yet_ticketed_keeps_its_first_sightings_clock() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        assert_eq!(p.step(t0, &[open("a", 1)]), [page("a")]);
+        assert_eq!(p.step(secs(t0, 20), &[open("b", 1)]), [rename("a", "b")]);
+        assert_eq!(p.step(secs(t0, 30), &[open("b", 1)]), [ticket("b")]);
+    }
+
+    #[test]
+    fn a_recurrence_while_the_first_incident_is_listed_is_a_new_incident() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        p.step(t0, &[open("i1", 1)]);
+        p.step(secs(t0, 30), &[open("i1", 1)]);
+        assert_eq!(
+            p.step(secs(t0, 40), &[closed("i1"), open("i2", 1)]),
+            [resolve("i1"), page("i2")]
+        );
+        assert_eq!(
+            p.step(secs(t0, 70), &[closed("i1"), open("i2", 1)]),
+            [ticket("i2")]
+        );
+    }
+
+    #[test]
+    fn an_incident_gone_for_a_while_is_not_inherited_by_a_later_one() {
+        let mut p = NotifyPolicy::new(GRACE);
+        let t0 = Instant::now();
+        p.step(t0, &[open("i1", 1)]);
+        p.step(secs(t0, 30), &[open("i1", 1)]);
+        assert_eq!(p.step(secs(t0, 40), &[]), [resolve("i1")]);
+        assert_eq!(p.step(secs(t0, 50), &[open("i2", 1)]), [page("i2")]);
     }
 
     fn elsewhere(id: &str, gateway_504: usize) -> Sighting<'_> {

@@ -68,8 +68,14 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         secrets.api_token.clone(),
         store.collector_id(),
     );
+    let mut live = d.live(plan.diagnose.clone());
+    if !peers.is_empty() {
+        // Records keyed by request id meet their trace on whichever
+        // collector holds its spans (docs/kafka.md).
+        live = live.with_peers();
+    }
     let state = Arc::new(AppState {
-        live: Mutex::new(d.live(plan.diagnose.clone())),
+        live: Mutex::new(live),
         store: Arc::new(store),
         diagnose: plan.diagnose.clone(),
         sql: cfg.sql.clone(),

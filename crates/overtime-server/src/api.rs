@@ -142,7 +142,18 @@ pub(crate) async fn post_sql(
     let verdicts = sql::VerdictRows::Live(s.clone());
     let ctx = sql::session_over(&s.store, verdicts, &incidents, &s.sql, peers).map_err(to_api)?;
     let result = sql::run(&ctx, &req.sql, &s.sql).await.map_err(to_api)?;
-    let report = pq.map(|p| p.report());
+    // The verdicts and incidents tables come from the peers' last told
+    // state: a peer that did not answer its last refresh is named too.
+    let report = pq.map(|p| {
+        let mut r = p.report();
+        let view = s.cluster.lock().expect("cluster view lock");
+        for u in &view.report.unanswered {
+            if !r.unanswered.iter().any(|x| x.peer == u.peer) {
+                r.unanswered.push(u.clone());
+            }
+        }
+        r
+    });
     match req.format.as_deref() {
         Some("arrow") => {
             let mut buf = Vec::new();

@@ -20,7 +20,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use overtime_diagnose::live::{PeerMirror, SharedTraces, TracesDelta};
-use overtime_model::Table;
+use overtime_model::{Table, Verdict};
 use overtime_store::{PeerSource, Store, Unflushed};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -321,6 +321,49 @@ impl PeerSource for PeerQuery {
         let q = &q;
         self.each_peer(|url| self.unflushed_from(url, q)).await
     }
+
+    /// Asked 64 request ids at a time (a URL stays short); each peer's
+    /// answers are merged into one.
+    async fn unflushed_requests(
+        &self,
+        table: Table,
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+        request_ids: &[String],
+    ) -> Vec<Unflushed> {
+        let mut merged: BTreeMap<String, Unflushed> = BTreeMap::new();
+        for chunk in request_ids.chunks(64) {
+            let q = {
+                let mut q = form_urlencoded::Serializer::new(String::new());
+                q.append_pair("table", table.as_str());
+                if let Some(f) = from_us {
+                    q.append_pair("from_us", &f.to_string());
+                }
+                if let Some(t) = to_us {
+                    q.append_pair("to_us", &t.to_string());
+                }
+                q.append_pair("request_ids", &chunk.join(","));
+                q.finish()
+            };
+            let q = &q;
+            for u in self.each_peer(|url| self.unflushed_from(url, q)).await {
+                match merged.get_mut(&u.collector_id) {
+                    // Up to the newest flush any answer was made after:
+                    // a row an earlier answer had unflushed that a later
+                    // flush wrote is then read twice (a join by request
+                    // id takes each line and span once), never missed.
+                    Some(m) => {
+                        m.flushed_through = m.flushed_through.max(u.flushed_through);
+                        m.batches.extend(u.batches);
+                    }
+                    None => {
+                        merged.insert(u.collector_id.clone(), u);
+                    }
+                }
+            }
+        }
+        merged.into_values().collect()
+    }
 }
 
 /// The query of `GET /api/cluster/unflushed`.
@@ -334,6 +377,8 @@ pub(crate) struct UnflushedQuery {
     pub to_us: Option<i64>,
     /// Only this trace's rows.
     pub trace_id: Option<String>,
+    /// Only the rows of these request ids (comma-separated).
+    pub request_ids: Option<String>,
 }
 
 /// `GET /api/cluster/unflushed`: this collector's unflushed rows of one
@@ -354,8 +399,16 @@ pub(crate) async fn get_unflushed(
             )
         })?;
     let store = s.store.clone();
-    let u = tokio::task::spawn_blocking(move || {
-        store.unflushed(table, q.from_us, q.to_us, q.trace_id.as_deref())
+    let u = tokio::task::spawn_blocking(move || match &q.request_ids {
+        Some(ids) => {
+            let ids: Vec<String> = ids
+                .split(',')
+                .filter(|i| !i.is_empty())
+                .map(str::to_string)
+                .collect();
+            store.unflushed_requests(table, q.from_us, q.to_us, &ids)
+        }
+        None => store.unflushed(table, q.from_us, q.to_us, q.trace_id.as_deref()),
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
@@ -402,7 +455,8 @@ pub(crate) fn collector_header(store: &Store) -> Option<HeaderValue> {
 /// answered the last refresh (the ones alive, for who owns a fingerprint).
 #[derive(Debug, Default)]
 pub struct ClusterView {
-    /// Each answering peer's traces, as of the last refresh.
+    /// Each peer's traces, as of its last answer (a peer that stopped
+    /// answering with the state it last told).
     pub others: Vec<SharedTraces>,
     /// Collector ids of the peers that answered the last refresh.
     pub alive: BTreeSet<String>,
@@ -411,6 +465,20 @@ pub struct ClusterView {
     /// By peer URL: the collector and process that answered, and the
     /// mirror of its traces.
     mirrors: BTreeMap<String, (String, u64, PeerMirror)>,
+    /// URLs of the peers that did not answer the last refresh.
+    silent: BTreeSet<String>,
+}
+
+impl ClusterView {
+    /// The verdicts (with revisions) last told by the peers at `urls`
+    /// (those that did not answer a query): what the others serve for a
+    /// collector while it is down.
+    pub fn told_by<'a>(&self, urls: impl IntoIterator<Item = &'a str>) -> Vec<(u32, Verdict)> {
+        urls.into_iter()
+            .filter_map(|u| self.mirrors.get(u))
+            .flat_map(|(_, _, m)| m.traces().verdicts)
+            .collect()
+    }
 }
 
 /// The answer of `GET /api/cluster/traces`.
@@ -462,9 +530,10 @@ pub async fn get_traces(
 }
 
 /// Asks every peer for what changed in its traces (each within
-/// `peer_timeout_ms`) and updates the view: peers that did not answer drop
-/// out of it — and out of the fingerprint owners — until they answer
-/// again (then with their whole state).
+/// `peer_timeout_ms`) and updates the view: a peer that did not answer
+/// drops out of the fingerprint owners but its last state stays in the
+/// view (its verdicts are not lost while it is down) until it answers
+/// again — a restarted peer with its whole state.
 pub async fn refresh_peers(state: &crate::AppState) {
     if state.peers.is_empty() {
         return;
@@ -511,15 +580,36 @@ pub async fn refresh_peers(state: &crate::AppState) {
             Err(e) => q.failed(&url, format!("unreadable traces: {e}")),
         }
     }
+    // A peer that stopped answering (down, or restarting) keeps its last
+    // state in the view: its verdicts and incident memberships are served
+    // by the others while it is down. It is not `alive`, so its
+    // fingerprints get another owner.
+    let report = q.report();
+    let mut silent = BTreeSet::new();
+    for u in &report.unanswered {
+        let kept_state = mirrors.remove(&u.peer).map(|entry| {
+            let n = entry.2.len();
+            kept.insert(u.peer.clone(), entry);
+            n
+        });
+        if !held.silent.contains(&u.peer) {
+            eprintln!(
+                "overtime: peer {} stopped answering ({}); serving its last state ({} traces)",
+                u.peer,
+                u.error,
+                kept_state.unwrap_or(0)
+            );
+        }
+        silent.insert(u.peer.clone());
+    }
+    held.silent = silent;
     held.others = kept.values().map(|(_, _, m)| m.traces()).collect();
     held.mirrors = kept;
     held.alive = alive;
-    held.report = q.report();
-    state
-        .live
-        .lock()
-        .expect("live state lock")
-        .set_peer_samples(&held.others);
+    held.report = report;
+    let mut live = state.live.lock().expect("live state lock");
+    live.set_peer_samples(&held.others);
+    live.set_peer_claims(&held.others);
 }
 
 /// The collector that speaks for `fingerprint` among `candidates`

@@ -30,6 +30,7 @@ mod api;
 mod auth;
 mod charts_api;
 mod cluster;
+mod cluster_join;
 mod error;
 mod jaeger;
 mod metrics;
@@ -138,6 +139,19 @@ impl AppState {
             .lock()
             .expect("live state lock")
             .incidents_with(&view.others)
+    }
+
+    /// The current verdicts (with revisions) of this collector and, with
+    /// `[cluster] peers`, of every peer as last told (one that stopped
+    /// answering included): SQL's `verdicts` from any collector, a trace
+    /// several hold listed once, by the holder the incidents count.
+    pub fn verdicts(&self) -> Vec<(u32, overtime_model::Verdict)> {
+        let view = self.cluster.lock().expect("cluster view lock");
+        let live = self.live.lock().expect("live state lock");
+        if self.peers.is_empty() {
+            return live.verdicts().map(|(r, v)| (r, v.clone())).collect();
+        }
+        live.verdicts_with(&view.others)
     }
 
     /// Does this collector page and ticket for `fingerprint`? Always when

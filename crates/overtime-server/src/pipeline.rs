@@ -200,13 +200,16 @@ impl RecordSink for SourceSink {
 
 /// After a restart: what the WAL brought back into the memtable goes to the
 /// live diagnosis again, so pending traces get their verdicts. `since_us`
-/// (µs since the epoch): the oldest rows replayed. An error is the store's
-/// scan failing, as text.
+/// (µs since the epoch): the oldest rows replayed. Only this collector's
+/// own rows: in a shared bucket the others' are theirs to judge and count
+/// (replayed here too, their 504s counted twice in the timeout inference
+/// and their traces held twice). An error is the store's scan failing, as
+/// text.
 pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
     for table in [Table::GatewayRequests, Table::Spans] {
         let batches = state
             .store
-            .scan(table, Some(since_us), None)
+            .scan_own(table, Some(since_us), None)
             .map_err(|e| e.to_string())?;
         for b in &batches {
             DiagnosingSink::observe(state, table, b, now_us());
@@ -220,6 +223,7 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
 /// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
     crate::store_health::log_changes(&state.store);
+    crate::cluster_join::join_requests(state);
     if state.store.shared() {
         complete_from_store(state);
     }

@@ -97,9 +97,15 @@ impl TableProvider for VerdictsTable {
         let json = projection.is_none_or(|p| p.contains(&json_col));
         let b = match &self.rows {
             VerdictRows::Copied(rows) => verdicts_batch(rows.iter().map(|(r, v)| (*r, v)), json),
-            VerdictRows::Live(s) => {
+            // Alone: the diagnoser's verdicts under its lock, none copied;
+            // in a cluster: every collector's, one holder per trace.
+            VerdictRows::Live(s) if s.peers.is_empty() => {
                 let live = s.live.lock().expect("live state lock");
                 verdicts_batch(live.verdicts(), json)
+            }
+            VerdictRows::Live(s) => {
+                let all = s.verdicts();
+                verdicts_batch(all.iter().map(|(r, v)| (*r, v)), json)
             }
         };
         Ok(MemorySourceConfig::try_new_exec(

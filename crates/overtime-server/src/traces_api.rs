@@ -177,7 +177,20 @@ pub(crate) async fn list_traces(
     if let Some(raw) = raw.filter(|r| !r.is_empty()) {
         path = format!("{path}&{raw}");
     }
-    for (_, answer) in pq.get_json(&path).await {
+    let answers = pq.get_json(&path).await;
+    // A peer that did not answer (down, restarting): its verdicts as it
+    // last told them, so that its traces do not vanish while it is down.
+    let silent = pq.report().unanswered;
+    let told = s
+        .cluster
+        .lock()
+        .expect("cluster view lock")
+        .told_by(silent.iter().map(|u| u.peer.as_str()));
+    for (rev, v) in told.iter().filter(|(_, v)| matches(v)) {
+        items.push(list_item(*rev, v));
+        total += 1;
+    }
+    for (_, answer) in answers {
         let Some(answer) = answer else { continue };
         total += answer["total"].as_u64().unwrap_or(0) as usize;
         if let Some(list) = answer["traces"].as_array() {

@@ -99,6 +99,45 @@ pub fn filter_trace(
         .map_err(|e| StoreError::arrow(ctx(), e))
 }
 
+/// Which values of a string column are in `wanted` (null: no).
+pub(crate) fn in_set(
+    col: &dyn arrow::array::Array,
+    wanted: &std::collections::HashSet<String>,
+) -> BooleanArray {
+    match col.as_string_opt::<i32>() {
+        Some(s) => s
+            .iter()
+            .map(|v| Some(v.is_some_and(|v| wanted.contains(v))))
+            .collect(),
+        None => match arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8) {
+            Ok(c) => c
+                .as_string::<i32>()
+                .iter()
+                .map(|v| Some(v.is_some_and(|v| wanted.contains(v))))
+                .collect(),
+            Err(_) => BooleanArray::from(vec![false; col.len()]),
+        },
+    }
+}
+
+/// Rows of `b` whose request id is one of `wanted` (none for `rejected`).
+pub fn filter_requests(
+    t: Table,
+    b: &RecordBatch,
+    wanted: &std::collections::HashSet<String>,
+) -> Result<Option<RecordBatch>, StoreError> {
+    let Some(col) = crate::tables::request_column(t).and_then(|n| b.column_by_name(n)) else {
+        return Ok(None);
+    };
+    let mask = in_set(col.as_ref(), wanted);
+    if mask.true_count() == 0 {
+        return Ok(None);
+    }
+    filter_record_batch(b, &mask)
+        .map(Some)
+        .map_err(|e| StoreError::arrow(format!("filtering `{t}` by request id"), e))
+}
+
 #[cfg(test)]
 mod module_example {
     use super::Memtable;

@@ -42,7 +42,7 @@
 //! ```
 
 use crate::StoreError;
-use crate::memtable::{filter_time, filter_trace};
+use crate::memtable::{filter_requests, filter_time, filter_trace};
 use crate::segment::SegmentFile;
 use crate::store::{Inner, Store};
 use crate::tables::{idx, stored_schema};
@@ -82,6 +82,20 @@ pub trait PeerSource: Send + Sync + std::fmt::Debug {
         to_us: Option<i64>,
         trace_id: Option<&str>,
     ) -> Vec<Unflushed>;
+
+    /// The peers' unflushed rows of `table` within `[from_us, to_us)`
+    /// whose request id is one of `request_ids` (how records keyed by
+    /// request id on one collector find the trace another holds). A source
+    /// that cannot ask by request id answers nothing.
+    async fn unflushed_requests(
+        &self,
+        _table: Table,
+        _from_us: Option<i64>,
+        _to_us: Option<i64>,
+        _request_ids: &[String],
+    ) -> Vec<Unflushed> {
+        Vec::new()
+    }
 }
 
 impl Store {
@@ -127,6 +141,29 @@ impl Store {
             flushed_through,
             batches,
         })
+    }
+}
+
+impl Store {
+    /// [`Store::unflushed`] of the rows whose request id is one of
+    /// `request_ids` (none for `rejected`).
+    pub fn unflushed_requests(
+        &self,
+        table: Table,
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+        request_ids: &[String],
+    ) -> Result<Unflushed, StoreError> {
+        let mut u = self.unflushed(table, from_us, to_us, None)?;
+        let wanted: std::collections::HashSet<String> = request_ids.iter().cloned().collect();
+        let mut kept = Vec::new();
+        for b in &u.batches {
+            if let Some(b) = filter_requests(table, b, &wanted)? {
+                kept.push(b);
+            }
+        }
+        u.batches = kept;
+        Ok(u)
     }
 }
 

@@ -24,7 +24,7 @@
 //! ```
 
 use crate::StoreError;
-use crate::memtable::{filter_time, filter_trace};
+use crate::memtable::{filter_requests, filter_time, filter_trace};
 use crate::peers::Unflushed;
 use crate::store::{Inner, Store};
 use arrow::record_batch::RecordBatch;
@@ -70,24 +70,46 @@ impl Store {
         to_us: i64,
         peers: &[Unflushed],
     ) -> Result<Vec<RecordBatch>, StoreError> {
-        let t = Table::GatewayRequests;
-        let (mem, files) = self.inner.snapshot_with(t, peers)?;
+        self.by_request_with(Table::GatewayRequests, request_ids, from_us, to_us, peers)
+    }
+
+    /// The rows of `table` (`gateway_requests` or `spans`) in
+    /// `[from_us, to_us)` whose `request_id` is one of `request_ids`:
+    /// memtable, every collector's Parquet (only the row groups whose
+    /// request id bloom filter allows one) and the peers' unflushed rows
+    /// (`peers`), each row once. How a gateway line that logged no trace id
+    /// and the spans that captured its request id find each other when
+    /// they are on different collectors.
+    pub fn by_request_with(
+        &self,
+        table: Table,
+        request_ids: &[String],
+        from_us: i64,
+        to_us: i64,
+        peers: &[Unflushed],
+    ) -> Result<Vec<RecordBatch>, StoreError> {
+        if request_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: std::collections::HashSet<String> = request_ids.iter().cloned().collect();
+        let (mem, files) = self.inner.snapshot_with(table, peers)?;
         let (from, to) = (Some(from_us), Some(to_us));
         let mut out = Vec::new();
-        let mut keep = |b: RecordBatch| -> Result<(), StoreError> {
-            if let Some(b) = filter_requests(&b, request_ids)? {
-                out.push(b);
-            }
-            Ok(())
-        };
-        for f in files.iter().filter(|f| f.overlaps(from, to)) {
+        for f in files
+            .iter()
+            .filter(|f| f.may_hold_requests(request_ids, from, to))
+        {
             self.inner.files_scanned.fetch_add(1, Ordering::Relaxed);
-            for b in f.read_range(from, to)? {
-                keep(b)?;
+            for b in f.read_requests(request_ids, from, to)? {
+                if let Some(b) = filter_time_some(table, &b, from, to)? {
+                    out.push(b);
+                }
             }
         }
         for b in &mem {
-            keep(filter_time(t, b, from, to)?)?;
+            if let Some(b) = filter_requests(table, &filter_time(table, b, from, to)?, &wanted)? {
+                out.push(b);
+            }
         }
         Ok(out)
     }
@@ -101,9 +123,35 @@ impl Store {
         from_us: Option<i64>,
         to_us: Option<i64>,
     ) -> Result<Vec<RecordBatch>, StoreError> {
+        self.scan_where(table, from_us, to_us, |_| true)
+    }
+
+    /// [`Store::scan`] of this collector's own rows only: its memtable and
+    /// the files it flushed, not the other collectors' in a shared bucket.
+    /// What a restart replays into the live diagnosis: the others judge
+    /// (and count) their own.
+    pub fn scan_own(
+        &self,
+        table: Table,
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+    ) -> Result<Vec<RecordBatch>, StoreError> {
+        self.scan_where(table, from_us, to_us, |f| self.inner.owns(f))
+    }
+
+    fn scan_where(
+        &self,
+        table: Table,
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+        keep: impl Fn(&crate::segment::SegmentFile) -> bool,
+    ) -> Result<Vec<RecordBatch>, StoreError> {
         let (mem, files) = self.inner.snapshot(table)?;
         let mut out = Vec::new();
-        for f in files.iter().filter(|f| f.overlaps(from_us, to_us)) {
+        for f in files
+            .iter()
+            .filter(|f| keep(f) && f.overlaps(from_us, to_us))
+        {
             self.inner.files_scanned.fetch_add(1, Ordering::Relaxed);
             out.extend(f.read_range(from_us, to_us)?);
         }
@@ -139,23 +187,13 @@ impl Inner {
     }
 }
 
-/// The rows of a `gateway_requests` batch whose `request_id` is one of `ids`.
-fn filter_requests(b: &RecordBatch, ids: &[String]) -> Result<Option<RecordBatch>, StoreError> {
-    let ctx = || "filtering `gateway_requests` by request id".to_string();
-    let Some(col) = b.column_by_name("request_id") else {
-        return Ok(None);
-    };
-    let col = arrow::compute::cast(col, &arrow::datatypes::DataType::Utf8)
-        .map_err(|e| StoreError::arrow(ctx(), e))?;
-    let col = arrow::array::cast::as_string_array(col.as_ref());
-    let mask: arrow::array::BooleanArray = col
-        .iter()
-        .map(|v| Some(v.is_some_and(|v| ids.iter().any(|id| id == v))))
-        .collect();
-    if mask.true_count() == 0 {
-        return Ok(None);
-    }
-    arrow::compute::filter_record_batch(b, &mask)
-        .map(Some)
-        .map_err(|e| StoreError::arrow(ctx(), e))
+/// Rows of `b` in `[from, to)`, `None` when none is.
+fn filter_time_some(
+    t: Table,
+    b: &RecordBatch,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Option<RecordBatch>, StoreError> {
+    let b = filter_time(t, b, from, to)?;
+    Ok((b.num_rows() > 0).then_some(b))
 }

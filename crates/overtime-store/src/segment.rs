@@ -1,6 +1,7 @@
 //! Parquet segment files: one per table per time bucket per flush, rows
-//! sorted by the table's time column, a bloom filter on `trace_id`, page
-//! and row-group statistics, and the bucket's bounds in the footer.
+//! sorted by the table's time column, bloom filters on `trace_id` and
+//! `request_id`, page and row-group statistics, and the bucket's bounds in
+//! the footer.
 //!
 //! Layout: `<data_dir>/parquet/<table>/<bucket start, UTC>-<flush seq>.parquet`,
 //! e.g. `parquet/spans/20261129T200000Z-0000000000000007.parquet`. The flush
@@ -9,12 +10,13 @@
 //! did not finish, and is deleted on open (its rows are still in the WAL).
 //!
 //! Each open file keeps its footer, its per-row-group time bounds and its
-//! trace id bloom filters in memory, so a point lookup decides which row
-//! groups to read without touching the disk.
+//! trace id and request id bloom filters in memory, so a point lookup (by
+//! trace, or by the request ids a trace's other records carry) decides
+//! which row groups to read without touching the disk.
 
 use crate::StoreError;
 use crate::objects::ObjectReader;
-use crate::tables::{time_column, trace_column};
+use crate::tables::{request_column, time_column, trace_column};
 use arrow::array::{Array, AsArray, BooleanArray, Scalar, StringArray};
 use arrow::compute::kernels::cmp;
 use arrow::compute::{filter_record_batch, sort_to_indices, take_record_batch};
@@ -119,6 +121,9 @@ pub struct SegmentFile {
     pub rg_time: Vec<(i64, i64)>,
     /// The trace id bloom filter of each row group, if the table has one.
     pub blooms: Vec<Option<Sbbf>>,
+    /// The request id bloom filter of each row group, if the table (and
+    /// the file: older ones have none, and are read) has one.
+    pub request_blooms: Vec<Option<Sbbf>>,
     /// The footer, kept so a read does not fetch it again.
     pub meta: ArrowReaderMetadata,
 }
@@ -214,7 +219,7 @@ fn writer_props(t: Table, bucket_start_us: i64, min_us: i64, max_us: i64) -> Wri
             KeyValue::new(KEY_MIN.into(), min_us.to_string()),
             KeyValue::new(KEY_MAX.into(), max_us.to_string()),
         ]));
-    if let Some(c) = trace_column(t) {
+    for c in [trace_column(t), request_column(t)].into_iter().flatten() {
         let path = ColumnPath::from(c);
         b = b
             .set_column_bloom_filter_enabled(path.clone(), true)
@@ -357,8 +362,10 @@ fn load(
         |name: &str| (0..descr.num_columns()).find(|i| descr.column(*i).path().string() == name);
     let time_leaf = leaf(time_column(t));
     let trace_leaf = trace_column(t).and_then(leaf);
+    let request_leaf = request_column(t).and_then(leaf);
     let mut rg_time = Vec::with_capacity(pq.num_row_groups());
     let mut blooms = Vec::with_capacity(pq.num_row_groups());
+    let mut request_blooms = Vec::with_capacity(pq.num_row_groups());
     for rg in pq.row_groups() {
         let bounds = time_leaf
             .and_then(|i| rg.column(i).statistics())
@@ -370,12 +377,13 @@ fn load(
             })
             .unwrap_or((i64::MIN, i64::MAX));
         rg_time.push(bounds);
-        let bloom = match trace_leaf {
+        let bloom_of = |leaf: Option<usize>| match leaf {
             Some(i) => Sbbf::read_from_column_chunk(rg.column(i), file)
-                .map_err(|e| StoreError::parquet(path, e))?,
-            None => None,
+                .map_err(|e| StoreError::parquet(path, e)),
+            None => Ok(None),
         };
-        blooms.push(bloom);
+        blooms.push(bloom_of(trace_leaf)?);
+        request_blooms.push(bloom_of(request_leaf)?);
     }
     let min_us = kv(&meta, KEY_MIN).unwrap_or(i64::MIN);
     let max_us = kv(&meta, KEY_MAX).unwrap_or(i64::MAX);
@@ -392,6 +400,7 @@ fn load(
         bytes,
         rg_time,
         blooms,
+        request_blooms,
         meta,
     })
 }
@@ -434,6 +443,72 @@ impl SegmentFile {
         let needle = Scalar::new(StringArray::from(vec![trace_id.to_string()]));
         let pred = ArrowPredicateFn::new(ProjectionMask::leaves(&descr, [leaf]), move |b| {
             cmp::eq(b.column(0), &needle)
+        });
+        self.read(rgs, Some(RowFilter::new(vec![Box::new(pred)])))
+    }
+
+    /// Row groups with rows in `[from_us, to_us)` that may hold one of
+    /// `request_ids` (request id bloom filter says maybe; a row group
+    /// without one may).
+    fn row_groups_for_requests(
+        &self,
+        request_ids: &[String],
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+    ) -> Vec<usize> {
+        (0..self.rg_time.len())
+            .filter(|i| {
+                let (lo, hi) = self.rg_time[*i];
+                from_us.is_none_or(|f| hi >= f) && to_us.is_none_or(|e| lo < e)
+            })
+            .filter(|i| {
+                self.request_blooms
+                    .get(*i)
+                    .and_then(Option::as_ref)
+                    .is_none_or(|b| request_ids.iter().any(|id| b.check(id.as_str())))
+            })
+            .collect()
+    }
+
+    /// Could a row group with rows in `[from_us, to_us)` hold one of
+    /// `request_ids`?
+    pub fn may_hold_requests(
+        &self,
+        request_ids: &[String],
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+    ) -> bool {
+        request_column(self.table).is_some()
+            && self.overlaps(from_us, to_us)
+            && !self
+                .row_groups_for_requests(request_ids, from_us, to_us)
+                .is_empty()
+    }
+
+    /// Reads the rows whose request id is one of `request_ids` from the row
+    /// groups in `[from_us, to_us)` whose bloom filter allows one, decoding
+    /// other columns only for matching rows.
+    pub fn read_requests(
+        &self,
+        request_ids: &[String],
+        from_us: Option<i64>,
+        to_us: Option<i64>,
+    ) -> Result<Vec<RecordBatch>, StoreError> {
+        let Some(col) = request_column(self.table) else {
+            return Ok(Vec::new());
+        };
+        let rgs = self.row_groups_for_requests(request_ids, from_us, to_us);
+        if rgs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let descr = self.meta.metadata().file_metadata().schema_descr_ptr();
+        let Some(leaf) = (0..descr.num_columns()).find(|i| descr.column(*i).path().string() == col)
+        else {
+            return Ok(Vec::new());
+        };
+        let wanted: std::collections::HashSet<String> = request_ids.iter().cloned().collect();
+        let pred = ArrowPredicateFn::new(ProjectionMask::leaves(&descr, [leaf]), move |b| {
+            Ok(crate::memtable::in_set(b.column(0), &wanted))
         });
         self.read(rgs, Some(RowFilter::new(vec![Box::new(pred)])))
     }

@@ -48,6 +48,15 @@ pub fn trace_column(t: Table) -> Option<&'static str> {
     }
 }
 
+/// The column lookups by request id use (`$request_id` on gateway lines,
+/// the captured `X-Request-ID` on spans), which gets a bloom filter too.
+pub fn request_column(t: Table) -> Option<&'static str> {
+    match t {
+        Table::GatewayRequests | Table::Spans => Some("request_id"),
+        Table::Rejected => None,
+    }
+}
+
 /// The schema the store keeps (and registers for SQL) for `t`.
 pub fn stored_schema(t: Table) -> SchemaRef {
     static S: OnceLock<[SchemaRef; 3]> = OnceLock::new();

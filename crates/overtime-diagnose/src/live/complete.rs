@@ -19,7 +19,9 @@
 //!   lookup costs a bloom-filter probe per recent file of the bucket.
 //! - Records are added only when new (spans by id, gateway lines by source
 //!   and line), so a lookup that finds this collector's own rows changes
-//!   nothing and does not delay the verdict.
+//!   nothing and does not delay the verdict. A line found so is not
+//!   counted again for its layer's timeout inference: the collector that
+//!   read it counts it (and shares it with its peers).
 
 use super::{LiveDiagnoser, Pending};
 use crate::assemble::{Key, hex128};
@@ -91,8 +93,10 @@ impl LiveDiagnoser {
             .filter(|s| !held.spans_seen.contains(&s.span_id))
             .collect();
         let new = gateway.len() + spans.len();
-        if !gateway.is_empty() {
-            self.add_gateway(gateway, now_us);
+        // The collector that read a line counts its 504 for the timeout
+        // inference; a line found in the store is not counted again.
+        for g in gateway {
+            self.attach_gateway(crate::assemble::sane_gateway(g), now_us);
         }
         if !spans.is_empty() {
             self.add_spans(spans, now_us);

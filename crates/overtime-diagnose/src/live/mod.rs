@@ -35,7 +35,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 mod complete;
 mod cuts;
+mod requests;
 mod share;
+pub use requests::RequestLookup;
 pub use share::{PeerMirror, SharedTraces, TracesDelta};
 
 /// Most 504 request times kept per layer for timeout inference.
@@ -69,6 +71,12 @@ struct Pending {
     observed: bool,
     /// Looked up in the shared store already (see `complete.rs`).
     completed: bool,
+    /// Times its spans' request ids were looked for among other
+    /// collectors' gateway lines (see `requests.rs`).
+    line_lookups: u8,
+    /// A gateway line held under its request id alone, with peers: what is
+    /// known of the trace it belongs to (see `requests.rs`).
+    orphan: Option<requests::Orphan>,
     /// What its finished model calls put in the phase book at its last
     /// diagnosis: taken out again before a revision puts them back.
     booked: Vec<(String, crate::phasebook::Finished)>,
@@ -126,6 +134,9 @@ pub struct LiveDiagnoser {
     /// ended: what root-cause counts are made of.
     settled: VecDeque<Verdict>,
     observations_dropped: u64,
+    /// Records keyed by request id meet their trace across collectors
+    /// (`requests.rs`); off when this diagnoser answers alone.
+    requests: requests::RequestJoin,
     /// The phases of the finished model calls seen so far, for the cut
     /// ones ([`crate::phasebook`]).
     book: crate::phasebook::PhaseBook,
@@ -159,6 +170,7 @@ impl LiveDiagnoser {
             observations: VecDeque::new(),
             settled: VecDeque::new(),
             observations_dropped: 0,
+            requests: requests::RequestJoin::default(),
             book: Default::default(),
         }
     }
@@ -283,7 +295,18 @@ impl LiveDiagnoser {
             self.request_ids.insert(rid.clone(), key.clone());
             self.adopt_request_id(&rid, &key, now_us);
         }
+        let orphan = self.requests.enabled
+            && g.trace_id.as_deref().and_then(hex128).is_none()
+            && g.request_id
+                .as_ref()
+                .is_some_and(|r| !self.request_ids.contains_key(r));
+        if orphan && let Some(rid) = &g.request_id {
+            self.requests.orphans.insert(rid.clone(), key.clone());
+        }
         let p = self.entry(key, now_us);
+        if orphan && p.trace.spans.is_empty() && p.orphan.is_none() {
+            p.orphan = Some(requests::Orphan::default());
+        }
         p.trace.gateway.push(g);
     }
 
@@ -313,19 +336,25 @@ impl LiveDiagnoser {
             };
             if let Some(p) = orphaned {
                 if p.given.is_some() {
-                    let id = key_name(&orphan);
-                    self.verdicts.remove(&id);
-                    if let Some(i) = self.summaries.iter().rposition(|x| x.trace_id == id) {
-                        self.summaries.remove(i);
-                        self.summary_seq.remove(i);
-                        self.tombstone(id);
-                    }
+                    self.withdraw(&orphan);
                 }
                 moved.extend(p.trace.gateway);
             }
         }
         for g in moved {
             self.attach_gateway(g, now_us);
+        }
+    }
+
+    /// Withdraws what was said of `key`'s trace: its verdict and its
+    /// summary (peers mirroring this diagnoser drop it too).
+    fn withdraw(&mut self, key: &Key) {
+        let id = key_name(key);
+        self.verdicts.remove(&id);
+        if let Some(i) = self.summaries.iter().rposition(|x| x.trace_id == id) {
+            self.summaries.remove(i);
+            self.summary_seq.remove(i);
+            self.tombstone(id);
         }
     }
 
@@ -357,6 +386,9 @@ impl LiveDiagnoser {
         let mut early = Vec::new();
         for (k, p) in &self.pending {
             let quiet = now_us - p.last_update_us;
+            if self.held_back(p, quiet) {
+                continue;
+            }
             if quiet >= self.grace_us {
                 due.push(k.clone());
             } else if quiet >= self.failure_grace_us
@@ -544,6 +576,7 @@ impl LiveDiagnoser {
     fn drop_stale_request_ids(&mut self) {
         let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
         self.request_ids.retain(|_, k| live.contains(k));
+        self.drop_stale_orphans();
     }
 
     fn push_summary(&mut self, s: TraceSummary) {

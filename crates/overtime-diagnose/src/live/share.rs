@@ -57,6 +57,10 @@ pub struct SharedTraces {
     /// what its timeout is inferred from.
     #[serde(default)]
     pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    /// Request ids whose gateway lines, held by another collector, it
+    /// joined to a trace it holds (`requests.rs`): those lines are its.
+    #[serde(default)]
+    pub claimed: Vec<String>,
 }
 
 /// What changed in a diagnoser since a cursor ([`LiveDiagnoser::shared_since`]).
@@ -79,6 +83,12 @@ pub struct TracesDelta {
     /// Every layer's cut streams' silences, ms (sent whole).
     #[serde(default)]
     pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    /// Request ids claimed since the cursor, with their sequence numbers.
+    #[serde(default)]
+    pub claims: Vec<(u64, String)>,
+    /// Claims below this sequence number were evicted.
+    #[serde(default)]
+    pub oldest_claim_seq: u64,
 }
 
 /// A peer's traces as mirrored here from its deltas.
@@ -90,12 +100,23 @@ pub struct PeerMirror {
     verdicts: FxHashMap<String, (u32, Verdict)>,
     gateway_504_ms: BTreeMap<String, Vec<f64>>,
     cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    claims: BTreeMap<u64, String>,
 }
 
 impl PeerMirror {
     /// The cursor to ask the peer from (0: everything).
     pub fn cursor(&self) -> u64 {
         self.cursor
+    }
+
+    /// Trace summaries mirrored.
+    pub fn len(&self) -> usize {
+        self.summaries.len()
+    }
+
+    /// Nothing mirrored?
+    pub fn is_empty(&self) -> bool {
+        self.summaries.is_empty()
     }
 
     /// Applies a delta from the peer.
@@ -134,6 +155,8 @@ impl PeerMirror {
         }
         self.gateway_504_ms = d.gateway_504_ms;
         self.cut_stream_ms = d.cut_stream_ms;
+        self.claims = self.claims.split_off(&d.oldest_claim_seq);
+        self.claims.extend(d.claims);
         self.cursor = d.next_seq;
     }
 
@@ -157,6 +180,7 @@ impl PeerMirror {
             summaries: self.summaries.values().cloned().collect(),
             gateway_504_ms: self.gateway_504_ms.clone(),
             cut_stream_ms: self.cut_stream_ms.clone(),
+            claimed: self.claims.values().cloned().collect(),
         }
     }
 }
@@ -179,6 +203,7 @@ impl LiveDiagnoser {
             cut_stream_ms: self.cuts.by_layer(),
             ..Default::default()
         };
+        (d.claims, d.oldest_claim_seq) = self.claims_since(from);
         // Sequence numbers grow along the deque: scan from the back.
         let start = self.summary_seq.partition_point(|s| *s < from);
         for (seq, s) in self.summary_seq.iter().zip(&self.summaries).skip(start) {
@@ -226,6 +251,24 @@ impl LiveDiagnoser {
     /// [`most_complete`] — the same on every collector, whichever of them
     /// is "here" — with that holder's verdict.
     pub fn incidents_with(&self, others: &[SharedTraces]) -> Vec<IncidentReport> {
+        let (summaries, verdicts) = self.merged_with(others);
+        let verdicts: Vec<Verdict> = verdicts.into_iter().map(|(_, v)| v).collect();
+        report::incidents(&verdicts, &summaries, &self.cfg)
+    }
+
+    /// The current verdicts (with revisions) over the traces kept here and
+    /// those `others` hold, one per trace, by the holder
+    /// [`LiveDiagnoser::incidents_with`] counts: SQL's `verdicts` from any
+    /// collector, the same rows one diagnoser given all the traffic would
+    /// list. Sorted by trace id.
+    pub fn verdicts_with(&self, others: &[SharedTraces]) -> Vec<(u32, Verdict)> {
+        self.merged_with(others).1
+    }
+
+    /// Every trace summary kept here or by `others` and the chosen
+    /// holder's verdict of each, a trace held by several counted once
+    /// ([`most_complete`]).
+    fn merged_with(&self, others: &[SharedTraces]) -> (Vec<TraceSummary>, Vec<(u32, Verdict)>) {
         let own = SharedRef::new(self.verdicts.values(), self.summaries.iter());
         let peers: Vec<SharedRef<'_>> = others
             .iter()
@@ -259,14 +302,14 @@ impl LiveDiagnoser {
         }
         let mut held: Vec<Held<'_>> = chosen.into_values().collect();
         held.sort_by(|a, b| a.summary.trace_id.cmp(&b.summary.trace_id));
-        let mut verdicts: Vec<Verdict> = Vec::new();
+        let mut verdicts: Vec<(u32, Verdict)> = Vec::new();
         for h in held {
             summaries.push(h.summary.clone());
-            if let Some((_, v)) = h.verdict {
-                verdicts.push(v.clone());
+            if let Some((r, v)) = h.verdict {
+                verdicts.push((r, v.clone()));
             }
         }
-        report::incidents(&verdicts, &summaries, &self.cfg)
+        (summaries, verdicts)
     }
 }
 
