@@ -129,13 +129,6 @@ pub(crate) async fn post_sql(
             ));
         }
     };
-    let incidents = s.incidents();
-    let verdicts = {
-        let live = s.live.lock().expect("live state lock");
-        live.verdicts()
-            .map(|(r, v)| (r, v.clone()))
-            .collect::<Vec<_>>()
-    };
     let to_api = |e: sql::SqlError| {
         let status = match e {
             sql::SqlError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -145,8 +138,7 @@ pub(crate) async fn post_sql(
     };
     let pq = peer_query(&s, &None);
     let peers = pq.clone().map(|p| p as Arc<dyn PeerSource>);
-    let ctx =
-        sql::session_with_peers(&s.store, &verdicts, &incidents, &s.sql, peers).map_err(to_api)?;
+    let ctx = sql::session_of(&s, peers).map_err(to_api)?;
     let result = sql::run(&ctx, &req.sql, &s.sql).await.map_err(to_api)?;
     let report = pq.map(|p| p.report());
     match req.format.as_deref() {
