@@ -16,6 +16,8 @@
 //!   the live diagnosis;
 //! - [`sql`]: the bounded, read-only SQL of `POST /api/sql` and
 //!   `overtime query`, with its limits in [`SqlConfig`] (`[sql]`);
+//! - [`pg`]: the same SQL over the PostgreSQL wire protocol
+//!   ([`PostgresConfig`], `[sql.postgres]`);
 //! - [`Metrics`] (with [`LiveGauges`]): `/metrics` and `/api/slo`, where
 //!   the other parts register their families;
 //! - [`ClusterConfig`] (`[cluster]`), [`Peers`] and what one query learns
@@ -30,6 +32,7 @@ mod auth;
 mod cluster;
 mod error;
 mod metrics;
+pub mod pg;
 pub mod pipeline;
 pub mod sql;
 mod sql_config;
@@ -45,7 +48,7 @@ pub use cluster::{
     refresh_peers,
 };
 pub use metrics::{LiveGauges, Metrics};
-pub use sql_config::SqlConfig;
+pub use sql_config::{PostgresConfig, SqlConfig};
 
 use axum::Router;
 use axum::routing::{get, post};
