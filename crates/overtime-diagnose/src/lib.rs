@@ -45,6 +45,7 @@ pub mod markdown;
 mod naming;
 mod observe;
 pub mod outcome;
+pub mod phasebook;
 mod report;
 mod rules;
 mod settings;

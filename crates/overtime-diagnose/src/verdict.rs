@@ -7,6 +7,7 @@ use crate::config::DiagnoseConfig;
 use crate::findings::{FindingFacts, findings};
 use crate::naming::{span_components, stream_component};
 use crate::outcome;
+use crate::phasebook::PhaseBook;
 use crate::rules::{Facts, root_cause};
 use crate::timeouts::LayerTimeout;
 use crate::tree::{self, TraceTree};
@@ -26,6 +27,27 @@ pub struct LlmCallSample {
     pub input_tokens: Option<i64>,
     /// The call's duration, ms.
     pub duration_ms: f64,
+    /// When it started, µs since the epoch (0: not known).
+    #[serde(default)]
+    pub start_us: i64,
+    /// The phases its server reported (queue, prefill, decode, ms), when
+    /// it reported all three: what a cut call of the same model is judged
+    /// by ([`crate::phasebook`]).
+    #[serde(default)]
+    pub phases: Option<[f64; 3]>,
+}
+
+impl LlmCallSample {
+    /// The call as a finished neighbour, when its server reported phases.
+    pub fn finished(&self) -> Option<crate::phasebook::Finished> {
+        let [queue_ms, prefill_ms, decode_ms] = self.phases?;
+        Some(crate::phasebook::Finished {
+            start_us: self.start_us,
+            queue_ms,
+            prefill_ms,
+            decode_ms,
+        })
+    }
 }
 
 /// What the incident report needs of every trace, failed or not; what
@@ -89,6 +111,7 @@ pub(crate) fn diagnose_trace(
     trace: &Trace,
     timeouts: &BTreeMap<String, LayerTimeout>,
     cfg: &DiagnoseConfig,
+    book: &PhaseBook,
 ) -> (TraceSummary, Option<Verdict>) {
     let deciding = outcome::deciding_gateway(trace, timeouts);
     let tree = tree::build(trace, deciding, cfg.clock_skew_ms);
@@ -96,7 +119,7 @@ pub(crate) fn diagnose_trace(
     let layer_timeout = gw.and_then(|g| timeouts.get(&g.source));
     let gw_timeout_ms = layer_timeout.map(|t| t.ms);
     let outcome = outcome::outcome(trace, &tree, gw, gw_timeout_ms);
-    let calls = calls::collect(trace, &tree);
+    let mut calls = calls::collect(trace, &tree);
     let llm_calls = calls
         .iter()
         .filter(|c| c.kind == CallKind::Span && c.stage == Stage::Llm)
@@ -104,8 +127,16 @@ pub(crate) fn diagnose_trace(
             model: c.component.clone(),
             input_tokens: c.input_tokens,
             duration_ms: c.raw_attempts_ms().iter().sum(),
+            start_us: c.spans.first().map_or(0, |&i| trace.spans[i].start_us),
+            phases: match (c.phases.queue_ms, c.phases.prefill_ms, c.phases.decode_ms) {
+                (Some(q), Some(p), Some(d)) => Some([q, p, d]),
+                _ => None,
+            },
         })
         .collect();
+    if !book.is_empty() {
+        calls::infer_phases(trace, &mut calls, book);
+    }
     let root = &tree.nodes[tree.root];
     let mut summary = TraceSummary {
         trace_id: trace.id.clone(),

@@ -286,3 +286,51 @@ fn a_504_the_service_sent_after_the_gateways_own_is_the_gateways() {
     let v = verdict(b, 3_000.0);
     assert_eq!(v.outcome, Outcome::GatewayTimeout);
 }
+
+/// An express-like streamed answer (no chunk spans, no events): nginx got
+/// the headers at 4 ms and held the stream 3 s; the service's server span
+/// ends `server_end_ms` and a tool call under it ends `call_end_ms` with
+/// `status` — Node aborts the call on the socket's close, before or after
+/// it ends the server span.
+fn held(n: u32, server_end_ms: f64, call_end_ms: f64, status: SpanStatus) -> Builder {
+    let mut b = Builder::new(n);
+    let g = b.gateway(200, 3_001.0);
+    g.upstream_header_ms = vec![Some(4.0)];
+    g.body_bytes_sent = Some(248);
+    let r = b.root("agent-api", 0.5, server_end_ms);
+    r.kind = Some("server".into());
+    r.name = "POST /v1/agent/stream".into();
+    r.http_status = Some(200);
+    let t = b.child("2", "agent-api", Stage::Tool, 150.0, call_end_ms);
+    t.kind = Some("client".into());
+    t.name = "GET".into();
+    t.peer = Some("127.0.0.1:40913".into());
+    t.status = status;
+    b
+}
+
+#[test]
+fn a_held_stream_is_cut_whichever_of_the_answer_and_its_aborted_call_ended_first() {
+    for (n, server_end, call_end) in [(140, 3_000.9, 3_002.5), (141, 3_000.9, 3_000.8)] {
+        let v = verdict(held(n, server_end, call_end, SpanStatus::Error), 3_000.0);
+        assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
+        assert_eq!(v.outcome, Outcome::GatewayTimeout);
+    }
+}
+
+#[test]
+fn a_long_stream_whose_last_call_finished_well_before_its_end_is_not_cut() {
+    for (n, call_end) in [(142, 3_000.8), (143, 2_990.0)] {
+        let d = run(
+            vec![held(n, 3_000.9, call_end, SpanStatus::Ok)],
+            &cfg_with_timeout(3_000.0),
+        );
+        assert!(d.verdicts.is_empty(), "{:#?}", d.verdicts);
+    }
+    // Aborted, but long before the answer ended: the service answered on.
+    let d = run(
+        vec![held(144, 3_000.9, 2_000.0, SpanStatus::Error)],
+        &cfg_with_timeout(3_000.0),
+    );
+    assert!(d.verdicts.is_empty(), "{:#?}", d.verdicts);
+}

@@ -49,6 +49,11 @@ fn fuzz_unquoted_upstream_lists_parse_back_or_are_rejected() {
 }
 
 #[test]
+fn fuzz_generated_formats_parse_back_or_are_truly_ambiguous() {
+    run("nginx_formats");
+}
+
+#[test]
 fn fuzz_llm_reason_and_durations() {
     run("llm_reason");
 }
@@ -77,7 +82,7 @@ fn every_target_has_seeds_and_a_test() {
             t.name
         );
     }
-    assert_eq!(TARGETS.len(), 8);
+    assert_eq!(TARGETS.len(), 9);
 }
 
 /// Inputs the fuzzers found, minimized: each once crashed a parser or

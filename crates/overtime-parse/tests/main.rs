@@ -11,6 +11,7 @@ mod peers_nginx;
 mod peers_otlp;
 mod real_instrumentation;
 mod real_nginx;
+mod real_nginx_formats;
 mod real_nginx_ingress;
 mod span_conventions_doc;
 mod spans_jsonl;

@@ -44,8 +44,9 @@ pub const DIFFERENCES: &[(&str, &str)] = &[
     ),
     (
         "escapes-undone",
-        "nginx writes bytes of a value as `\\xHH`; overtime undoes them \
-         (invalid UTF-8 becomes U+FFFD), VRL keeps the escaped text",
+        "nginx writes bytes of a value as `\\xHH`; overtime undoes them when \
+         they are UTF-8 text, VRL keeps the escaped text (so does overtime for \
+         a value whose bytes are not text: no byte is lost)",
     ),
 ];
 
@@ -381,7 +382,8 @@ const MAIN: &str = r#"'$remote_addr - $remote_user [$time_local] "$request" '
 /// nginx's documented `compression` example (`$gzip_ratio` last).
 const COMPRESSION: &str = r#"'$remote_addr - $remote_user [$time_local] "$request" $status $bytes_sent "$http_referer" "$http_user_agent" "$gzip_ratio"'"#;
 
-/// Undoes nginx's `\xHH` escapes the way overtime does.
+/// Undoes nginx's `\xHH` escapes the way overtime does: only when the
+/// bytes are UTF-8 text, else the value stays as written.
 fn unescaped(s: &str) -> String {
     let _ = difference("escapes-undone");
     let b = s.as_bytes();
@@ -400,7 +402,7 @@ fn unescaped(s: &str) -> String {
         out.push(b[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
 }
 
 #[test]

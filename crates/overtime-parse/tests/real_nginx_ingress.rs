@@ -43,7 +43,7 @@ const TRUTH_VARS: [&str; 17] = [
 ];
 
 /// An upstream that answers every request with `status` and `body`.
-fn upstream(status: &'static str, body: &'static str) -> u16 {
+pub(crate) fn upstream(status: &'static str, body: &'static str) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     thread::spawn(move || {

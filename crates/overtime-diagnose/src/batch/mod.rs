@@ -41,6 +41,7 @@ pub use results::Verdicts;
 use crate::Trace;
 use crate::assemble::{Assembled, AssemblyStats, Key, hex128};
 use crate::config::DiagnoseConfig;
+use crate::phasebook::PhaseBook;
 use crate::report::{BucketRow, IncidentReport, LatencyAcc};
 use crate::timeouts::LayerTimeout;
 use crate::verdict::{TraceSummary, diagnose_trace};
@@ -179,6 +180,9 @@ pub struct Engine {
     lean: Option<lean::Lean>,
     /// Requests waiting for the layers' final timeouts ([`revisit`]).
     revisit: revisit::Revisit,
+    /// The phases of finished model calls seen in the first pass, for the
+    /// cut ones set aside ([`crate::phasebook`]).
+    book: Mutex<PhaseBook>,
 }
 
 /// Encoded bytes a partition may hold for one worker to assemble it.
@@ -206,6 +210,7 @@ impl Engine {
         Engine {
             lean,
             revisit: revisit::Revisit::new(n, budget),
+            book: Mutex::new(PhaseBook::default()),
             parts: Partitions::new("p", 2 * n, budget),
             n,
             spill: Arc::new(SpillDir::new(opts.spill_dir.clone(), opts.compress_spill)),
@@ -263,12 +268,14 @@ impl Engine {
         // the cut streams too wait for the final ones (revisit.rs).
         let timeouts = self.layer_timeouts(&shared.samples, &BTreeMap::new());
         let collector = Mutex::new(Collector::new(self.opts.memory_limit / 10));
+        let no_book = PhaseBook::default();
         let done = AtomicUsize::new(0);
         let cx = PassCtx {
             timeouts: &timeouts,
             collector: &collector,
             target: partition_target(self.opts.memory_limit, self.opts.threads),
             pass: Pass::First,
+            book: &no_book,
         };
         self.each_partition(
             0..self.n,
@@ -305,9 +312,11 @@ impl Engine {
         // Every layer's timeout from its 504s and the streams it cut; the
         // requests that waited for it diagnosed with it.
         let timeouts = self.layer_timeouts(&shared.samples, &self.revisit.take_cuts());
+        let book = std::mem::take(&mut *self.book.lock().expect("book lock"));
         if self.diagnose_set_aside(&PassCtx {
             timeouts: &timeouts,
             pass: Pass::Final,
+            book: &book,
             ..cx
         })? {
             lap("verdicts that waited for the timeouts", &mut timings);
@@ -504,7 +513,7 @@ impl Engine {
             self.defer(deferred)?;
         }
         drop(buf);
-        let mut out = self.diagnose_assembled(a, cx.timeouts, cx.pass)?;
+        let mut out = self.diagnose_assembled(a, cx)?;
         out.sort();
         // The collector's lock is held for the bookkeeping only.
         let to_write = cx
@@ -515,12 +524,8 @@ impl Engine {
         to_write.write(cx.collector)
     }
 
-    fn diagnose_assembled(
-        &self,
-        a: Assembled,
-        timeouts: &BTreeMap<String, LayerTimeout>,
-        pass: Pass,
-    ) -> Result<PartOut, BatchError> {
+    fn diagnose_assembled(&self, a: Assembled, cx: &PassCtx) -> Result<PartOut, BatchError> {
+        let (timeouts, pass) = (cx.timeouts, cx.pass);
         let mut out = PartOut {
             // The requests set aside were counted when first assembled.
             stats: if pass == Pass::First {
@@ -534,18 +539,37 @@ impl Engine {
             out.add(TraceSummary::light(l), None);
         }
         let mut aside = Vec::new();
+        let mut book = PhaseBook::default();
         for t in &a.traces {
             if pass == Pass::First && self.revisit.waits(t, timeouts, &self.cfg) {
                 aside.push(t);
                 continue;
             }
-            let (s, v) = diagnose_trace(t, timeouts, &self.cfg);
+            let (s, v) = diagnose_trace(t, timeouts, &self.cfg, cx.book);
+            if pass == Pass::First {
+                for c in &s.llm_calls {
+                    if let Some(f) = c.finished() {
+                        book.add(&c.model, &f);
+                    }
+                }
+                // A model call its server said nothing about waits for the
+                // same model's finished calls (phasebook.rs).
+                if v.as_ref()
+                    .is_some_and(|v| v.root_cause.kind == overtime_model::RootCauseKind::LlmSlow)
+                {
+                    aside.push(t);
+                    continue;
+                }
+            }
             if let Some(hook) = &self.opts.on_trace {
                 hook(t, &s, v.as_ref());
             }
             out.add(s, v);
         }
         self.revisit.set_aside(&aside, &self.spill)?;
+        if !book.is_empty() {
+            self.book.lock().expect("book lock").merge(&book);
+        }
         Ok(out)
     }
 }

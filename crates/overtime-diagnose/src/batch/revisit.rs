@@ -49,6 +49,8 @@ pub(crate) struct PassCtx<'a> {
     /// Encoded bytes a partition may hold for one worker.
     pub target: u64,
     pub pass: Pass,
+    /// The finished model calls the pass judges cut ones by.
+    pub book: &'a crate::phasebook::PhaseBook,
 }
 
 impl Engine {

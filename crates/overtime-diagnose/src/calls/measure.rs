@@ -103,14 +103,90 @@ pub(super) fn descendants(tree: &TraceTree, node: usize) -> Vec<usize> {
     out
 }
 
-/// The phases one attempt's reply reported: the first span under it (itself
-/// first) that carries some.
-pub(super) fn attempt_phases(trace: &Trace, tree: &TraceTree, node: usize) -> Option<LlmPhases> {
+/// The phases one attempt's reply reported, and where they were read: the
+/// first span under it (itself first) that carries some.
+pub(super) fn attempt_phases(
+    trace: &Trace,
+    tree: &TraceTree,
+    node: usize,
+) -> Option<(LlmPhases, String)> {
     descendants(tree, node)
         .into_iter()
         .filter_map(|d| tree.nodes[d].span)
-        .map(|i| span_phases(&trace.spans[i]))
-        .find(|p| !p.is_empty())
+        .map(|i| &trace.spans[i])
+        .map(|s| (span_phases(s), s))
+        .find(|(p, _)| !p.is_empty())
+        .map(|(p, s)| (p, phase_source(s).to_string()))
+}
+
+fn has_key(s: &SpanRecord, prefix: &str) -> bool {
+    s.attributes.iter().any(|(k, _)| k.starts_with(prefix))
+}
+
+/// Where a span's phases come from, as the evidence names it.
+pub(crate) fn phase_source(s: &SpanRecord) -> &'static str {
+    let scope = s.scope_name.as_deref().unwrap_or("").to_ascii_lowercase();
+    if s.llm_reason.is_some() {
+        "X-LLM-Reason header"
+    } else if has_key(s, "gen_ai.latency.") {
+        if scope.contains("sglang") {
+            "SGLang span"
+        } else if scope.contains("vllm") || s.name == "llm_request" {
+            "vLLM span"
+        } else {
+            "model server span (gen_ai.latency.*)"
+        }
+    } else if has_key(s, "http.response.header.x-queue-time")
+        || has_key(s, "http.response.header.x-inference-time")
+    {
+        "TGI headers"
+    } else if has_key(s, "http.response.header.openai-processing-ms") {
+        "openai-processing-ms header"
+    } else {
+        "model server"
+    }
+}
+
+/// A prompt token's share of the time of a generated one, for splitting a
+/// time that holds both prefill and decode: a GPU reads a prompt at about
+/// ten thousand tokens a second but generates one token of a sequence per
+/// step, some 25 ms (a 7-8B model on one A100-class GPU; larger models
+/// scale both alike).
+const PROMPT_TOKEN_COST: f64 = 0.004;
+
+/// A server that reports prefill and decode only together (TGI's
+/// `x-inference-time`) has them split by the call's token counts: prefill
+/// ≈ inference × P·c / (P·c + G), c = [`PROMPT_TOKEN_COST`]; the evidence
+/// says the split is estimated. Nothing when prefill or decode is known,
+/// or the tokens are not.
+pub(super) fn split_inference(c: &mut Call) {
+    let p = &mut c.phases;
+    if p.prefill_ms.is_some() || p.decode_ms.is_some() {
+        return;
+    }
+    let Some(inference) = p
+        .other
+        .iter()
+        .find(|(n, _)| n == "inference")
+        .map(|(_, v)| *v)
+    else {
+        return;
+    };
+    let (Some(input), Some(output)) = (c.input_tokens, c.output_tokens) else {
+        return;
+    };
+    let prompt = input.max(0) as f64 * PROMPT_TOKEN_COST;
+    let generated = output.max(1) as f64;
+    let prefill = inference * prompt / (prompt + generated);
+    p.prefill_ms = Some(prefill);
+    p.decode_ms = Some(inference - prefill);
+    let source = c
+        .phase_source
+        .take()
+        .unwrap_or_else(|| "model server".into());
+    c.phase_source = Some(format!(
+        "{source}, prefill and decode estimated from inference by tokens ({input} in, {output} out)"
+    ));
 }
 
 /// Gathers what the spans under operation node `n` say into `c`: phases
@@ -131,6 +207,9 @@ pub(super) fn gather(trace: &Trace, tree: &TraceTree, n: usize, c: &mut Call) {
         let ds = &spans[di];
         if phases.is_empty() {
             phases = span_phases(ds);
+            if !phases.is_empty() && c.phase_source.is_none() {
+                c.phase_source = Some(phase_source(ds).to_string());
+            }
         }
         let (a, b) = span_dns_connect(ds);
         add(&mut dns, a);
@@ -155,8 +234,9 @@ pub(super) fn gather(trace: &Trace, tree: &TraceTree, n: usize, c: &mut Call) {
         c.ttft_ms = c.ttft_ms.or(ds.ttft_ms);
         c.gpu_load = c.gpu_load.or(ds.gpu_load);
     }
-    if phases.is_empty() {
+    if phases.is_empty() && !phase_spans.is_empty() {
         phases = phase_spans;
+        c.phase_source = Some("the model server's phase spans".into());
     }
     merge_phases(&mut c.phases, &phases);
     add(&mut c.dns_ms, dns);

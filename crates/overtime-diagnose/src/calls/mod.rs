@@ -27,7 +27,10 @@
 mod attempts;
 mod measure;
 
+mod infer;
+
 pub(crate) use attempts::family;
+pub(crate) use infer::infer_phases;
 pub(crate) use measure::span_phases;
 
 use crate::assemble::Trace;
@@ -86,6 +89,10 @@ pub struct Call {
     pub cut: bool,
     /// The model server's phases over its attempts, ms (LLM calls).
     pub phases: LlmPhases,
+    /// Where the phases were read (`X-LLM-Reason header`, `vLLM span`,
+    /// `TGI headers` …), as the evidence names it.
+    #[serde(default)]
+    pub phase_source: Option<String>,
     /// DNS + connect time over all attempts (ms), when known.
     pub dns_connect_ms: Option<f64>,
     /// DNS time over all attempts, ms, when known.
@@ -335,6 +342,7 @@ fn pseudo(
         error_type: None,
         cut: false,
         phases: LlmPhases::default(),
+        phase_source: None,
         dns_connect_ms: None,
         dns_ms: None,
         model: None,
@@ -424,13 +432,16 @@ fn span_call(trace: &Trace, tree: &TraceTree, ops: &[usize], tries: &[usize]) ->
     if tries.len() >= 2 {
         // The phases each attempt's reply reported add up.
         let mut phases = LlmPhases::default();
+        let mut source = None;
         for &k in tries {
-            if let Some(p) = measure::attempt_phases(trace, tree, k) {
+            if let Some((p, s)) = measure::attempt_phases(trace, tree, k) {
                 measure::merge_phases(&mut phases, &p);
+                source = source.or(Some(s));
             }
         }
         if !phases.is_empty() {
             c.phases = phases;
+            c.phase_source = source;
         }
     }
     let judged: Vec<usize> = ops.iter().chain(tries).copied().collect();
@@ -448,5 +459,6 @@ fn span_call(trace: &Trace, tree: &TraceTree, ops: &[usize], tries: &[usize]) ->
         c.stage = Stage::Judge;
     }
     c.component = call_component(trace, tree, ops, c.stage);
+    measure::split_inference(&mut c);
     c
 }

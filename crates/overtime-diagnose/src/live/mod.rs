@@ -69,6 +69,9 @@ struct Pending {
     observed: bool,
     /// Looked up in the shared store already (see `complete.rs`).
     completed: bool,
+    /// What its finished model calls put in the phase book at its last
+    /// diagnosis: taken out again before a revision puts them back.
+    booked: Vec<(String, crate::phasebook::Finished)>,
 }
 
 impl Pending {
@@ -123,6 +126,9 @@ pub struct LiveDiagnoser {
     /// ended: what root-cause counts are made of.
     settled: VecDeque<Verdict>,
     observations_dropped: u64,
+    /// The phases of the finished model calls seen so far, for the cut
+    /// ones ([`crate::phasebook`]).
+    book: crate::phasebook::PhaseBook,
 }
 
 impl LiveDiagnoser {
@@ -153,6 +159,7 @@ impl LiveDiagnoser {
             observations: VecDeque::new(),
             settled: VecDeque::new(),
             observations_dropped: 0,
+            book: Default::default(),
         }
     }
 
@@ -482,10 +489,19 @@ impl LiveDiagnoser {
         let needs_verdict =
             self.cfg.all_verdicts || !pending.trace.spans.is_empty() || pending.gateway_failed();
         let (summary, verdict) = if needs_verdict {
-            diagnose_trace(&pending.trace, timeouts, &self.cfg)
+            diagnose_trace(&pending.trace, timeouts, &self.cfg, &self.book)
         } else {
             (light_summary(&pending.trace), None)
         };
+        for (model, f) in pending.booked.drain(..) {
+            self.book.remove(&model, &f);
+        }
+        for c in &summary.llm_calls {
+            if let Some(f) = c.finished() {
+                self.book.add(&c.model, &f);
+                pending.booked.push((c.model.clone(), f));
+            }
+        }
         self.push_summary(summary);
         let (mut revision, previous) = match pending.given.take() {
             Some((r, v)) => (r, v),

@@ -17,12 +17,18 @@
 //!   calls an answer needs before it ends the answer, so a call that
 //!   outlived the answer was cut off with it. With no server span, after
 //!   nginx's line, when that is written with a millisecond clock (`$msec`).
+//! - **Aborted together is cut too.** Which of the two a runtime ends
+//!   first on the client's close is a race (Node ends its server span on
+//!   the socket's close, then runs the handler that aborts the call — or
+//!   the other way round): a call that ended *in error* (or cancelled) within
+//!   [`ABORTED_TOGETHER_US`] of the answer was cut with it. A call that
+//!   finished well just before a long stream's end was not.
 
 use super::{StreamGap, service_node};
 use crate::assemble::Trace;
 use crate::shape::{Role, role};
 use crate::tree::TraceTree;
-use overtime_model::GatewayRecord;
+use overtime_model::{GatewayRecord, SpanStatus};
 
 /// The hold must reach this share of the read timeout (as a silence must).
 const HOLD_OF_READ_TIMEOUT: f64 = 0.9;
@@ -31,6 +37,10 @@ const HOLD_OF_READ_TIMEOUT: f64 = 0.9;
 /// to compare with), and how long after the line a call must end to have
 /// been still running at it, µs.
 const FINE_CLOCK_US: i64 = 1_000;
+
+/// How close to the answer's end a call that ended in error counts as
+/// aborted with it, µs.
+const ABORTED_TOGETHER_US: i64 = 50_000;
 
 /// The stream nginx held open and cut ([`StreamGap`] with no events: the
 /// last byte nginx is known to have had is the headers), when both signs
@@ -67,7 +77,9 @@ pub(crate) fn held_open(
             let s = &trace.spans[i];
             matches!(role(s), Role::Operation | Role::Transport)
                 && s.start_us + tree.shift_us[i] <= line - (t * 500.0) as i64
-                && n.raw_end_us > answered
+                && (n.raw_end_us > answered
+                    || (matches!(s.status, SpanStatus::Error | SpanStatus::Cancelled)
+                        && n.raw_end_us > answered - ABORTED_TOGETHER_US))
         })
     });
     if !waiting {

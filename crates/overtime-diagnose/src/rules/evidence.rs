@@ -65,12 +65,29 @@ pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
         let phases: Vec<String> = c
             .phases
             .iter()
+            .filter(|(n, _)| *n != "total")
             .map(|(n, v)| format!("{n} {}", dur(v)))
             .collect();
+        let source = c.phase_source.as_deref().unwrap_or("model server");
+        let total = c
+            .phases
+            .other
+            .iter()
+            .find(|(n, _)| n == "total")
+            .map(|(_, v)| *v);
         if !phases.is_empty() {
+            let of = total
+                .map(|t| format!(" of {} as the server timed it", dur(t)))
+                .unwrap_or_default();
             ev.push(format!(
-                "model server phases (X-LLM-Reason): {}",
+                "model server phases ({source}): {}{of}",
                 phases.join(", ")
+            ));
+        } else if let Some(t) = total {
+            ev.push(format!(
+                "the model server's own time ({source}): {} of the call's {}, with no phases",
+                dur(t),
+                dur(c.raw_attempts_ms().iter().sum())
             ));
         }
         if let Some(t) = c.input_tokens {

@@ -226,7 +226,10 @@ impl TraceRule for DominantCall {
         let mut evidence = f.with_gateway(call_evidence(dominant, f, kind));
         let summary = summary(kind, dominant, f, &component);
         if kind == K::LlmSlow && dominant.phases.is_empty() {
-            evidence.push("the model server reported no phases (no X-LLM-Reason)".into());
+            evidence.push(
+                "the model server reported no phases (no X-LLM-Reason, no vLLM/SGLang span, no TGI headers)"
+                    .into(),
+            );
         }
         Some((
             RootCause {

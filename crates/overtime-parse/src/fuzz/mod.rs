@@ -19,20 +19,26 @@
 //! assert!(input.len() <= 64);
 //! ```
 
+mod formats;
 mod lists;
 mod nginx;
 mod otlp_diff;
 mod peer_seeds;
+mod readings;
 mod roundtrip;
 mod seeds;
 mod spans;
 mod unstructured;
+mod written;
 
+pub use formats::check_nginx_formats;
 pub use lists::{LIST_FORMATS, check_nginx_lists};
 pub use nginx::{check_log_format, check_nginx_line, check_nginx_roundtrip};
+pub use readings::nginx_readings;
 pub use seeds::{dictionary, seeds};
 pub use spans::{check_jsonl, check_llm_reason, check_otlp_json, check_otlp_proto};
 pub use unstructured::Unstructured;
+pub use written::{compare_written, default_escaped_bytes, kept_text};
 
 /// A fuzz target: its name (the cargo-fuzz binary's) and its check.
 #[derive(Clone, Copy)]
@@ -60,6 +66,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "nginx_lists",
         check: check_nginx_lists,
+    },
+    Target {
+        name: "nginx_formats",
+        check: check_nginx_formats,
     },
     Target {
         name: "llm_reason",

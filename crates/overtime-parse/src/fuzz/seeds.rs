@@ -118,6 +118,13 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             out.push(b"\x03172.17.0.6:8080, 172.17.0.7:8080 : unix:/s 502, 200 : 404 0.100, 0.004 : - - - 61, 100 : 0 1, 2 : 3 3, 4 : 5 MISS 4bf92f3577b34da6a3ce929d0e0e4736".to_vec());
             out.push(b"\x05200 [[::1]:80, [::2]:80] 0.100, 0.004s 502, 200 my id".to_vec());
         }
+        // Every byte is a choice of the generator: varied random bytes.
+        "nginx_formats" => {
+            for k in 1..=24u64 {
+                let mut rng = super::Rng::new(k.wrapping_mul(0x9E37_79B9));
+                out.push((0..400).map(|_| rng.next_u64() as u8).collect());
+            }
+        }
         _ => {}
     }
     out.extend(super::peer_seeds::peer_seeds(name));

@@ -41,17 +41,19 @@
 //! server's mistake, not a bad line: the column is null and the raw value is
 //! kept in `extra` under the variable's name.
 //!
-//! Limitations: a value containing the literal that follows its variable
-//! (possible only with `escape=none`, or a `$remote_user` containing
-//! `" ["` in `combined`) cuts early, and the line is usually rejected as
-//! `format_mismatch`; adjacent variables of unknown shape (`$a$b`) cannot be
-//! told apart (see `plan.rs`); `include` is not followed in nginx.conf.
+//! A value that can hold the literal after it (an unquoted `$upstream_*`
+//! list before a space or `|`, free text before a space) and variables with
+//! no literal between them (`$a$b`) are read every way nginx could have
+//! written the line; only a line that still reads several ways is
+//! rejected, as ambiguous, naming the variable (`search.rs`,
+//! docs/nginx-formats.md). `include` is not followed in nginx.conf.
 
 mod builtins;
 mod bytes;
 mod checks;
 mod columns;
 mod conf;
+mod domain;
 mod format;
 mod format_error;
 mod layer;
@@ -59,6 +61,7 @@ mod lists;
 mod parser;
 mod plan;
 mod request;
+mod search;
 pub(crate) mod values;
 
 #[cfg(test)]

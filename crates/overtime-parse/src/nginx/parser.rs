@@ -12,9 +12,10 @@ use super::columns::presized;
 use super::format::{Escape, LogFormat};
 use super::plan::{Col, Plan, Role};
 use super::request::split_request;
+use super::search::Scratch;
 use super::values::{
     ListItems, duration_ms, is_null, iso8601_us, msec_us, secs_to_ms, time_local_us, trace_id,
-    uint, unescape_default, unescape_json,
+    uint, unescape_default, unescape_json, utf8_or_escaped,
 };
 use arrow::record_batch::RecordBatch;
 use overtime_model::{GatewayColumns, RejectedColumns, RejectedRecord, sum_known};
@@ -65,6 +66,7 @@ pub struct GatewayParser {
     scratch: String,
     tmp: Vec<u8>,
     lists: Lists,
+    cuts: Scratch,
 }
 
 /// Per-try numeric values of the current line.
@@ -258,6 +260,7 @@ impl GatewayParser {
             scratch: String::new(),
             tmp: Vec::new(),
             lists: Lists::default(),
+            cuts: Scratch::default(),
         }
     }
 
@@ -269,8 +272,9 @@ impl GatewayParser {
     ///
     /// Invalid UTF-8 is rejected for `escape=default` (nginx escapes every
     /// non-ASCII byte there, so the line is corrupt); with `escape=json` or
-    /// `none` nginx writes request bytes raw, so the line is kept with
-    /// U+FFFD in place of the bad bytes.
+    /// `none` nginx writes request bytes raw, so the line is kept with each
+    /// byte that is not UTF-8 written `\xHH` (as `escape=default` would):
+    /// no byte is lost, in the values or in the rejection's `raw`.
     ///
     /// ```
     /// use overtime_parse::nginx::{GatewayParser, LogFormat};
@@ -295,11 +299,11 @@ impl GatewayParser {
                     "invalid UTF-8 at byte {} (escape=default never writes raw non-ASCII bytes)",
                     e.valid_up_to()
                 ),
-                line,
+                utf8_or_escaped(line).as_bytes(),
             ),
             Err(_) => {
-                let s = String::from_utf8_lossy(line);
-                self.push_str(&s, line, line_no);
+                let s = utf8_or_escaped(line);
+                self.push_str(&s, s.as_bytes(), line_no);
             }
         }
     }
@@ -412,7 +416,7 @@ impl GatewayParser {
     }
 
     fn push_str(&mut self, line: &str, raw: &[u8], line_no: u64) {
-        if let Err(d) = self.plan.split(line, &mut self.spans) {
+        if let Err(d) = self.plan.split(line, &mut self.spans, &mut self.cuts) {
             return self.reject(line_no, "format_mismatch", d, raw);
         }
         // What values may hold, checked as nginx wrote them (escaped).
@@ -434,11 +438,17 @@ impl GatewayParser {
                     continue;
                 }
                 let start = self.scratch.len();
-                match self.escape {
-                    Escape::Json => unescape_json(v, &mut self.scratch),
+                let text = match self.escape {
+                    Escape::Json => {
+                        unescape_json(v, &mut self.scratch);
+                        true
+                    }
                     _ => unescape_default(v, &mut self.tmp, &mut self.scratch),
+                };
+                // Bytes that are not text stay as nginx wrote them.
+                if text {
+                    *span = (start | IN_SCRATCH, self.scratch.len());
                 }
-                *span = (start | IN_SCRATCH, self.scratch.len());
             }
         }
         let vals = Values {

@@ -207,3 +207,62 @@ fn text_after_a_format_ending_in_a_number_is_a_mismatch_but_a_bad_number_is_not(
     let (_, rej) = parse(f, "504 rt=slow");
     assert_eq!(rej[0].reason, "bad_number");
 }
+
+#[test]
+fn three_unquoted_lists_in_a_row_between_pipes_keep_every_try() {
+    // Issue 37: nginx writes this whenever it retried an upstream; any two
+    // of these lists in a row parsed, three were refused as a mismatch.
+    let f = "'$status|$upstream_addr|$upstream_status|$upstream_connect_time'";
+    let (rows, rej) = parse(f, "200|10.0.0.1:80, 10.0.0.2:80|502, 200|0.1, 0.000");
+    assert!(rej.is_empty(), "{rej:?}");
+    let r = &rows[0];
+    assert_eq!(r.status, Some(200));
+    assert_eq!(
+        r.upstream_addr,
+        vec![
+            Some("10.0.0.1:80".to_string()),
+            Some("10.0.0.2:80".to_string())
+        ]
+    );
+    assert_eq!(r.upstream_status, vec![Some(502), Some(200)]);
+    assert_eq!(r.upstream_connect_ms, vec![Some(100.0), Some(0.0)]);
+    // The same with three tries across two upstream groups, and with one.
+    let (rows, rej) = parse(
+        f,
+        "504|10.0.0.1:80, 10.0.0.2:80 : unix:/run/b.sock|502, 502 : 504|0.001, - : 0.002",
+    );
+    assert!(rej.is_empty(), "{rej:?}");
+    assert_eq!(
+        rows[0].upstream_status,
+        vec![Some(502), Some(502), Some(504)]
+    );
+    assert_eq!(
+        rows[0].upstream_connect_ms,
+        vec![Some(1.0), None, Some(2.0)]
+    );
+    let (rows, rej) = parse(f, "200|10.0.0.1:80|200|0.000");
+    assert!(rej.is_empty(), "{rej:?}");
+    assert_eq!(rows[0].upstream_addr, vec![Some("10.0.0.1:80".to_string())]);
+}
+
+#[test]
+fn a_line_nginx_could_have_written_two_ways_is_refused_not_guessed() {
+    // An address may hold a `|` (a UNIX socket path), and so may a
+    // header: "a, b|c|d" is addresses "a, b" then tag "c|d", or "a, b|c"
+    // then "d". Nothing on the line tells which.
+    let f = "'$upstream_addr|$http_x_tag'";
+    let (rows, rej) = parse(f, "10.0.0.1:80, unix:/s|c|d");
+    assert!(rows.is_empty(), "{rows:?}");
+    assert_eq!(rej[0].reason, "format_mismatch");
+    assert!(
+        rej[0].detail.contains("$upstream_addr"),
+        "{}",
+        rej[0].detail
+    );
+    // Told apart by the other lists: all of a line's lists have one shape,
+    // so one address (one status) cannot be "10.0.0.1:80|x, y".
+    let g = "'$upstream_addr|$http_x_tag|$upstream_status'";
+    let (rows, rej) = parse(g, "10.0.0.1:80|x, y|z|502");
+    assert!(rej.is_empty(), "{rej:?}");
+    assert_eq!(rows[0].extra("http_x_tag"), Some("x, y|z"));
+}

@@ -183,6 +183,40 @@ fn combined_format_with_quotes_and_binary_probe() {
 }
 
 #[test]
+fn a_refused_request_line_keeps_its_bytes_exactly_as_nginx_wrote_them() {
+    // A TLS hello sent to a plain-HTTP port: nginx answers 400 and logs the
+    // bytes it read as `\xHH`. They are not UTF-8 text, so the kept
+    // request is the text nginx wrote, not U+FFFD in place of each byte.
+    let hello = r"\x16\x03\x01\x02\x00\x01\x00\x01\xFC\x03\x03";
+    let line =
+        format!("198.51.100.4 - - [29/Nov/2026:10:00:01 +0000] \"{hello}\" 400 157 \"-\" \"-\"");
+    let (rows, rej) = parse(LogFormat::builtin("combined").unwrap(), &line);
+    assert!(rej.is_empty(), "{rej:?}");
+    assert_eq!(
+        (rows[0].status, rows[0].method.as_deref()),
+        (Some(400), None)
+    );
+    assert_eq!(rows[0].extra("request"), Some(hello));
+    // Bytes that are text are unescaped as before.
+    let (rows, _) = parse(
+        LogFormat::builtin("combined").unwrap(),
+        &line.replace(hello, r"PATCHp /caf\xC3\xA9 HTTP/1.1"),
+    );
+    assert_eq!(rows[0].extra("request"), Some("PATCHp /café HTTP/1.1"));
+    // With escape=json nginx writes such bytes raw: kept as `\xHH` too, in
+    // the row and in a rejection's raw line.
+    let f = LogFormat::compile(r#"escape=json '{"s":$status,"r":"$request"}'"#).unwrap();
+    let mut p = GatewayParser::new(f, "edge", 0);
+    p.push_line(b"{\"s\":400,\"r\":\"\\u0016\xfc\\u0003\"}", 1);
+    p.push_line(b"{\"s\":x,\"r\":\"\xfc\"}", 2);
+    let (g, r) = p.finish();
+    let rows = gateway_records(&g).unwrap();
+    assert_eq!(rows[0].extra("request"), Some("\u{16}\\xFC\u{3}"));
+    let rej = rejected_records(&r).unwrap();
+    assert_eq!(rej[0].raw, r#"{"s":x,"r":"\xFC"}"#);
+}
+
+#[test]
 fn three_time_variables_and_their_precision() {
     let f = |s: &str| LogFormat::compile(s).unwrap();
     let (r, _) = parse(f("'$msec $status'"), "1795946400.123 200");
@@ -232,7 +266,8 @@ fn escape_none_keeps_backslashes_and_raw_bytes() {
     p.push_line(b"200 \"a\\x22b \xff\"", 1);
     let (g, _) = p.finish();
     let r = &gateway_records(&g).unwrap()[0];
-    assert_eq!(r.extra("http_user_agent"), Some("a\\x22b \u{fffd}"));
+    // The raw byte that is not UTF-8 is kept as `\xFF`, not lost as U+FFFD.
+    assert_eq!(r.extra("http_user_agent"), Some("a\\x22b \\xFF"));
 }
 
 #[test]

@@ -2,22 +2,21 @@
 //! each variable feeds, and how a line is cut into one value per variable.
 //!
 //! A value ends where the literal that follows its variable in the format
-//! starts (the first occurrence after the value's start; for the last
-//! variable of a format that ends with a literal, the line must end with
-//! that literal). A variable nginx writes as a list (`$upstream_addr`…)
-//! ends instead where a complete list meets the literal (`lists.rs`), so
-//! `", "` and `" : "` stay in the value even unquoted. What a value may
-//! hold is then checked (`checks.rs`). Variables written with no
-//! literal between them (`$a$b`) are split by the character class of known
-//! variables: `$status$request_time` works, and so does `$host$request_uri`
-//! (a host cannot contain `/`). When neither side has a known shape, the
-//! first takes the whole run and the others are empty (`-`): put a literal
-//! between such variables.
+//! starts: at its first occurrence after the value's start whenever the
+//! value cannot hold the literal's first byte (`"` after a value nginx
+//! escapes, a space after a number); for the last variable of a format
+//! that ends with a literal, the line must end with that literal. Where a
+//! value *can* hold its literal — an unquoted `$upstream_*` list before a
+//! space, `|` or `]`, free text before a space — or two variables touch
+//! (`$a$b`), the line is cut every way nginx could have written it
+//! (`search.rs`): one way is the line, several are rejected, never
+//! guessed. What a value may hold is then checked (`checks.rs`).
 
 use super::bytes::{Lit, eq_at};
 use super::checks::{Check, check_for};
+use super::domain::Domain;
 use super::format::{Escape, LogFormat, Segment};
-use super::lists::{Items, is_list_var, list_end};
+use super::search::{self, Found, Scratch};
 
 /// The `gateway_requests` column (or time source) a variable feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,11 +155,21 @@ pub(crate) struct Group {
     pub after: Option<Lit>,
     /// This is the last group of the format.
     pub last: bool,
-    /// One list variable followed by a literal that a list may contain:
-    /// cut by [`list_end`].
-    pub list: bool,
-    /// What that list's items look like.
-    pub items: Items,
+}
+
+/// One variable occurrence, as the line cutter (`search.rs`) sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Occ {
+    /// What nginx can write for it.
+    pub domain: Domain,
+    /// The literal right after it (`None`: another variable follows at
+    /// once, or the line ends).
+    pub after: Option<Lit>,
+    /// The value can hold the first byte of `after`, so the value does not
+    /// simply end at the literal's first occurrence.
+    pub open: bool,
+    /// The first occurrence of the same variable (itself if none before).
+    pub same_as: usize,
 }
 
 /// The compiled cutting and mapping plan of a format.
@@ -181,6 +190,14 @@ pub(crate) struct Plan {
     pub json: bool,
     /// What some values must look like (`checks.rs`): (occurrence, check).
     pub checks: Vec<(usize, Check)>,
+    pub escape: Escape,
+    /// One per variable occurrence.
+    pub occs: Vec<Occ>,
+    /// The first occurrences of `$upstream_*` lists.
+    pub list_occs: Vec<usize>,
+    /// Some value can hold its literal or two variables touch: lines are
+    /// cut by [`search::cut`].
+    pub search: bool,
 }
 
 /// Column of a variable by name, ignoring precedence.
@@ -262,8 +279,6 @@ impl Plan {
                             len: 1,
                             after: None,
                             last: false,
-                            list: false,
-                            items: Items::Text,
                         }),
                     }
                     occ += 1;
@@ -274,18 +289,32 @@ impl Plan {
             g.last = true;
         }
         let escape = format.escape();
-        for g in &mut groups {
-            // A quote never starts inside a value nginx escapes, so a list
-            // in quotes ends at the first quote like any value.
-            let quoted =
-                escape != Escape::None && g.after.as_ref().is_some_and(|l| l.text.starts_with('"'));
-            g.list = g.len == 1
-                && !(g.last && g.after.is_some())
-                && g.after.is_some()
-                && is_list_var(vars[g.first])
-                && !quoted;
-            g.items = Items::of(vars[g.first]);
+        let mut occs = Vec::with_capacity(vars.len());
+        for g in &groups {
+            for k in 0..g.len {
+                let i = g.first + k;
+                let domain = Domain::of(vars[i]);
+                let after = if k + 1 < g.len { None } else { g.after.clone() };
+                let open = after
+                    .as_ref()
+                    .and_then(|l| l.text.as_bytes().first())
+                    .is_some_and(|&c| domain.byte(c, escape));
+                let same_as = vars[..i].iter().position(|&v| v == vars[i]).unwrap_or(i);
+                occs.push(Occ {
+                    domain,
+                    after,
+                    open,
+                    same_as,
+                });
+            }
         }
+        let list_occs = (0..occs.len())
+            .filter(|&i| matches!(occs[i].domain, Domain::List(_)) && occs[i].same_as == i)
+            .collect();
+        let search = occs
+            .iter()
+            .take(occs.len().saturating_sub(1))
+            .any(|o| o.after.is_none() || o.open);
         let shapes: Vec<Option<Shape>> = vars.iter().map(|v| Shape::of(v)).collect();
         let mut checks = Vec::new();
         for (occ, &v) in vars.iter().enumerate() {
@@ -321,20 +350,36 @@ impl Plan {
             extra_names,
             json: escape == Escape::Json,
             checks,
+            escape,
+            occs,
+            list_occs,
+            search,
         }
     }
 
     /// Cuts `line` into one `(start, end)` byte range per variable occurrence.
     /// On mismatch returns what was expected, for the rejection detail.
-    pub(crate) fn split(&self, line: &str, spans: &mut Vec<(usize, usize)>) -> Result<(), String> {
+    pub(crate) fn split(
+        &self,
+        line: &str,
+        spans: &mut Vec<(usize, usize)>,
+        scratch: &mut Scratch,
+    ) -> Result<(), String> {
         spans.clear();
         let b = line.as_bytes();
         if !eq_at(b, 0, self.prefix.as_bytes()) {
             return Err(format!("line does not start with {:?}", self.prefix));
         }
+        if self.search {
+            match search::cut(self, line, self.escape, spans, scratch) {
+                Found::One => return Ok(()),
+                Found::Several(why) => return Err(why),
+                // Cut at the first literals to say what is wrong.
+                Found::None => {}
+            }
+        }
         let mut pos = self.prefix.len();
-        let mut ref_items = None;
-        for (gi, g) in self.groups.iter().enumerate() {
+        for g in &self.groups {
             let end = match (&g.after, g.last) {
                 (None, _) => line.len(),
                 (Some(lit), true) => {
@@ -346,15 +391,6 @@ impl Plan {
                         ));
                     }
                     line.len() - lit.len()
-                }
-                (Some(lit), false) if g.list => {
-                    let next = self.groups.get(gi + 1).and_then(|n| self.shapes[n.first]);
-                    list_end(b, pos, lit, g.items, next, &mut ref_items).map_err(|why| {
-                        format!(
-                            "${} (byte {pos}) then {:?}: {why}",
-                            self.names[g.first], lit.text
-                        )
-                    })?
                 }
                 (Some(lit), false) => match self.find_literal(b, pos, lit) {
                     Some(k) => k,
@@ -382,7 +418,7 @@ impl Plan {
     /// Where `lit` starts in `b` at or after `pos`, skipping JSON-escaped
     /// quotes (`\"`) in `escape=json`.
     #[inline]
-    fn find_literal(&self, b: &[u8], pos: usize, lit: &Lit) -> Option<usize> {
+    pub(crate) fn find_literal(&self, b: &[u8], pos: usize, lit: &Lit) -> Option<usize> {
         let mut from = pos;
         loop {
             let at = lit.find(b, from)?;
@@ -439,7 +475,7 @@ mod tests {
     fn cut(fmt: &str, line: &str) -> Result<Vec<String>, String> {
         let p = Plan::new(&LogFormat::compile(fmt).unwrap());
         let mut spans = Vec::new();
-        p.split(line, &mut spans)?;
+        p.split(line, &mut spans, &mut Scratch::default())?;
         Ok(spans.iter().map(|&(a, b)| line[a..b].to_string()).collect())
     }
 
@@ -509,8 +545,11 @@ mod tests {
             cut("'$tenant$status'", "acme200").unwrap(),
             vec!["acme", "200"]
         );
-        // Neither known: the first takes the run (documented limitation).
-        assert_eq!(cut("'$a$b'", "xy").unwrap(), vec!["xy", ""]);
+        // Neither known: "xy" may be "x" then "y", "xy" then "", ...: a
+        // line nginx could have written several ways is refused, not guessed.
+        let err = cut("'$a$b'", "xy").unwrap_err();
+        assert!(err.contains("several ways") && err.contains("$a"), "{err}");
+        assert_eq!(cut("'$a$b'", "").unwrap(), vec!["", ""]);
     }
 
     #[test]

@@ -326,8 +326,11 @@ fn hex(b: u8) -> Option<u8> {
 }
 
 /// Undoes nginx's `escape=default` (`\xHH`) into `out`; `tmp` is scratch.
-/// Bytes that do not form UTF-8 become U+FFFD.
-pub(crate) fn unescape_default(s: &str, tmp: &mut Vec<u8>, out: &mut String) {
+/// When the bytes are not UTF-8 text (a TLS hello sent to a plain-HTTP
+/// port, a Latin-1 header) nothing is written and the answer is false: the
+/// caller keeps the value exactly as nginx wrote it, escapes and all, so
+/// no byte is lost (a U+FFFD would lose it).
+pub(crate) fn unescape_default(s: &str, tmp: &mut Vec<u8>, out: &mut String) -> bool {
     tmp.clear();
     let b = s.as_bytes();
     let mut i = 0;
@@ -346,7 +349,30 @@ pub(crate) fn unescape_default(s: &str, tmp: &mut Vec<u8>, out: &mut String) {
         tmp.push(b[i]);
         i += 1;
     }
-    out.push_str(&String::from_utf8_lossy(tmp));
+    match std::str::from_utf8(tmp) {
+        Ok(t) => {
+            out.push_str(t);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// `b` as text, each byte that is not part of UTF-8 written `\xHH` the way
+/// nginx's `escape=default` writes it (not U+FFFD, which would lose it).
+///
+/// ```text
+/// b"GET /\xfc x" → "GET /\\xFC x"
+/// ```
+pub(crate) fn utf8_or_escaped(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len() + 8);
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for &x in chunk.invalid() {
+            out.push_str(&format!("\\x{x:02X}"));
+        }
+    }
+    out
 }
 
 /// Undoes JSON string escapes (`escape=json`) into `out`; a malformed
@@ -516,8 +542,9 @@ mod tests {
         );
         assert_eq!(out, "say \"hi\" \\ п\u{16} \\q \\x1");
         out.clear();
-        unescape_default(r"\xFC\x03", &mut tmp, &mut out);
-        assert_eq!(out, "\u{fffd}\u{3}");
+        assert!(!unescape_default(r"\xFC\x03", &mut tmp, &mut out));
+        assert_eq!(out, "", "not UTF-8: left to the caller, nothing lost");
+        assert_eq!(utf8_or_escaped(b"a\xfc\xd0\xbf\xd0"), "a\\xFC\u{43f}\\xD0");
         out.clear();
         unescape_json(r#"a\"b\\c\/\n\u0001\ud83d\ude00\x"#, &mut out);
         assert_eq!(out, "a\"b\\c/\n\u{1}😀\\x");

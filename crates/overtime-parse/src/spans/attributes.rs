@@ -304,6 +304,33 @@ impl SpanBuilder {
         }
     }
 
+    /// Sets one phase the model server reported (a phase the span's
+    /// `X-LLM-Reason` gives is not overwritten).
+    fn phase(&mut self, p: conventions::Phase, ms: f64) -> bool {
+        use conventions::Phase as P;
+        let ph = &mut self.rec.phases;
+        let slot = match p {
+            P::Queue => &mut ph.queue_ms,
+            P::Prefill => &mut ph.prefill_ms,
+            P::Decode => &mut ph.decode_ms,
+            P::Inference | P::Total => {
+                let name = if p == P::Inference {
+                    "inference"
+                } else {
+                    "total"
+                };
+                if !ph.other.iter().any(|(n, _)| n == name) {
+                    ph.other.push((name.to_string(), ms));
+                }
+                return true;
+            }
+        };
+        if slot.is_none() {
+            *slot = Some(ms);
+        }
+        true
+    }
+
     /// Nothing but its name can say this span is a tool call: not a
     /// server, no LLM or application convention, no model, and no other
     /// explicit stage.
@@ -370,6 +397,16 @@ impl SpanBuilder {
                 None => false,
             },
             Slot::TtftMillis => self.field("ttft_ms", v),
+            Slot::PhaseSeconds(p) => match any_f64(v) {
+                Some(s) if s.is_finite() && s >= 0.0 => self.phase(p, s * 1000.0),
+                _ => false,
+            },
+            Slot::PhaseMillis(p) => {
+                match any_f64(v).or_else(|| any_joined(v).and_then(|s| s.trim().parse().ok())) {
+                    Some(ms) if ms.is_finite() && ms >= 0.0 => self.phase(p, ms),
+                    _ => false,
+                }
+            }
             Slot::Tool => self.field("tool", v),
             Slot::JudgeScore => self.field("judge_score", v),
             Slot::LlmReason => match any_joined(v) {

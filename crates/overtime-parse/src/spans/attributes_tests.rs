@@ -146,3 +146,61 @@ fn judge_hint_from_agent_attribute() {
     assert_eq!(r.stage, Stage::Other);
     assert!(r.attributes.contains(&("stage".into(), "warp".into())));
 }
+
+#[test]
+fn a_vllm_request_spans_latencies_are_its_phases_in_ms() {
+    // vLLM's `llm_request` SERVER span (vllm/tracing.py SpanAttributes):
+    // every latency in seconds.
+    let mut b = span();
+    b.set_kind(Some("server"));
+    for (k, v) in [
+        ("gen_ai.latency.time_in_queue", 4.1),
+        ("gen_ai.latency.time_in_model_prefill", 0.3),
+        ("gen_ai.latency.time_in_model_decode", 0.6),
+        ("gen_ai.latency.time_to_first_token", 4.4),
+        ("gen_ai.latency.e2e", 5.0),
+    ] {
+        b.attribute(k, &a(json!(v)));
+    }
+    b.attribute("gen_ai.usage.prompt_tokens", &a(json!(812)));
+    b.attribute("gen_ai.response.model", &a(json!("Qwen/Qwen2.5-7B")));
+    let r = b.finish();
+    assert_eq!(r.phases.queue_ms, Some(4100.0));
+    assert_eq!(r.phases.prefill_ms, Some(300.0));
+    assert_eq!(r.phases.decode_ms, Some(600.0));
+    assert_eq!(r.phases.other, vec![("total".to_string(), 5000.0)]);
+    assert_eq!(r.ttft_ms, Some(4400.0));
+    assert_eq!(
+        (r.input_tokens, r.model.as_deref()),
+        (Some(812), Some("Qwen/Qwen2.5-7B"))
+    );
+    // Kept as written too: the diagnosis names where the phases came from.
+    assert!(
+        r.attributes
+            .iter()
+            .any(|(k, _)| k == "gen_ai.latency.time_in_queue")
+    );
+}
+
+#[test]
+fn tgi_headers_captured_in_any_spelling_give_queue_inference_and_tokens() {
+    // TGI answers `x-queue-time` etc. in ms; Python's instrumentations
+    // capture them as `x_queue_time`, a one-element array of strings.
+    let mut b = span();
+    b.attribute("http.response.header.x_queue_time", &a(json!(["2310"])));
+    b.attribute("http.response.header.x-inference-time", &a(json!("1450")));
+    b.attribute("http.response.header.x_prompt_tokens", &a(json!(["3100"])));
+    b.attribute("http.response.header.x-generated-tokens", &a(json!("40")));
+    let r = b.finish();
+    assert_eq!(r.phases.queue_ms, Some(2310.0));
+    assert_eq!(r.phases.other, vec![("inference".to_string(), 1450.0)]);
+    assert_eq!((r.input_tokens, r.output_tokens), (Some(3100), Some(40)));
+    // An X-LLM-Reason on the same span keeps its own phases.
+    let mut b = span();
+    b.attribute(
+        "http.response.header.x-llm-reason",
+        &a(json!("queue_wait=1s")),
+    );
+    b.attribute("http.response.header.x-queue-time", &a(json!("2310")));
+    assert_eq!(b.finish().phases.queue_ms, Some(1000.0));
+}

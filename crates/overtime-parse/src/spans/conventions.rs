@@ -42,6 +42,11 @@ pub enum Slot {
     TtftSeconds,
     /// Milliseconds to the first chunk.
     TtftMillis,
+    /// A model server's phase, in seconds (vLLM's and SGLang's
+    /// `gen_ai.latency.*`): which one is named by the phase.
+    PhaseSeconds(Phase),
+    /// A model server's phase, in milliseconds (TGI's response headers).
+    PhaseMillis(Phase),
     Tool,
     JudgeScore,
     /// `X-LLM-Reason`, one string or one array element per phase.
@@ -61,6 +66,22 @@ pub enum Slot {
     DbSystem,
     /// An RPC system (`grpc`…): an outgoing call when the span is a client.
     RpcSystem,
+}
+
+/// A model server's phase, as the `spans` table keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Waiting in the server's queue (`queue_ms`).
+    Queue,
+    /// Reading the prompt (`prefill_ms`).
+    Prefill,
+    /// Generating tokens (`decode_ms`).
+    Decode,
+    /// Prefill and decode together (TGI's `x-inference-time`), kept by
+    /// name among the other phases.
+    Inference,
+    /// The whole request as the server timed it (kept by name).
+    Total,
 }
 
 /// One row of the table: an attribute name some instrumentation writes,
@@ -124,6 +145,9 @@ const DB: &str = "database semantic conventions";
 const RPC: &str = "RPC semantic conventions";
 const AI_SDK: &str = "Vercel AI SDK";
 const LANGCHAIN: &str = "LangChain (LangSmith metadata)";
+const VLLM: &str = "vLLM / SGLang request span";
+const TGI: &str = "TGI response header";
+const OPENAI: &str = "OpenAI response header";
 
 /// Every span attribute overtime reads into a `spans` column, ranked:
 /// where several fill one column, the first listed wins whatever order
@@ -180,6 +204,12 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
         Slot::InputTokens,
     ),
     row(
+        "http.response.header.x-prompt-tokens",
+        "input_tokens",
+        TGI,
+        Slot::InputTokens,
+    ),
+    row(
         "ai.usage.inputTokens",
         "input_tokens",
         AI_SDK,
@@ -213,6 +243,12 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
         "llm.usage.completion_tokens",
         "output_tokens",
         TRACELOOP,
+        Slot::OutputTokens,
+    ),
+    row(
+        "http.response.header.x-generated-tokens",
+        "output_tokens",
+        TGI,
         Slot::OutputTokens,
     ),
     row(
@@ -274,6 +310,60 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
         "ttft_ms",
         AI_SDK,
         Slot::TtftMillis,
+    ),
+    row(
+        "gen_ai.latency.time_to_first_token",
+        "ttft_ms",
+        VLLM,
+        Slot::TtftSeconds,
+    ),
+    hint(
+        "gen_ai.latency.time_in_queue",
+        "queue_ms",
+        VLLM,
+        Slot::PhaseSeconds(Phase::Queue),
+    ),
+    hint(
+        "gen_ai.latency.time_in_model_prefill",
+        "prefill_ms",
+        VLLM,
+        Slot::PhaseSeconds(Phase::Prefill),
+    ),
+    hint(
+        "gen_ai.latency.time_in_model_decode",
+        "decode_ms",
+        VLLM,
+        Slot::PhaseSeconds(Phase::Decode),
+    ),
+    hint(
+        "gen_ai.latency.e2e",
+        "other_phases",
+        VLLM,
+        Slot::PhaseSeconds(Phase::Total),
+    ),
+    hint(
+        "http.response.header.x-queue-time",
+        "queue_ms",
+        TGI,
+        Slot::PhaseMillis(Phase::Queue),
+    ),
+    hint(
+        "http.response.header.x-inference-time",
+        "other_phases",
+        TGI,
+        Slot::PhaseMillis(Phase::Inference),
+    ),
+    hint(
+        "http.response.header.x-total-time",
+        "other_phases",
+        TGI,
+        Slot::PhaseMillis(Phase::Total),
+    ),
+    hint(
+        "http.response.header.openai-processing-ms",
+        "other_phases",
+        OPENAI,
+        Slot::PhaseMillis(Phase::Total),
     ),
     row("gen_ai.tool.name", "tool", GENAI, Slot::Tool),
     row("tool.name", "tool", OI, Slot::Tool),
@@ -359,6 +449,13 @@ pub fn group(slot: Slot) -> &'static str {
         Slot::MaxTokens | Slot::InvocationMaxTokens => "max_tokens",
         Slot::Temperature | Slot::InvocationTemperature => "temperature",
         Slot::TtftSeconds | Slot::TtftMillis => "ttft_ms",
+        Slot::PhaseSeconds(p) | Slot::PhaseMillis(p) => match p {
+            Phase::Queue => "queue_ms",
+            Phase::Prefill => "prefill_ms",
+            Phase::Decode => "decode_ms",
+            Phase::Inference => "inference_ms",
+            Phase::Total => "total_ms",
+        },
         Slot::Tool => "tool",
         Slot::JudgeScore => "judge_score",
         Slot::LlmReason => "llm_reason",

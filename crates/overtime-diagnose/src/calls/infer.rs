@@ -1,0 +1,53 @@
+//! Phases for the model calls whose server said nothing, from the
+//! [`PhaseBook`] of the same model's finished calls.
+
+use super::{Call, CallKind};
+use crate::assemble::Trace;
+use crate::phasebook::{Cut, PhaseBook};
+
+/// Did the call ask for a stream? A stream event on one of its spans, or
+/// an instrumentation's flag (`llm.is_streaming`, `gen_ai.request.stream`,
+/// `"stream": true` among OpenInference's invocation parameters).
+fn streamed(trace: &Trace, c: &Call) -> bool {
+    c.spans.iter().any(|&i| {
+        let s = &trace.spans[i];
+        s.events
+            .iter()
+            .any(|e| crate::outcome::is_stream_event(&e.name))
+            || s.attributes.iter().any(|(k, v)| {
+                (matches!(k.as_str(), "llm.is_streaming" | "gen_ai.request.stream")
+                    && v.eq_ignore_ascii_case("true"))
+                    || (k == "llm.invocation_parameters"
+                        && v.replace(' ', "").contains("\"stream\":true"))
+            })
+    })
+}
+
+/// Gives every LLM call with no queue, prefill or decode phase the phases
+/// its neighbours in `book` and its own evidence make likely (see
+/// [`crate::phasebook`]); a call the book cannot decide stays as it is.
+pub(crate) fn infer_phases(trace: &Trace, calls: &mut [Call], book: &PhaseBook) {
+    for c in calls.iter_mut() {
+        let p = &c.phases;
+        let known = p.queue_ms.is_some() || p.prefill_ms.is_some() || p.decode_ms.is_some();
+        if c.kind != CallKind::Span || !c.is_llm() || known {
+            continue;
+        }
+        let Some(start_us) = c.spans.first().map(|&i| trace.spans[i].start_us) else {
+            continue;
+        };
+        let cut = Cut {
+            model: &c.component,
+            start_us,
+            duration_ms: c.raw_attempts_ms().iter().sum(),
+            ttft_ms: c.ttft_ms,
+            streamed: streamed(trace, c),
+        };
+        if let Some(inferred) = book.infer(&cut) {
+            let mut phases = inferred.phases;
+            phases.other = std::mem::take(&mut c.phases.other);
+            c.phases = phases;
+            c.phase_source = Some(inferred.source);
+        }
+    }
+}
