@@ -1,6 +1,8 @@
 // tests/e2e_pg: pgjdbc (the PostgreSQL JDBC driver DBeaver, Metabase and
-// every JVM tool use; Debian's libpostgresql-jdbc-java) against overtime's
-// PostgreSQL wire protocol. Run as a single-file program:
+// every JVM tool use; Debian's libpostgresql-jdbc-java, pgjdbc 42.5 — the
+// test machines reach Debian's mirror but not Maven Central) against
+// overtime's PostgreSQL wire protocol. Run as a single-file program (java's
+// source launcher: a JDK, not a JRE):
 //
 //   java -cp /usr/share/java/postgresql.jar JdbcClient.java HOST PORT TOKEN QUERY_FILE...
 //

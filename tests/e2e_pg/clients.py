@@ -333,7 +333,10 @@ def check_psql(a, queries, refs):
 def check_jdbc(a, queries, refs):
     java = shutil.which("java")
     if not java:
-        fail("java is missing: apt-get install default-jre-headless")
+        fail("java is missing: apt-get install default-jdk-headless")
+    modules = subprocess.run([java, "--list-modules"], capture_output=True, text=True, timeout=60).stdout
+    if "jdk.compiler@" not in modules:
+        fail("java cannot run JdbcClient.java (no jdk.compiler, a JRE only): apt-get install default-jdk-headless")
     if not os.path.exists(JDBC_JAR):
         fail(f"{JDBC_JAR} is missing: apt-get install libpostgresql-jdbc-java")
     files = [os.path.join(a.queries, n) for n, _ in queries]
