@@ -181,7 +181,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 #[async_trait]
 impl CatalogInfo for Sorted {
     async fn catalog_names(&self) -> Result<Vec<String>, DataFusionError> {
-        Ok(sorted(self.0.catalog_names()))
+        Ok(sorted(CatalogProviderList::catalog_names(self.0.as_ref())))
     }
 
     async fn schema_names(&self, catalog: &str) -> Result<Option<Vec<String>>, DataFusionError> {

@@ -111,12 +111,11 @@ impl PgServer {
             .prepare(&engine.template)
             .map_err(|e| catalog_err(&e))?;
         let manager = Arc::new(ConnectionManager::new());
-        let params = DefaultServerParameterProvider {
-            server_version: format!("{} (overtime)", catalog::SERVER_VERSION),
-            default_transaction_read_only: true,
-            is_superuser: false,
-            ..Default::default()
-        };
+        // Non-exhaustive: pgwire's defaults, then ours.
+        let mut params = DefaultServerParameterProvider::default();
+        params.server_version = format!("{} (overtime)", catalog::SERVER_VERSION);
+        params.default_transaction_read_only = true;
+        params.is_superuser = false;
         let startup = auth::TokenStartup {
             token: state.token.clone(),
             tls_required: tls.is_some(),

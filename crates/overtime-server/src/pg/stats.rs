@@ -50,6 +50,9 @@ impl PgStats {
     }
 }
 
+/// A counter family: its name, help and (outcome, counter) series.
+type Family<'a> = (&'a str, &'a str, Vec<(&'a str, &'a AtomicU64)>);
+
 /// [`PgStats`] as Prometheus families.
 #[derive(Debug)]
 pub struct PgCollector(Arc<PgStats>);
@@ -57,7 +60,7 @@ pub struct PgCollector(Arc<PgStats>);
 impl Collector for PgCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &self.0;
-        let families: [(&str, &str, Vec<(&str, &AtomicU64)>); 2] = [
+        let families: [Family; 2] = [
             (
                 "overtime_postgres_connections",
                 "PostgreSQL wire protocol connections, by outcome",
@@ -83,7 +86,8 @@ impl Collector for PgCollector {
             // prometheus-client appends the counter's `_total`.
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
             for (outcome, n) in series {
-                let sample = family.encode_family(&[("outcome", outcome)])?;
+                let labels = [("outcome", outcome)];
+                let sample = family.encode_family(&labels)?;
                 ConstCounter::new(n.load(Relaxed)).encode(sample)?;
             }
         }
