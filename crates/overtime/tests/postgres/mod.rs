@@ -11,6 +11,7 @@
 //!   cut in half, one connection too many; each refused or bounded, and
 //!   the collector keeps answering.
 
+mod tls;
 mod wire;
 
 use crate::support::{self, Serve, fixture};
