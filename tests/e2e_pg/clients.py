@@ -285,8 +285,8 @@ def check_psql(a, queries, refs):
     conninfo = f"host={a.host} port={a.port} user=overtime dbname=overtime sslmode=disable"
     env = dict(os.environ, PGPASSWORD=a.token, PGCONNECT_TIMEOUT="10")
 
-    def run(*args, ok=True):
-        p = subprocess.run([psql, conninfo, "-X", "-v", "ON_ERROR_STOP=1", *args], env=env,
+    def run(*args, ok=True, stdin=None):
+        p = subprocess.run([psql, conninfo, "-X", "-v", "ON_ERROR_STOP=1", *args], env=env, input=stdin,
                            capture_output=True, text=True, timeout=120)
         if ok and p.returncode != 0:
             fail(f"psql {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
@@ -306,10 +306,11 @@ def check_psql(a, queries, refs):
     for name, sql in queries:
         header, rows = csv_rows(run("--csv", "-c", sql).stdout)
         compare("psql", name, refs[name], header, rows)
-    # psql 15 has no \bind (16 has); its variables are interpolated by psql.
+    # psql 15 has no \bind (16 has); its variables are interpolated by psql
+    # in a script (not in -c, which goes to the server as is).
     want = api_sql(a.api, a.token, PARAM_SQL.format("'gateway_timeout'", "0"))
-    header, rows = csv_rows(run("--csv", "-v", "outcome=gateway_timeout", "-v", "least=0",
-                                "-c", PARAM_SQL.format(":'outcome'", ":least")).stdout)
+    header, rows = csv_rows(run("--csv", "-v", "outcome=gateway_timeout", "-v", "least=0", "-f", "-",
+                                stdin=PARAM_SQL.format(":'outcome'", ":least") + ";\n").stdout)
     compare("psql", "parameterised", want, header, rows)
     # Ctrl-C: psql sends a CancelRequest.
     p = subprocess.Popen([psql, conninfo, "-X", "-c", ENDLESS], env=env, stdout=subprocess.PIPE,
