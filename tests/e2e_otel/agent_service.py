@@ -121,8 +121,9 @@ else:
 
 
 app = FastAPI()
+MODEL_KEY = os.environ.get("AGENT_MODEL_API_KEY", "sk-local")  # a gateway's key (LiteLLM's master key)
 llm_clients = {
-    "main": AsyncOpenAI(base_url=MODEL_URL, api_key="sk-local", max_retries=0),
+    "main": AsyncOpenAI(base_url=MODEL_URL, api_key=MODEL_KEY, max_retries=0),
     "legacy": AsyncOpenAI(base_url=LEGACY_MODEL_URL, api_key="sk-local", max_retries=0),
 }
 tool_client = httpx.AsyncClient()

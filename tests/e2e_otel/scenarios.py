@@ -22,7 +22,8 @@ LEGACY = "llama-3-8b-instruct"
 # The judge: under GenAI and OpenInference it runs inside the family's
 # agent/evaluator span; Traceloop has none, so its model says it.
 JUDGE = {"genai": "qwen2.5-72b-instruct", "openinference": "qwen2.5-72b-instruct", "traceloop": "judge-qwen2.5-72b",
-         "langchain": "qwen2.5-72b-instruct", "langchain-oi": "qwen2.5-72b-instruct"}
+         "langchain": "qwen2.5-72b-instruct", "langchain-oi": "qwen2.5-72b-instruct",
+         "vllm": "qwen2.5-72b-instruct", "sglang": "qwen2.5-72b-instruct", "tgi": "qwen2.5-72b-instruct", "litellm": "qwen2.5-72b-instruct"}
 TOOLS = ["weather_api", "crm_api", "web_search", "poi_search", "calc"]
 
 
@@ -58,8 +59,11 @@ class Req:
 
 
 class Scenario:
-    def __init__(self, name, kind, component, reqs, *, concurrency=6, gap_ms=40, noise=(), note=""):
+    def __init__(self, name, kind, component, reqs, *, concurrency=6, gap_ms=40, noise=(), note="", variants=None):
         self.name = name
+        # The variants that run it (None: the four instrumentation variants
+        # and langchain-oi); healthy traffic runs everywhere.
+        self.variants = variants
         self.kind = kind
         self.component = component
         self.reqs = reqs
@@ -179,3 +183,73 @@ def failing() -> list[Scenario]:
         note="the service's 4 s budget > nginx's 3 s: nginx answers 504 at 3 s, the service 503 at 4 s to a closed connection",
     ))
     return s
+
+
+# ---------------------------------------------------------------------------
+# Engines that say where the time went their own way (run.py's `vllm`,
+# `sglang` and `tgi` variants; engine_telemetry.py), and the LiteLLM proxy (`litellm`).
+
+ENGINE_VARIANTS = ("vllm", "sglang", "tgi")
+# One model per phase incident: the finished calls a cut call's phases are
+# inferred from are the same model's within five minutes (docs/diagnosis.md,
+# "Phases of a cut call"), as an incident on one model would be.
+Q_MODEL = "llama-3.3-70b"
+P_MODEL = "deepseek-r1"
+D_MODEL = "mixtral-8x22b"
+
+
+def _phase(name, kind, model, cut, done, note):
+    """Six calls cut by nginx at 3 s: three whose agent's call goes on and
+    finishes (the engine's phases arrive after the 504), three whose agent
+    gives up with its own 3.2 s timeout while the engine is still working
+    (the engine aborts: vLLM writes no span, SGLang no root span, TGI sends
+    no headers; the agent's 503 goes to a closed connection, a
+    semantic_mask); and finished calls of the same model with the same
+    shape, shorter (noise: they succeed). The agent's timeout comes after
+    nginx's cut, so every run has the same outcomes."""
+    reqs = rep(3, lambda i: Req("/v1/agent/run", [tool("calc", 0.05), cut()]))
+    reqs += rep(3, lambda i: Req("/v1/agent/run", [tool("calc", 0.05), {**cut(), "timeout": 3.2}]))
+    return Scenario(name, kind, model, reqs, noise=rep(4, lambda i: Req("/v1/agent/run", [done()])),
+                    concurrency=10, gap_ms=30, variants=ENGINE_VARIANTS, note=note)
+
+
+def engine_failing() -> list[Scenario]:
+    return [
+        _phase("engine llm_queueing", "llm_queueing", Q_MODEL,
+               lambda: llm(Q_MODEL, sim={"queue_s": 3.3, "prefill_s": 0.1, "decode_s": 0.2}),
+               lambda: llm(Q_MODEL, sim={"queue_s": 1.6, "prefill_s": 0.1, "decode_s": 0.2}),
+               "3.3 s waiting for a GPU slot; finished neighbours waited 1.6 s"),
+        _phase("engine llm_prefill_slow", "llm_prefill_slow", P_MODEL,
+               lambda: llm(P_MODEL, words=2400, sim={"prefill_s": 3.4, "decode_s": 0.2}),
+               lambda: llm(P_MODEL, words=1800, sim={"prefill_s": 1.8, "decode_s": 0.2}),
+               "2,400-token prompts, 3.4 s of prefill; finished neighbours 1.8 s"),
+        _phase("engine llm_decode_slow", "llm_decode_slow", D_MODEL,
+               lambda: llm(D_MODEL, max_tokens=1400, sim={"prefill_s": 0.05, "decode_s": 3.4}),
+               lambda: llm(D_MODEL, max_tokens=800, sim={"prefill_s": 0.05, "decode_s": 1.8}),
+               "1,400 output tokens, 3.4 s of decode; finished neighbours 1.8 s"),
+    ]
+
+
+# The LiteLLM proxy's model groups (litellm_proxy.py writes its config): RETRY
+# has a 1 s timeout and 2 retries; FALLBACK_FROM a 1.4 s timeout, no
+# retries, and falls back to FALLBACK_TO.
+RETRY_MODEL = "deepseek-v4-flash"
+FALLBACK_FROM = "gpt-oss-120b"
+FALLBACK_TO = SMALL
+
+
+def litellm_failing() -> list[Scenario]:
+    only = ("litellm",)
+    return [
+        Scenario("litellm retries", "retry_amplification", RETRY_MODEL,
+                 rep(5, lambda i: Req("/v1/agent/run", [llm(RETRY_MODEL, sim={"hang_s": 5})])),
+                 variants=only, note="the model hangs; LiteLLM's 1 s timeout fires and it retries twice: 3 s + backoff > nginx's 3 s"),
+        Scenario("litellm fallback", "retry_amplification", FALLBACK_FROM,
+                 rep(5, lambda i: Req("/v1/agent/run", [llm(FALLBACK_FROM, sim={"models": {
+                     FALLBACK_FROM: {"hang_s": 5}, FALLBACK_TO: {"prefill_s": 0.1, "decode_s": 2.5}}})])),
+                 variants=only, note="gpt-oss-120b hangs past LiteLLM's 1.4 s timeout; the fallback to qwen3-32b needs 2.6 s more: nginx cuts at 3 s"),
+        Scenario("litellm llm_decode_slow", "llm_decode_slow", D_MODEL,
+                 rep(4, lambda i: Req("/v1/agent/run", [llm(D_MODEL, max_tokens=1400, sim={"prefill_s": 0.05, "decode_s": 3.4})])),
+                 noise=rep(3, lambda i: Req("/v1/agent/run", [llm(D_MODEL, max_tokens=800, sim={"prefill_s": 0.05, "decode_s": 1.8})])),
+                 variants=only, note="a vLLM-style server behind LiteLLM decodes 3.4 s; its spans arrive in traces of their own"),
+    ]

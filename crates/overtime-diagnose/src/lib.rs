@@ -48,6 +48,7 @@ pub mod outcome;
 pub mod phasebook;
 mod report;
 mod rules;
+pub mod server_metrics;
 mod settings;
 mod shape;
 mod timeouts;
@@ -92,6 +93,25 @@ pub fn diagnose(
         cols.append(g);
     }
     diagnose_tables(&[cols.finish()], spans, cfg).expect("our own batch has every column")
+}
+
+/// [`diagnose`] with the model servers' metrics beside the records
+/// ([`server_metrics`]): `overtime diagnose --metrics`.
+pub fn diagnose_with_server_metrics(
+    gateway: Vec<GatewayRecord>,
+    spans: Vec<SpanRecord>,
+    cfg: &DiagnoseConfig,
+    metrics: server_metrics::ServerMetrics,
+) -> Diagnosis {
+    let mut cols = overtime_model::GatewayColumns::new();
+    for g in &gateway {
+        cols.append(g);
+    }
+    let engine = batch::Engine::new(cfg.clone(), batch::BatchOptions::default())
+        .with_server_metrics(metrics);
+    batch::ingest_in_memory(&engine, &[cols.finish()], &spans)
+        .and_then(|()| engine.finish()?.into_diagnosis())
+        .expect("our own batch has every column")
 }
 
 /// [`diagnose`] over Arrow batches of `gateway_requests` and `spans`.

@@ -87,6 +87,8 @@ pub struct Inferred {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Sums {
     n: u32,
+    /// Of `n`, counted by the model server's metrics, not by a span.
+    metered: u32,
     queue: f64,
     prefill: f64,
     decode: f64,
@@ -120,6 +122,34 @@ impl PhaseBook {
         }
     }
 
+    /// Counts `n` finished calls of `model` at `time_us` that spent, all
+    /// together, these phase times (ms): what the model server's phase
+    /// histograms grew by ([`crate::server_metrics`]).
+    pub fn add_many(
+        &mut self,
+        model: &str,
+        time_us: i64,
+        n: u32,
+        queue_ms: f64,
+        prefill_ms: f64,
+        decode_ms: f64,
+    ) {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if n == 0 || !(ok(queue_ms) && ok(prefill_ms) && ok(decode_ms)) {
+            return;
+        }
+        let minutes = self.models.entry(model.to_string()).or_default();
+        let s = minutes.entry(minute(time_us)).or_default();
+        s.n += n;
+        s.metered += n;
+        s.queue += queue_ms;
+        s.prefill += prefill_ms;
+        s.decode += decode_ms;
+        while minutes.len() > MAX_MINUTES {
+            minutes.pop_first();
+        }
+    }
+
     /// Takes back one call [`add`](Self::add) counted (the live engine
     /// revises a trace's verdict: its calls are counted again).
     pub fn remove(&mut self, model: &str, f: &Finished) {
@@ -148,6 +178,7 @@ impl PhaseBook {
             for (m, s) in minutes {
                 let t = mine.entry(*m).or_default();
                 t.n += s.n;
+                t.metered += s.metered;
                 t.queue += s.queue;
                 t.prefill += s.prefill;
                 t.decode += s.decode;
@@ -169,6 +200,7 @@ impl PhaseBook {
             .range(at - WINDOW_MINUTES..=at + WINDOW_MINUTES)
             .fold(Sums::default(), |mut a, (_, s)| {
                 a.n += s.n;
+                a.metered += s.metered;
                 a.queue += s.queue;
                 a.prefill += s.prefill;
                 a.decode += s.decode;
@@ -211,9 +243,14 @@ impl PhaseBook {
                 ..Default::default()
             },
             source: format!(
-                "inferred: the server wrote nothing for this cut call; {own}; {} finished calls of {} within ±{WINDOW_MINUTES} min spent queue {}, prefill {}, decode {} on average",
+                "inferred: the server wrote nothing for this cut call; {own}; {} finished calls of {} within ±{WINDOW_MINUTES} min{} spent queue {}, prefill {}, decode {} on average",
                 near.n,
                 c.model,
+                match near.metered {
+                    0 => String::new(),
+                    m if m == near.n => " (counted by the model server's metrics)".to_string(),
+                    m => format!(" ({m} of them counted by the model server's metrics)"),
+                },
                 crate::fmt::dur(q),
                 crate::fmt::dur(p),
                 crate::fmt::dur(d),

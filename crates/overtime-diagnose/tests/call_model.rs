@@ -296,23 +296,38 @@ fn a_vllm_request_span_under_the_attempt_names_the_phase_and_says_so() {
 }
 
 #[test]
-fn tgi_inference_time_is_split_by_tokens_and_marked_estimated() {
-    // 12 000 prompt tokens, 8 generated: mostly reading the prompt.
-    let mut b = served(321, 3_000.0, 3_500.0);
-    let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
-    chat.model = Some("llama-3-8b".into());
-    let post = client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8080");
-    post.phases.queue_ms = Some(100.0);
-    post.phases.other.push(("inference".into(), 3_200.0));
-    post.attributes.push((
-        "http.response.header.x-inference-time".into(),
-        "3200".into(),
-    ));
-    post.input_tokens = Some(12_000);
-    post.output_tokens = Some(8);
-    let v = verdict(b, 3_000.0);
+fn tgi_inference_time_is_split_only_where_the_first_token_says() {
+    let tgi = |n: u32, queue: f64, ttft: Option<f64>| {
+        let mut b = served(n, 3_000.0, 3_500.0);
+        let chat = b.child("2", "agent-api", Stage::Llm, 5.0, 3_400.0);
+        chat.model = Some("llama-3-8b".into());
+        chat.ttft_ms = ttft;
+        let post = client(&mut b, "3", "2", 8.0, 3_390.0, "10.0.0.9:8080");
+        post.phases.queue_ms = Some(queue);
+        post.phases
+            .other
+            .push(("inference".into(), 3_200.0 - queue));
+        post.attributes.push((
+            "http.response.header.x-inference-time".into(),
+            format!("{}", 3_200.0 - queue),
+        ));
+        post.input_tokens = Some(12_000);
+        post.output_tokens = Some(8);
+        verdict(b, 3_000.0)
+    };
+    // Prefill and decode together, and the queue short: nothing decides.
+    let v = tgi(321, 100.0, None);
+    assert_eq!(v.root_cause.kind, K::LlmSlow, "{:?}", v.root_cause);
+    // The queue outweighs them: queueing, whatever their split.
+    let v = tgi(323, 2_400.0, None);
+    assert_eq!(v.root_cause.kind, K::LlmQueueing, "{:?}", v.root_cause);
+    // A first token at 2.9 s: prefill until it.
+    let v = tgi(324, 100.0, Some(2_900.0));
     assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);
-    assert_evidence(&v, "TGI headers, prefill and decode estimated");
+    assert_evidence(
+        &v,
+        "TGI headers, inference split at the first token (2.9 s)",
+    );
 }
 
 #[test]
@@ -412,4 +427,62 @@ fn the_live_engine_infers_a_cut_calls_phase_as_the_batch_does() {
     crate::live_parity::live_equals_batch("cut calls", g, s, cfg_with_timeout(3_000.0), |s| {
         s.name == "POST"
     });
+}
+
+/// vLLM's metrics over the minutes of [`vllm_minute`]: every 15 s, the
+/// queue depth, KV-cache use and the phase histograms' sums and counts
+/// of requests that queued 0.2 s, prefilled 2.5 s and decoded 0.3 s each.
+fn vllm_metrics() -> Vec<overtime_model::MetricSample> {
+    let mut out = vec![];
+    for i in 0..12i64 {
+        let t = (T0_MS - 60_000 + i * 15_000) * 1000;
+        let mut s = |name: &str, v: f64| {
+            out.push(overtime_model::MetricSample {
+                name: name.into(),
+                labels: vec![("model_name".into(), "qwen2.5-7b".into())],
+                value: v,
+                time_us: t,
+            })
+        };
+        let n = 2.0 * i as f64;
+        s("vllm:num_requests_waiting", (i % 5) as f64);
+        s("vllm:kv_cache_usage_perc", 0.9 + 0.005 * i as f64);
+        for (h, each) in [("queue", 0.2), ("prefill", 2.5), ("decode", 0.3)] {
+            s(&format!("vllm:request_{h}_time_seconds_sum"), n * each);
+            s(&format!("vllm:request_{h}_time_seconds_count"), n);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_model_servers_metrics_decide_a_cut_calls_phase_and_show_its_load_in_the_incident() {
+    let (mut g, mut s) = (vec![], vec![]);
+    for b in vllm_minute(0, 3, false) {
+        g.extend(b.gateway);
+        s.extend(b.spans);
+    }
+    let run = |metrics: Option<Vec<overtime_model::MetricSample>>| match metrics {
+        None => overtime_diagnose::diagnose(g.clone(), s.clone(), &cfg_with_timeout(3_000.0)),
+        Some(m) => overtime_diagnose::diagnose_with_server_metrics(
+            g.clone(),
+            s.clone(),
+            &cfg_with_timeout(3_000.0),
+            overtime_diagnose::server_metrics::ServerMetrics::new(&m),
+        ),
+    };
+    // Without them nothing decides: llm_slow.
+    let d = run(None);
+    assert!(d.verdicts.iter().all(|v| v.root_cause.kind == K::LlmSlow));
+    let d = run(Some(vllm_metrics()));
+    assert_eq!(d.verdicts.len(), 3);
+    for v in &d.verdicts {
+        assert_eq!(v.root_cause.kind, K::LlmPrefillSlow, "{:?}", v.root_cause);
+        assert_evidence(v, "(counted by the model server's metrics)");
+    }
+    let inc = &d.incidents[0];
+    let q = &inc.cause_stats["model_server_queue_depth (qwen2.5-7b)"];
+    assert_eq!(q["max"], 4.0, "{:?}", inc.cause_stats);
+    let kv = &inc.cause_stats["model_server_kv_cache_use (qwen2.5-7b)"];
+    assert!(kv["max"].as_f64().unwrap() > 0.9, "{kv}");
 }

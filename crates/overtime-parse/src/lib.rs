@@ -27,6 +27,7 @@ pub mod duration;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod llm_reason;
+pub mod metrics;
 pub mod nginx;
 pub mod record;
 pub mod spans;

@@ -5,6 +5,7 @@
 
 mod common;
 mod fuzz_bounded;
+mod metrics_real_prometheus;
 mod nginx_bad_input;
 mod otlp_structure;
 mod peers_nginx;

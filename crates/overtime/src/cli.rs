@@ -158,6 +158,13 @@ pub struct DiagnoseArgs {
     /// or a single message.
     #[arg(long = "otlp-proto", value_name = "FILE")]
     pub otlp_proto: Vec<PathBuf>,
+    /// Model-server metrics (vLLM, SGLang, TGI) over the same time: the
+    /// Prometheus API's query_range answer, `promtool tsdb dump`, or the
+    /// text format with timestamps (docs/inputs.md, "Model-server
+    /// metrics"). Queue depth and KV-cache use go into the incident
+    /// reports; vLLM's phase histograms help infer the phase of cut calls.
+    #[arg(long = "metrics", value_name = "FILE")]
+    pub metrics: Vec<PathBuf>,
     /// Print one JSON document {"verdicts": [...], "incidents": [...]}.
     #[arg(long, conflicts_with = "markdown")]
     pub json: bool,

@@ -139,6 +139,7 @@ fn inputs(a: &DiagnoseArgs) -> Result<Inputs> {
         // `OVERTIME_LEAN=off`: every gateway row routed whole, as before
         // lean rows (docs/diagnose-at-scale.md) — the tests compare both.
         lean_rows: std::env::var_os("OVERTIME_LEAN").is_none_or(|v| v != "off"),
+        metrics: a.metrics.clone(),
     })
 }
 

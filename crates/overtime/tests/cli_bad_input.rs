@@ -330,3 +330,50 @@ fn a_span_file_most_of_whose_records_are_rejected_is_an_error_naming_the_file_co
         "no report from a file that is not spans"
     );
 }
+
+#[test]
+fn a_metrics_export_beside_the_logs_puts_the_servers_load_in_the_incident_and_counts_its_bad_lines()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let log = fixture("a_prefill", "access.log");
+    let spans = fixture("a_prefill", "spans.jsonl");
+    let base = [
+        "diagnose",
+        "--nginx-log",
+        &log,
+        "--log-format",
+        "overtime",
+        "--spans",
+        &spans,
+        "--json",
+    ];
+    let out = overtime(&base);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inc = &doc["incidents"][0];
+    let at = |k: &str| {
+        chrono::DateTime::parse_from_rfc3339(inc["window"][k].as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    let (start, end) = (at("start"), at("end"));
+    // promtool tsdb dump's shape: a sample a line, the name as a label.
+    let mut dump = String::new();
+    for (i, t) in (start..=end).step_by(15_000).enumerate() {
+        dump += &format!(
+            "{{__name__=\"vllm:num_requests_waiting\", instance=\"gpu-1:8000\", job=\"vllm\"}} {} {t}\n",
+            10 + i % 3
+        );
+    }
+    dump += "{__name__=\"vllm:num_requests_waiting\", instance=\"gpu-1:8000\" 12 0\n";
+    let metrics = tmp_file(dir.path(), "vllm.dump", dump.as_bytes());
+    let mut args = base.to_vec();
+    args.extend(["--metrics", metrics.to_str().unwrap()]);
+    let doc = diagnose_tolerates(&args, 1);
+    let stats = &doc["incidents"][0]["cause_stats"];
+    let q = &stats["model_server_queue_depth (gpu-1:8000)"];
+    assert_eq!(q["max"], 12.0, "{stats}");
+    // The verdicts are those of the run without metrics.
+    let plain: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["verdicts"], plain["verdicts"]);
+}

@@ -183,6 +183,8 @@ pub struct Engine {
     /// The phases of finished model calls seen in the first pass, for the
     /// cut ones set aside ([`crate::phasebook`]).
     book: Mutex<PhaseBook>,
+    /// The model servers' metrics, when given ([`Engine::with_server_metrics`]).
+    metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// Encoded bytes a partition may hold for one worker to assemble it.
@@ -211,6 +213,7 @@ impl Engine {
             lean,
             revisit: revisit::Revisit::new(n, budget),
             book: Mutex::new(PhaseBook::default()),
+            metrics: None,
             parts: Partitions::new("p", 2 * n, budget),
             n,
             spill: Arc::new(SpillDir::new(opts.spill_dir.clone(), opts.compress_spill)),
@@ -218,6 +221,18 @@ impl Engine {
             cfg,
             opts,
         }
+    }
+
+    /// Reads the model servers' metrics beside the logs: their phase
+    /// histograms count as finished calls for the phase of cut ones, their
+    /// queue depth and KV-cache use go into the incidents' statistics.
+    pub fn with_server_metrics(mut self, m: crate::server_metrics::ServerMetrics) -> Self {
+        self.book
+            .get_mut()
+            .expect("book lock")
+            .merge(&m.phase_book());
+        self.metrics = Some(m);
+        self
     }
 
     /// Every span has been routed: from now on healthy gateway rows may
@@ -327,13 +342,17 @@ impl Engine {
         let failing: Vec<(&Verdict, &TraceSummary)> =
             c.failing.iter().map(|f| (&f.0, &f.1)).collect();
         let mut latency = LatencyAcc::default();
-        let incidents = crate::report::incidents_over(&failing, c.data_end, &self.cfg, |visit| {
-            results::read_summaries(stream, |s| {
-                latency.add(s);
-                visit(s);
-            })
-        })?;
+        let mut incidents =
+            crate::report::incidents_over(&failing, c.data_end, &self.cfg, |visit| {
+                results::read_summaries(stream, |s| {
+                    latency.add(s);
+                    visit(s);
+                })
+            })?;
         drop(failing);
+        if let Some(m) = &self.metrics {
+            m.annotate(&mut incidents);
+        }
         lap("incidents", &mut timings);
         let mut stats = shared.stats;
         stats.spans_in = c.stats.spans_in;

@@ -85,8 +85,8 @@ pub(super) fn phase_of_name(name: &str) -> Option<&'static str> {
     let n = name.to_ascii_lowercase();
     let n = n.rsplit(['.', ' ', '/']).next().unwrap_or(&n).to_string();
     match n.as_str() {
-        "queue" | "queue_wait" | "queueing" => Some("queue"),
-        "prefill" | "kv_cache_build" => Some("prefill"),
+        "queue" | "queue_wait" | "queueing" | "prefill_waiting" => Some("queue"),
+        "prefill" | "kv_cache_build" | "prefill_forward" => Some("prefill"),
         "decode" | "decode_loop" => Some("decode"),
         _ => None,
     }
@@ -147,18 +147,14 @@ pub(crate) fn phase_source(s: &SpanRecord) -> &'static str {
     }
 }
 
-/// A prompt token's share of the time of a generated one, for splitting a
-/// time that holds both prefill and decode: a GPU reads a prompt at about
-/// ten thousand tokens a second but generates one token of a sequence per
-/// step, some 25 ms (a 7-8B model on one A100-class GPU; larger models
-/// scale both alike).
-const PROMPT_TOKEN_COST: f64 = 0.004;
-
 /// A server that reports prefill and decode only together (TGI's
-/// `x-inference-time`) has them split by the call's token counts: prefill
-/// ≈ inference × P·c / (P·c + G), c = [`PROMPT_TOKEN_COST`]; the evidence
-/// says the split is estimated. Nothing when prefill or decode is known,
-/// or the tokens are not.
+/// `x-inference-time`) has them split where the call's first token came,
+/// when the client saw it: before it queue and prefill, after it decode;
+/// the evidence says where the split came from. Otherwise they stay one
+/// time ([`crate::rules::largest_llm_phase`] then names the queue only
+/// when it outweighs them, and else nothing: `llm_slow`). Token counts do
+/// not split it: how long a prompt takes to read depends on the model,
+/// the GPU and the batch, which the call does not show.
 pub(super) fn split_inference(c: &mut Call) {
     let p = &mut c.phases;
     if p.prefill_ms.is_some() || p.decode_ms.is_some() {
@@ -172,20 +168,20 @@ pub(super) fn split_inference(c: &mut Call) {
     else {
         return;
     };
-    let (Some(input), Some(output)) = (c.input_tokens, c.output_tokens) else {
+    let Some(ttft) = c.ttft_ms else {
         return;
     };
-    let prompt = input.max(0) as f64 * PROMPT_TOKEN_COST;
-    let generated = output.max(1) as f64;
-    let prefill = inference * prompt / (prompt + generated);
+    let prefill = (ttft - p.queue_ms.unwrap_or(0.0)).clamp(0.0, inference);
     p.prefill_ms = Some(prefill);
     p.decode_ms = Some(inference - prefill);
+    p.other.retain(|(n, _)| n != "inference");
     let source = c
         .phase_source
         .take()
         .unwrap_or_else(|| "model server".into());
     c.phase_source = Some(format!(
-        "{source}, prefill and decode estimated from inference by tokens ({input} in, {output} out)"
+        "{source}, inference split at the first token ({})",
+        crate::fmt::dur(ttft)
     ));
 }
 
@@ -237,6 +233,16 @@ pub(super) fn gather(trace: &Trace, tree: &TraceTree, n: usize, c: &mut Call) {
     if phases.is_empty() && !phase_spans.is_empty() {
         phases = phase_spans;
         c.phase_source = Some("the model server's phase spans".into());
+    } else if phases.queue_ms.is_none() && phase_spans.queue_ms.is_some() {
+        // Attributes that say nothing of the queue (SGLang's gen_ai
+        // latency counts the wait in its prefill) are completed by the
+        // server's own stage spans, whose timings win where they name a
+        // phase: their prefill is the forward pass, without the wait.
+        phases.queue_ms = phase_spans.queue_ms;
+        phases.prefill_ms = phase_spans.prefill_ms.or(phases.prefill_ms);
+        phases.decode_ms = phase_spans.decode_ms.or(phases.decode_ms);
+        let source = c.phase_source.take().unwrap_or_default();
+        c.phase_source = Some(format!("{source} and its stage spans"));
     }
     merge_phases(&mut c.phases, &phases);
     add(&mut c.dns_ms, dns);

@@ -172,9 +172,20 @@ impl CallRule for ToolCall {
 }
 
 /// The largest of a model call's queue, prefill and decode phases: the kind
-/// it names, the phase and its time.
+/// it names, the phase and its time. A server that gave prefill and decode
+/// only together (`inference`) names the queue when it outweighs them,
+/// and nothing otherwise: which of the two it was is not known.
 pub fn largest_llm_phase(c: &Call) -> Option<(K, &'static str, f64)> {
     let p = &c.phases;
+    if p.prefill_ms.is_none() && p.decode_ms.is_none() {
+        let unsplit = p.other.iter().find(|(n, _)| n == "inference").map(|x| x.1);
+        if let Some(inference) = unsplit {
+            return p
+                .queue_ms
+                .filter(|q| *q > inference)
+                .map(|q| (K::LlmQueueing, "queue", q));
+        }
+    }
     [
         (K::LlmQueueing, "queue", p.queue_ms),
         (K::LlmPrefillSlow, "prefill", p.prefill_ms),

@@ -111,6 +111,9 @@ pub struct Inputs {
     /// few a verdict needs (`diagnose`; docs/diagnose-at-scale.md, *Lean
     /// rows*); off: every row whole. The output is the same.
     pub lean_rows: bool,
+    /// Model-server metrics exports (docs/inputs.md, "Model-server
+    /// metrics"), plain, .gz or .zst.
+    pub metrics: Vec<PathBuf>,
 }
 
 /// One gateway log, resolved: its files, format and layer.
@@ -352,7 +355,11 @@ pub fn run(
         refetch: a.lean_rows.then(|| refetch::hook(&plan.jobs)),
         span_bytes_hint: plan.span_hint,
     };
-    let engine = Engine::new(plan.config.clone(), opts);
+    let (metrics, metric_lines) = read_metrics(&a.metrics)?;
+    let mut engine = Engine::new(plan.config.clone(), opts);
+    if !metrics.is_empty() {
+        engine = engine.with_server_metrics(metrics);
+    }
     let started = std::time::Instant::now();
     // Spans first: a healthy gateway row whose trace has no span can then
     // be routed as its head alone (lean rows). File numbers, and with them
@@ -385,7 +392,8 @@ pub fn run(
             return Err(e);
         }
     };
-    let report_lines = report_lines(&plan, &stats);
+    let mut report_lines = report_lines(&plan, &stats);
+    report_lines.extend(metric_lines);
     if !a.allow_rejects
         && let Err(e) = check_formats(&plan, &stats)
     {
@@ -399,6 +407,43 @@ pub fn run(
         report_lines,
         totals,
     })
+}
+
+/// The model servers' metrics of every `--metrics` file, and one line per
+/// file of what was read and refused (the first reasons named).
+fn read_metrics(
+    files: &[PathBuf],
+) -> Result<
+    (
+        overtime_diagnose::server_metrics::ServerMetrics,
+        Vec<String>,
+    ),
+    OfflineError,
+> {
+    let mut samples = Vec::new();
+    let mut lines = Vec::new();
+    for f in files {
+        let mut text = String::new();
+        files::open(f, Arc::new(std::sync::atomic::AtomicU64::new(0)))
+            .and_then(|mut r| std::io::Read::read_to_string(&mut r, &mut text))
+            .map_err(|e| input(format!("--metrics {}: {e}", f.display())))?;
+        let read = overtime_parse::metrics::read_metrics(&text);
+        let mut line = format!(
+            "{}: {} metric samples read, {} rejected",
+            f.display(),
+            read.samples.len(),
+            read.rejected.len()
+        );
+        for r in read.rejected.iter().take(3) {
+            line += &format!("; line {}: {}", r.line, r.reason);
+        }
+        lines.push(line);
+        samples.extend(read.samples);
+    }
+    Ok((
+        overtime_diagnose::server_metrics::ServerMetrics::new(&samples),
+        lines,
+    ))
 }
 
 /// Reads and parses every input on every core, and nothing more (the raw
