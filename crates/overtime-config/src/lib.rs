@@ -139,6 +139,7 @@ impl Config {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         self.store.validate().map_err(ConfigError::Invalid)?;
+        self.sql.postgres.validate().map_err(ConfigError::Invalid)?;
         for f in &self.files {
             f.validate()
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;

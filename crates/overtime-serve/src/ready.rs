@@ -22,11 +22,13 @@
 //!     api: "127.0.0.1:41234".parse().unwrap(),
 //!     otlp_http: Some("127.0.0.1:41235".parse().unwrap()),
 //!     otlp_grpc: None,
+//!     postgres: Some("127.0.0.1:41236".parse().unwrap()),
 //! };
 //! let v: serde_json::Value = serde_json::from_str(&b.to_json(7)).unwrap();
 //! assert_eq!(v["api"], "127.0.0.1:41234");
 //! assert_eq!(v["otlp_http"], "127.0.0.1:41235");
 //! assert!(v["otlp_grpc"].is_null()); // not configured: off
+//! assert_eq!(v["postgres"], "127.0.0.1:41236");
 //! assert_eq!(v["pid"], 7);
 //! ```
 
@@ -42,6 +44,8 @@ pub struct Bound {
     pub otlp_http: Option<SocketAddr>,
     /// The OTLP/gRPC receiver (`[otlp] grpc_listen`); `None`: off.
     pub otlp_grpc: Option<SocketAddr>,
+    /// The PostgreSQL wire protocol (`[sql.postgres] listen`); `None`: off.
+    pub postgres: Option<SocketAddr>,
 }
 
 impl Bound {
@@ -53,6 +57,7 @@ impl Bound {
             "api": self.api.to_string(),
             "otlp_http": addr(self.otlp_http),
             "otlp_grpc": addr(self.otlp_grpc),
+            "postgres": addr(self.postgres),
             "pid": pid,
         })
         .to_string()
@@ -64,10 +69,11 @@ impl std::fmt::Display for Bound {
         let or_off = |a: Option<SocketAddr>| a.map_or("off".to_string(), |a| a.to_string());
         write!(
             f,
-            "http://{} (OTLP/HTTP {}, OTLP/gRPC {})",
+            "http://{} (OTLP/HTTP {}, OTLP/gRPC {}, PostgreSQL {})",
             self.api,
             or_off(self.otlp_http),
-            or_off(self.otlp_grpc)
+            or_off(self.otlp_grpc),
+            or_off(self.postgres)
         )
     }
 }
@@ -129,6 +135,7 @@ mod tests {
             api: "127.0.0.1:1".parse().unwrap(),
             otlp_http: None,
             otlp_grpc: Some("[::1]:2".parse().unwrap()),
+            postgres: None,
         };
         write(&path, &b).unwrap();
         let v: serde_json::Value =
@@ -138,7 +145,7 @@ mod tests {
         assert!(!dir.path().join("ready.json.tmp").exists());
         assert_eq!(
             b.to_string(),
-            "http://127.0.0.1:1 (OTLP/HTTP off, OTLP/gRPC [::1]:2)"
+            "http://127.0.0.1:1 (OTLP/HTTP off, OTLP/gRPC [::1]:2, PostgreSQL off)"
         );
     }
 
@@ -148,6 +155,7 @@ mod tests {
             api: "127.0.0.1:1".parse().unwrap(),
             otlp_http: None,
             otlp_grpc: None,
+            postgres: None,
         };
         let e = write(Path::new("/nonexistent-dir/ready.json"), &b).unwrap_err();
         assert!(

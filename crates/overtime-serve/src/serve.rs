@@ -94,11 +94,13 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         .with_context(|| format!("binding the API on {}", cfg.server.listen))?;
     let otlp_http = bind("OTLP/HTTP", &cfg.otlp.http_listen).await?;
     let otlp_grpc = bind("OTLP/gRPC", &cfg.otlp.grpc_listen).await?;
+    let postgres = bind("the PostgreSQL wire protocol", &cfg.sql.postgres.listen).await?;
     // What was bound, port 0 resolved: logged and written to the ready file.
     let bound = Bound {
         api: api.local_addr().context("the API's bound address")?,
         otlp_http: otlp_http.as_ref().map(|l| l.local_addr()).transpose()?,
         otlp_grpc: otlp_grpc.as_ref().map(|l| l.local_addr()).transpose()?,
+        postgres: postgres.as_ref().map(|l| l.local_addr()).transpose()?,
     };
 
     // One sink per kind of source, so /metrics tells them apart.
@@ -181,6 +183,15 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         running
             .tasks
             .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
+    }
+    if let Some(l) = postgres {
+        // TLS files and the catalog are checked here, before ready.
+        let pg = overtime_server::pg::PgServer::new(state.clone())
+            .context("starting the PostgreSQL wire protocol")?;
+        let stop = shutdown.clone();
+        running.tasks.push(tokio::spawn(
+            pg.serve(l, async move { stop.cancelled().await }),
+        ));
     }
     let notes = Notifications::start(&cfg)?;
     // Delivery counters, read at each scrape.

@@ -129,7 +129,6 @@ pub(crate) async fn post_sql(
             ));
         }
     };
-    let incidents = s.incidents();
     let to_api = |e: sql::SqlError| {
         let status = match e {
             sql::SqlError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -139,8 +138,7 @@ pub(crate) async fn post_sql(
     };
     let pq = peer_query(&s, &None);
     let peers = pq.clone().map(|p| p as Arc<dyn PeerSource>);
-    let verdicts = sql::VerdictRows::Live(s.clone());
-    let ctx = sql::session_over(&s.store, verdicts, &incidents, &s.sql, peers).map_err(to_api)?;
+    let ctx = sql::session_of(&s, peers).map_err(to_api)?;
     let result = sql::run(&ctx, &req.sql, &s.sql).await.map_err(to_api)?;
     // The verdicts and incidents tables come from the peers' last told
     // state: a peer that did not answer its last refresh is named too.

@@ -17,6 +17,8 @@
 //!   the live diagnosis;
 //! - [`sql`]: the bounded, read-only SQL of `POST /api/sql` and
 //!   `overtime query`, with its limits in [`SqlConfig`] (`[sql]`);
+//! - [`pg`]: the same SQL over the PostgreSQL wire protocol
+//!   ([`PostgresConfig`], `[sql.postgres]`);
 //! - [`Metrics`] (with [`LiveGauges`]): `/metrics` and `/api/slo`, where
 //!   the other parts register their families;
 //! - [`ClusterConfig`] (`[cluster]`), [`Peers`] and what one query learns
@@ -34,6 +36,7 @@ mod cluster_join;
 mod error;
 mod jaeger;
 mod metrics;
+pub mod pg;
 pub mod pipeline;
 pub mod sql;
 mod sql_config;
@@ -52,7 +55,7 @@ pub use cluster::{
 pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
 pub use jaeger::params::go_duration_us as jaeger_go_duration_us;
 pub use metrics::{LiveGauges, Metrics};
-pub use sql_config::SqlConfig;
+pub use sql_config::{PostgresConfig, SqlConfig};
 
 use axum::Router;
 use axum::routing::{get, post};

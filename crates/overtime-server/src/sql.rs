@@ -18,8 +18,10 @@ use crate::SqlConfig;
 pub use crate::tables::VerdictRows;
 use crate::tables::{VerdictsTable, incidents_batch};
 use arrow::record_batch::RecordBatch;
+use datafusion::common::ParamValues;
 use datafusion::datasource::MemTable;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 use overtime_diagnose::IncidentReport;
@@ -46,22 +48,29 @@ pub enum SqlError {
     /// Still running after this many ms (`timeout_ms`), and cancelled.
     #[error("query took longer than {0} ms and was cancelled")]
     Timeout(u64),
+    /// Stopped because nobody waited for its answer any more (the client
+    /// went away or asked to cancel it).
+    #[error("query cancelled by the client")]
+    Cancelled,
 }
 
 impl SqlError {
-    /// The stable code a client matches on: `sql_refused`, `sql_failed` or
-    /// `sql_timeout`.
+    /// The stable code a client matches on: `sql_refused`, `sql_failed`,
+    /// `sql_timeout` or `sql_cancelled`.
     pub fn reason(&self) -> &'static str {
         match self {
             SqlError::Refused(_) => "sql_refused",
             SqlError::Failed(_) => "sql_failed",
             SqlError::Timeout(_) => "sql_timeout",
+            SqlError::Cancelled => "sql_cancelled",
         }
     }
 }
 
 /// The result of a query.
 pub struct SqlResult {
+    /// The result's columns (also when it has no rows).
+    pub schema: arrow::datatypes::SchemaRef,
     /// The rows, at most `max_rows` of them, in the batches DataFusion
     /// produced them in.
     pub batches: Vec<RecordBatch>,
@@ -124,6 +133,20 @@ pub fn session_over(
     Ok(ctx)
 }
 
+/// The session one query of a running collector runs in, over its live
+/// verdicts and incidents and its store (and, with `peers`, the peers'
+/// unflushed rows): what `POST /api/sql` and the PostgreSQL front door
+/// ([`crate::pg`]) both query.
+pub(crate) fn session_of(
+    state: &Arc<crate::AppState>,
+    peers: Option<Arc<dyn PeerSource>>,
+) -> Result<SessionContext, SqlError> {
+    let incidents = state.incidents();
+    // The verdicts are read when a query scans them, none copied before.
+    let verdicts = VerdictRows::Live(state.clone());
+    session_over(&state.store, verdicts, &incidents, &state.sql, peers)
+}
+
 /// Stack of the thread a query is planned and run on. Planning and the
 /// optimizer recurse once per level of expression nesting, and a query of
 /// `MAX_SQL_BYTES` can nest `1+1+…` some 30 000 deep: on a runtime
@@ -131,17 +154,9 @@ pub fn session_over(
 /// Only the pages a query touches are ever resident.
 pub(crate) const SQL_STACK_BYTES: usize = 1 << 30;
 
-/// Runs one read-only query within the limits, on a thread of its own
-/// (with a stack deep enough for the most nested query accepted; it also
-/// keeps a heavy query off the runtime's workers, so health checks and
-/// ingestion keep their threads).
-/// The answer comes within the time limit even when the query is stuck
-/// in a long computation; the thread then ends as soon as it can.
-pub async fn run(
-    ctx: &SessionContext,
-    sql: &str,
-    limits: &SqlConfig,
-) -> Result<SqlResult, SqlError> {
+/// Refuses, before any parsing, a text too long or with too many
+/// operators to plan safely ([`MAX_SQL_BYTES`], [`MAX_OPERATORS`]).
+pub(crate) fn check_size(sql: &str) -> Result<(), SqlError> {
     if sql.len() > MAX_SQL_BYTES {
         return Err(SqlError::Refused(format!(
             "the query is {} bytes; at most {MAX_SQL_BYTES}",
@@ -154,8 +169,89 @@ pub async fn run(
             "the query has {ops} operators (AND, OR, +, ||, =, CASE…); at most {MAX_OPERATORS}"
         )));
     }
-    let (ctx, sql, lim) = (ctx.clone(), sql.to_string(), limits.clone());
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    Ok(())
+}
+
+/// Runs one read-only query within the limits, on a thread of its own
+/// (with a stack deep enough for the most nested query accepted; it also
+/// keeps a heavy query off the runtime's workers, so health checks and
+/// ingestion keep their threads).
+/// The answer comes within the time limit even when the query is stuck
+/// in a long computation; the thread then ends as soon as it can. When
+/// the caller stops waiting (the returned future is dropped: an HTTP
+/// client that hung up, a PostgreSQL `CancelRequest`), the query is
+/// cancelled too.
+pub async fn run(
+    ctx: &SessionContext,
+    sql: &str,
+    limits: &SqlConfig,
+) -> Result<SqlResult, SqlError> {
+    run_with_params(ctx, sql, None, limits).await
+}
+
+/// [`run`] for a query with placeholders (`$1`, `$2`…), given their
+/// values: the same checks, bounds and cancellation.
+pub async fn run_with_params(
+    ctx: &SessionContext,
+    sql: &str,
+    params: Option<ParamValues>,
+    limits: &SqlConfig,
+) -> Result<SqlResult, SqlError> {
+    check_size(sql)?;
+    let sql = sql.to_string();
+    on_sql_thread(ctx, limits, move |ctx, lim| async move {
+        run_here(&ctx, &sql, params, &lim).await
+    })
+    .await
+}
+
+/// Plans `sql` without running it, within the same checks and bounds as
+/// [`run`]: the plan tells a client the result's columns and the types of
+/// its placeholders (the PostgreSQL extended protocol's `Describe`).
+pub async fn plan(
+    ctx: &SessionContext,
+    sql: &str,
+    limits: &SqlConfig,
+) -> Result<LogicalPlan, SqlError> {
+    check_size(sql)?;
+    let sql = sql.to_string();
+    on_sql_thread(ctx, limits, move |ctx, lim| async move {
+        let work = async {
+            ctx.state()
+                .create_logical_plan(&sql)
+                .await
+                .map_err(|e| classify(e.to_string()))
+                .and_then(|p| {
+                    read_only()
+                        .verify_plan(&p)
+                        .map_err(|e| classify(e.to_string()))?;
+                    Ok(p)
+                })
+        };
+        match tokio::time::timeout(std::time::Duration::from_millis(lim.timeout_ms), work).await {
+            Ok(r) => r,
+            Err(_) => Err(SqlError::Timeout(lim.timeout_ms)),
+        }
+    })
+    .await
+}
+
+/// Runs `work` on a thread of its own with [`SQL_STACK_BYTES`] of stack
+/// and a runtime of its own; answers within `timeout_ms` (and a second of
+/// grace), and stops the work when the caller drops the returned future.
+async fn on_sql_thread<T, F, Fut>(
+    ctx: &SessionContext,
+    limits: &SqlConfig,
+    work: F,
+) -> Result<T, SqlError>
+where
+    T: Send + 'static,
+    F: FnOnce(SessionContext, SqlConfig) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, SqlError>>,
+{
+    let (ctx, lim) = (ctx.clone(), limits.clone());
+    let timeout_ms = lim.timeout_ms;
+    let (mut tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("overtime-sql".into())
         .stack_size(SQL_STACK_BYTES)
@@ -165,7 +261,14 @@ pub async fn run(
                 .build()
             {
                 Ok(rt) => {
-                    let r = rt.block_on(run_here(&ctx, &sql, &lim));
+                    let r = rt.block_on(async {
+                        tokio::select! {
+                            r = work(ctx, lim) => r,
+                            // Nobody waits for the answer any more: drop
+                            // the plan and its streams now.
+                            _ = tx.closed() => Err(SqlError::Cancelled),
+                        }
+                    });
                     rt.shutdown_background();
                     r
                 }
@@ -173,15 +276,14 @@ pub async fn run(
             };
             // The plan and the session are dropped here too (deep trees
             // drop recursively).
-            drop(ctx);
             let _ = tx.send(result);
         })
         .map_err(|e| SqlError::Failed(format!("starting the query thread: {e}")))?;
-    let grace = std::time::Duration::from_millis(limits.timeout_ms + 1_000);
+    let grace = std::time::Duration::from_millis(timeout_ms + 1_000);
     match tokio::time::timeout(grace, rx).await {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => Err(SqlError::Failed("the query thread stopped".into())),
-        Err(_) => Err(SqlError::Timeout(limits.timeout_ms)),
+        Err(_) => Err(SqlError::Timeout(timeout_ms)),
     }
 }
 
@@ -219,24 +321,35 @@ pub(crate) fn operator_count(sql: &str) -> usize {
         .count()
 }
 
+/// Only queries: no DDL, DML or statements (`SET`, `COPY`…).
+fn read_only() -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+}
+
 async fn run_here(
     ctx: &SessionContext,
     sql: &str,
+    params: Option<ParamValues>,
     limits: &SqlConfig,
 ) -> Result<SqlResult, SqlError> {
-    let options = SQLOptions::new()
-        .with_allow_ddl(false)
-        .with_allow_dml(false)
-        .with_allow_statements(false);
     let work = async {
-        let df = ctx
-            .sql_with_options(sql, options)
+        let mut df = ctx
+            .sql_with_options(sql, read_only())
             .await
             .map_err(|e| classify(e.to_string()))?;
+        if let Some(p) = params {
+            df = df
+                .with_param_values(p)
+                .map_err(|e| SqlError::Failed(e.to_string()))?;
+        }
         let mut stream = df
             .execute_stream()
             .await
             .map_err(|e| SqlError::Failed(e.to_string()))?;
+        let schema = stream.schema();
         let mut batches = Vec::new();
         let mut rows = 0usize;
         let mut truncated = false;
@@ -253,6 +366,7 @@ async fn run_here(
             batches.push(b);
         }
         Ok(SqlResult {
+            schema,
             batches,
             rows,
             truncated,

@@ -191,6 +191,7 @@ async fn sql_is_read_only_and_bounded() {
             timeout_ms: 2_000,
             max_rows: 10,
             memory_bytes: 32 * 1024 * 1024,
+            ..SqlConfig::default()
         },
     );
     feed(&s);

@@ -122,6 +122,7 @@ impl Demo {
             .env("OVERTIME_BIN", BIN)
             .env("OVERTIME_DEMO_PORT", api.to_string())
             .env("OVERTIME_DEMO_OTLP_PORT", "0")
+            .env("OVERTIME_DEMO_PG_PORT", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -19,6 +19,7 @@ mod faults_overload_kafka;
 mod faults_secrets;
 mod faults_sql_abuse;
 mod incidents;
+mod postgres;
 mod prometheus_e2e;
 mod serve;
 mod serve_durability;

@@ -125,17 +125,32 @@ fn collectors_load_and_share_one_consumer_group_on_the_compose_broker() {
 
         // The API: published, probed, linked on the port it listens on.
         let port = listen_port(&cfg);
+        // Published: the API and the PostgreSQL wire protocol (its
+        // [sql.postgres] listen port), each on the host's loopback only.
         let pubs = published(&svc);
-        assert_eq!(pubs.len(), 1, "{name}: {pubs:?}");
-        let (ip, host_port_n, container) = &pubs[0];
+        let (pg_host, pg_port) = host_port(&cfg.sql.postgres.listen);
         assert_eq!(
-            *container, port,
-            "{name} publishes {container}, listens on {port}"
+            pg_host, "0.0.0.0",
+            "{name}: [sql.postgres] on all interfaces"
         );
+        let mut containers: Vec<u16> = pubs.iter().map(|p| p.2).collect();
+        containers.sort();
+        let mut want = vec![port, pg_port];
+        want.sort();
         assert_eq!(
-            ip, "127.0.0.1",
-            "{name}: no auth, so the host's loopback only"
+            containers, want,
+            "{name}: {pubs:?} publishes the API and PostgreSQL"
         );
+        for (ip, _, c) in &pubs {
+            assert_eq!(
+                ip, "127.0.0.1",
+                "{name}: {c}: no auth, so the host's loopback only"
+            );
+        }
+        let (_, host_port_n, _) = pubs
+            .iter()
+            .find(|p| p.2 == port)
+            .expect("the API is published");
         let probe = strings(&svc["healthcheck"]["test"]).join(" ");
         assert!(
             probe.contains(&format!("http://127.0.0.1:{port}/readyz")),

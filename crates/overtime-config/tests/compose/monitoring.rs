@@ -172,6 +172,26 @@ fn alertmanager_and_grafana_mount_what_their_tests_read() {
         assert_eq!(p, listen_port(&collector_config(&c, &h).1), "{url}");
     }
 
+    // The SQL datasource is a collector's PostgreSQL wire protocol, on the
+    // port its config listens on (docs/postgres.md).
+    let ds = yaml(
+        &read("dashboards/provisioning/datasources/overtime-postgres.yml"),
+        "pg ds",
+    );
+    let names = collectors(&c);
+    for d in ds["datasources"].as_sequence().unwrap() {
+        assert_eq!(d["type"].as_str(), Some("grafana-postgresql-datasource"));
+        let (h, p) = host_port(d["url"].as_str().unwrap());
+        assert!(names.contains(&h), "{h} is not a collector");
+        let (_, cfg) = collector_config(&c, &h);
+        let (lh, lp) = host_port(&cfg.sql.postgres.listen);
+        assert_eq!(
+            (lh.as_str(), lp),
+            ("0.0.0.0", p),
+            "{h}'s [sql.postgres] listen"
+        );
+    }
+
     // The dashboard provider's path is where dashboards/overtime is mounted.
     let prov = yaml(
         &read("dashboards/provisioning/dashboards/overtime.yml"),

@@ -38,6 +38,8 @@ pub struct Serve {
     pub otlp_http: Option<u16>,
     /// The OTLP/gRPC receiver's port (`None`: off).
     pub otlp_grpc: Option<u16>,
+    /// The PostgreSQL wire protocol's port (`None`: off).
+    pub postgres: Option<u16>,
     _ready_dir: tempfile::TempDir,
 }
 
@@ -78,6 +80,7 @@ impl Serve {
             port: 0,
             otlp_http: None,
             otlp_grpc: None,
+            postgres: None,
             _ready_dir: ready_dir,
         };
         let mut bound = None;
@@ -107,6 +110,7 @@ impl Serve {
         s.port = port("api").expect("the ready file names the API's address");
         s.otlp_http = port("otlp_http");
         s.otlp_grpc = port("otlp_grpc");
+        s.postgres = port("postgres");
         assert_eq!(b["pid"], s.child.id(), "the ready file is this process's");
         wait_for(60, "overtime serve to answer /readyz", || {
             matches!(get(s.port, "/readyz"), Some((200, _)))
