@@ -20,6 +20,7 @@
 
 mod files;
 mod format_check;
+mod metrics;
 mod progress;
 mod read;
 mod refetch;
@@ -355,7 +356,7 @@ pub fn run(
         refetch: a.lean_rows.then(|| refetch::hook(&plan.jobs)),
         span_bytes_hint: plan.span_hint,
     };
-    let (metrics, metric_lines) = read_metrics(&a.metrics)?;
+    let (metrics, metric_lines) = metrics::read_metrics(&a.metrics)?;
     let mut engine = Engine::new(plan.config.clone(), opts);
     if !metrics.is_empty() {
         engine = engine.with_server_metrics(metrics);
@@ -407,43 +408,6 @@ pub fn run(
         report_lines,
         totals,
     })
-}
-
-/// The model servers' metrics of every `--metrics` file, and one line per
-/// file of what was read and refused (the first reasons named).
-fn read_metrics(
-    files: &[PathBuf],
-) -> Result<
-    (
-        overtime_diagnose::server_metrics::ServerMetrics,
-        Vec<String>,
-    ),
-    OfflineError,
-> {
-    let mut samples = Vec::new();
-    let mut lines = Vec::new();
-    for f in files {
-        let mut text = String::new();
-        files::open(f, Arc::new(std::sync::atomic::AtomicU64::new(0)))
-            .and_then(|mut r| std::io::Read::read_to_string(&mut r, &mut text))
-            .map_err(|e| input(format!("--metrics {}: {e}", f.display())))?;
-        let read = overtime_parse::metrics::read_metrics(&text);
-        let mut line = format!(
-            "{}: {} metric samples read, {} rejected",
-            f.display(),
-            read.samples.len(),
-            read.rejected.len()
-        );
-        for r in read.rejected.iter().take(3) {
-            line += &format!("; line {}: {}", r.line, r.reason);
-        }
-        lines.push(line);
-        samples.extend(read.samples);
-    }
-    Ok((
-        overtime_diagnose::server_metrics::ServerMetrics::new(&samples),
-        lines,
-    ))
 }
 
 /// Reads and parses every input on every core, and nothing more (the raw
