@@ -75,9 +75,14 @@ fn concrete(path: &str, trace: &str, incident: &str) -> String {
     if path == "/api/cluster/unflushed" {
         return format!("{path}?table=spans");
     }
+    // The Jaeger API's searches name a service, as Grafana's data source does.
+    if path == "/jaeger/api/operations" || path == "/jaeger/api/traces" {
+        return format!("{path}?service=agent-api");
+    }
     path.replace("/api/traces/{id}", &format!("/api/traces/{trace}"))
         .replace("/api/incidents/{id}", &format!("/api/incidents/{incident}"))
         .replace("{file}", "app.js")
+        .replace("{service}", "agent-api")
 }
 
 /// A body the route accepts once the token is right.

@@ -206,7 +206,17 @@ fn dashboard_queries() -> Vec<(String, String, bool)> {
         let d: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
         for p in d["panels"].as_array().unwrap() {
             for t in p["targets"].as_array().into_iter().flatten() {
-                let expr = t["expr"].as_str().unwrap();
+                // SQL panels (the PostgreSQL data source) are run as Grafana
+                // expands them by the postgres test, not by Prometheus.
+                if t["rawSql"].is_string() {
+                    continue;
+                }
+                let expr = t["expr"].as_str().unwrap_or_else(|| {
+                    panic!(
+                        "{}: a target with neither expr nor rawSql: {t}",
+                        f.display()
+                    )
+                });
                 out.push((
                     format!(
                         "{} / {}",
