@@ -380,7 +380,7 @@ def run_platform(deps, only, max_per_scenario=None):
     truth, counter, marks = [], Counter(), {}
     plan = [scenarios.healthy()] + scenarios.failing() + scenarios.engine_failing() + scenarios.litellm_failing()
     names = {d.variant for d in deps}
-    plan = [s for s in plan if s.kind is None or names & set(s.variants or (*VARIANTS, "langchain-oi"))]
+    plan = [s for s in plan if s.kind is None or s.variants is None or names & set(s.variants)]
     if only:
         plan = [s for s in plan if s.name == "healthy" or any(o in s.name for o in only)]
     if max_per_scenario:
@@ -391,7 +391,7 @@ def run_platform(deps, only, max_per_scenario=None):
     for sc in plan:
         t1 = time.monotonic()
         batches = [(d, items_for(d, sc, truth, counter)) for d in deps
-                   if sc.kind is None or d.variant in (sc.variants or (*VARIANTS, "langchain-oi"))]
+                   if sc.kind is None or sc.variants is None or d.variant in sc.variants]
         ths = [threading.Thread(target=run_batch, args=(d.gw["port"], items, sc.concurrency, sc.gap_ms), daemon=True)
                for d, items in batches]
         for t in ths:
