@@ -316,6 +316,14 @@ fn a_held_stream_is_cut_whichever_of_the_answer_and_its_aborted_call_ended_first
         assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
         assert_eq!(v.outcome, Outcome::GatewayTimeout);
     }
+    // OpenInference marks a completed operation OK: one left UNSET as the
+    // answer ended was aborted with it.
+    let mut b = held(145, 3_000.9, 3_000.6, SpanStatus::Unset);
+    b.spans[1]
+        .attributes
+        .push(("openinference.span.kind".into(), "LLM".into()));
+    let v = verdict(b, 3_000.0);
+    assert_eq!(v.root_cause.kind, K::StreamIdleGap, "{:?}", v.root_cause);
 }
 
 #[test]
@@ -327,6 +335,12 @@ fn a_long_stream_whose_last_call_finished_well_before_its_end_is_not_cut() {
         );
         assert!(d.verdicts.is_empty(), "{:#?}", d.verdicts);
     }
+    // UNSET from an instrumentation that never says OK says nothing.
+    let d = run(
+        vec![held(146, 3_000.9, 3_000.8, SpanStatus::Unset)],
+        &cfg_with_timeout(3_000.0),
+    );
+    assert!(d.verdicts.is_empty(), "{:#?}", d.verdicts);
     // Aborted, but long before the answer ended: the service answered on.
     let d = run(
         vec![held(144, 3_000.9, 2_000.0, SpanStatus::Error)],

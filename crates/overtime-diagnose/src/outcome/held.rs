@@ -42,6 +42,20 @@ const FINE_CLOCK_US: i64 = 1_000;
 /// aborted with it, µs.
 const ABORTED_TOGETHER_US: i64 = 50_000;
 
+/// A call span that says it did not complete: ended in error or
+/// cancelled, or left UNSET by an instrumentation that marks every
+/// completed operation OK (OpenInference's do).
+fn did_not_complete(s: &overtime_model::SpanRecord) -> bool {
+    match s.status {
+        SpanStatus::Error | SpanStatus::Cancelled => true,
+        SpanStatus::Unset => s
+            .attributes
+            .iter()
+            .any(|(k, _)| k == "openinference.span.kind"),
+        _ => false,
+    }
+}
+
 /// The stream nginx held open and cut ([`StreamGap`] with no events: the
 /// last byte nginx is known to have had is the headers), when both signs
 /// of the module's design rules are there.
@@ -78,8 +92,7 @@ pub(crate) fn held_open(
             matches!(role(s), Role::Operation | Role::Transport)
                 && s.start_us + tree.shift_us[i] <= line - (t * 500.0) as i64
                 && (n.raw_end_us > answered
-                    || (matches!(s.status, SpanStatus::Error | SpanStatus::Cancelled)
-                        && n.raw_end_us > answered - ABORTED_TOGETHER_US))
+                    || (did_not_complete(s) && n.raw_end_us > answered - ABORTED_TOGETHER_US))
         })
     });
     if !waiting {
