@@ -217,11 +217,11 @@ fn parse_block(
 ) -> Result<Vec<MetricSample>, String> {
     if open {
         openmetrics::parse_openmetrics(text)
-            .map(|e| flatten_om(e, out, line))
+            .map(|e| flatten(e, om_series, 1e6, out, line))
             .map_err(|e| e.to_string())
     } else {
         prometheus::parse_prometheus(text)
-            .map(|e| flatten_prom(e, out, line))
+            .map(|e| flatten(e, prom_series, 1e3, out, line))
             .map_err(|e| e.to_string())
     }
 }
@@ -430,93 +430,54 @@ fn labels_of<V: openmetrics_parser::RenderableMetricValue + Clone>(
     l
 }
 
-fn flatten_prom(
-    e: openmetrics_parser::MetricsExposition<openmetrics_parser::PrometheusType, PrometheusValue>,
-    rejected: &mut MetricsRead,
-    line: u64,
-) -> Vec<MetricSample> {
-    let mut out = Vec::new();
-    for (name, family) in e.families {
-        for s in family.iter_samples() {
-            let labels = labels_of(s);
-            // Prometheus' text format: ms since the epoch.
-            let t = s.timestamp.map(|t| (t * 1000.0).round() as i64);
-            match &s.value {
-                PrometheusValue::Unknown(n) | PrometheusValue::Gauge(n) => {
-                    push(&mut out, rejected, line, &name, &labels, t, number(n))
-                }
-                PrometheusValue::Counter(c) => push(
-                    &mut out,
-                    rejected,
-                    line,
-                    &name,
-                    &labels,
-                    t,
-                    number(&c.value),
-                ),
-                PrometheusValue::Histogram(h) => sum_count(
-                    &mut out,
-                    rejected,
-                    line,
-                    &name,
-                    &labels,
-                    t,
-                    h.sum.as_ref(),
-                    h.count,
-                ),
-                PrometheusValue::Summary(h) => sum_count(
-                    &mut out,
-                    rejected,
-                    line,
-                    &name,
-                    &labels,
-                    t,
-                    h.sum.as_ref(),
-                    h.count,
-                ),
-            }
-        }
-    }
-    out
-}
+/// One sample's series as Prometheus stores them: (name suffix, value).
+type Series = Vec<(&'static str, f64)>;
 
-#[allow(clippy::too_many_arguments)]
-fn sum_count(
-    out: &mut Vec<MetricSample>,
-    rejected: &mut MetricsRead,
-    line: u64,
-    name: &str,
-    labels: &[(String, String)],
-    t: Option<i64>,
-    sum: Option<&MetricNumber>,
-    count: Option<u64>,
-) {
+fn sum_count(sum: Option<&MetricNumber>, count: Option<u64>) -> Series {
+    let mut v = Vec::new();
     if let Some(sum) = sum {
-        push(
-            out,
-            rejected,
-            line,
-            &format!("{name}_sum"),
-            labels,
-            t,
-            number(sum),
-        );
+        v.push(("_sum", number(sum)));
     }
     if let Some(c) = count {
-        push(
-            out,
-            rejected,
-            line,
-            &format!("{name}_count"),
-            labels,
-            t,
-            c as f64,
-        );
+        v.push(("_count", c as f64));
+    }
+    v
+}
+
+/// A Prometheus-format value's series.
+fn prom_series(v: &PrometheusValue) -> Series {
+    match v {
+        PrometheusValue::Unknown(n) | PrometheusValue::Gauge(n) => vec![("", number(n))],
+        PrometheusValue::Counter(c) => vec![("", number(&c.value))],
+        PrometheusValue::Histogram(h) => sum_count(h.sum.as_ref(), h.count),
+        PrometheusValue::Summary(h) => sum_count(h.sum.as_ref(), h.count),
     }
 }
 
-fn flatten_om(
-    e: openmetrics_parser::MetricsExposition<openmetrics_parser::OpenMetricsType, OpenMetricsValue>,
+/// An OpenMetrics value's series (its counter family drops `_total`).
+fn om_series(v: &OpenMetricsValue) -> Series {
+    match v {
+        OpenMetricsValue::Unknown(n)
+        | OpenMetricsValue::Gauge(n)
+        | OpenMetricsValue::StateSet(n) => {
+            vec![("", number(n))]
+        }
+        OpenMetricsValue::Counter(c) => vec![("_total", number(&c.value))],
+        OpenMetricsValue::Histogram(h) | OpenMetricsValue::GaugeHistogram(h) => {
+            sum_count(h.sum.as_ref(), h.count)
+        }
+        OpenMetricsValue::Summary(h) => sum_count(h.sum.as_ref(), h.count),
+        OpenMetricsValue::Info => vec![],
+    }
+}
+
+/// Every sample of an exposition, flat: `series` gives a value's series,
+/// `us_per_unit` the timestamps' unit (Prometheus' text format: ms;
+/// OpenMetrics: s).
+fn flatten<T: Clone, V: openmetrics_parser::RenderableMetricValue + Clone>(
+    e: openmetrics_parser::MetricsExposition<T, V>,
+    series: fn(&V) -> Series,
+    us_per_unit: f64,
     rejected: &mut MetricsRead,
     line: u64,
 ) -> Vec<MetricSample> {
@@ -524,44 +485,17 @@ fn flatten_om(
     for (name, family) in e.families {
         for s in family.iter_samples() {
             let labels = labels_of(s);
-            // OpenMetrics: seconds since the epoch.
-            let t = s.timestamp.map(|t| (t * 1e6).round() as i64);
-            match &s.value {
-                OpenMetricsValue::Unknown(n)
-                | OpenMetricsValue::Gauge(n)
-                | OpenMetricsValue::StateSet(n) => {
-                    push(&mut out, rejected, line, &name, &labels, t, number(n))
-                }
-                OpenMetricsValue::Counter(c) => push(
+            let t = s.timestamp.map(|t| (t * us_per_unit).round() as i64);
+            for (suffix, value) in series(&s.value) {
+                push(
                     &mut out,
                     rejected,
                     line,
-                    &format!("{name}_total"),
+                    &format!("{name}{suffix}"),
                     &labels,
                     t,
-                    number(&c.value),
-                ),
-                OpenMetricsValue::Histogram(h) | OpenMetricsValue::GaugeHistogram(h) => sum_count(
-                    &mut out,
-                    rejected,
-                    line,
-                    &name,
-                    &labels,
-                    t,
-                    h.sum.as_ref(),
-                    h.count,
-                ),
-                OpenMetricsValue::Summary(h) => sum_count(
-                    &mut out,
-                    rejected,
-                    line,
-                    &name,
-                    &labels,
-                    t,
-                    h.sum.as_ref(),
-                    h.count,
-                ),
-                OpenMetricsValue::Info => {}
+                    value,
+                );
             }
         }
     }
