@@ -14,6 +14,7 @@ mod invariance;
 mod live_bounded;
 mod live_early;
 mod live_parity;
+mod llm_gateway;
 mod off_the_shelf_spans;
 mod real_nginx_verdicts;
 mod real_world_shapes;

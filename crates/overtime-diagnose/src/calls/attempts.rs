@@ -9,6 +9,12 @@
 //!   attempts.
 //! - **Retries are one after the other.** Attempts never overlap (a few
 //!   ms of slack); operations running side by side are separate calls.
+//! - **A gateway's retries are the call's.** When the call's one attempt
+//!   reached an LLM gateway — a server that names the call's kind of
+//!   operation again (LiteLLM's `litellm_request`) — the attempts the
+//!   gateway made on its behalf, one after the other, are the call's
+//!   attempts, and the models its operations name are the models tried
+//!   (more than one: a fallback).
 //! - **Side by side needs a sign.** Two operation spans of one target one
 //!   after the other under the same parent are one retried call only when
 //!   an attempt number says so (`attempt` > 0) or every earlier one failed
@@ -70,8 +76,79 @@ fn sorted_children(tree: &TraceTree, node: usize, keep: impl Fn(usize) -> bool) 
     kids
 }
 
+/// An LLM gateway behind a call's one attempt (see the module's rules).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Gateway {
+    /// The gateway's service (its server span's, else its operations').
+    pub service: String,
+    /// Its operation nodes of the call's family (one per model tried), in
+    /// start order.
+    pub ops: Vec<usize>,
+    /// Its attempts on the wire — transports under no other transport —
+    /// in start order.
+    pub attempts: Vec<usize>,
+}
+
+impl Gateway {
+    /// The models its operations name, each once, in the order tried.
+    pub fn models(&self, trace: &Trace, tree: &TraceTree) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for &n in &self.ops {
+            let model = tree.nodes[n]
+                .span
+                .and_then(|i| trace.spans[i].model.clone());
+            if let Some(m) = model.filter(|m| !out.contains(m)) {
+                out.push(m);
+            }
+        }
+        out
+    }
+}
+
+/// The LLM gateway behind `transport`, an attempt of a call of family
+/// `fam`: a server of another service under it that names an operation
+/// of that family again; `None` when there is none.
+pub(crate) fn gateway_behind(
+    trace: &Trace,
+    tree: &TraceTree,
+    transport: usize,
+    fam: Stage,
+) -> Option<Gateway> {
+    let span = |n: usize| tree.nodes[n].span.map(|i| &trace.spans[i]);
+    let caller = span(transport)?.service.clone();
+    let mut g = Gateway::default();
+    let mut stack: Vec<usize> = tree.nodes[transport].children.clone();
+    while let Some(n) = stack.pop() {
+        let Some(s) = span(n) else { continue };
+        match role(s) {
+            Role::Transport => {
+                g.attempts.push(n);
+                continue;
+            }
+            Role::Operation if family(s.stage) == fam => g.ops.push(n),
+            _ => {}
+        }
+        if s.kind.as_deref() == Some("server") && s.service != caller && g.service.is_empty() {
+            g.service = s.service.clone();
+        }
+        stack.extend(&tree.nodes[n].children);
+    }
+    if g.ops.is_empty() {
+        return None;
+    }
+    g.ops.sort_by_key(|&n| raw_start(trace, tree, n));
+    g.attempts.sort_by_key(|&n| raw_start(trace, tree, n));
+    if g.service.is_empty() {
+        g.service = span(g.ops[0])
+            .map(|s| s.service.clone())
+            .unwrap_or_default();
+    }
+    Some(g)
+}
+
 /// The attempts of the call whose one operation span is node `op`, in
-/// start order; empty when it was tried once. Either operation spans of
+/// start order; empty when it was tried once. With them, the LLM gateway
+/// its one attempt reached, if any. Either operation spans of
 /// its own target under it that retried (`component` names targets), or
 /// — through a chain of single operation spans of its family, as an SDK
 /// writes `generateText` → `doGenerate` — two or more transport spans
@@ -81,10 +158,10 @@ pub(super) fn attempts_under(
     tree: &TraceTree,
     op: usize,
     component: &dyn Fn(usize) -> String,
-) -> Vec<usize> {
+) -> (Vec<usize>, Option<Gateway>) {
     let span = |n: usize| tree.nodes[n].span.map(|i| &trace.spans[i]);
     let Some(own) = span(op) else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let fam = family(own.stage);
     let same_family_op =
@@ -95,18 +172,27 @@ pub(super) fn attempts_under(
         if ops.len() >= 2 {
             let target = component(ops[0]);
             if ops.iter().all(|&k| component(k) == target) && retried(trace, tree, &ops) {
-                return ops;
+                return (ops, None);
             }
         }
         let transports = sorted_children(tree, at, |k| {
             span(k).is_some_and(|s| role(s) == Role::Transport)
         });
         if transports.len() >= 2 && sequential(trace, tree, &transports) {
-            return transports;
+            return (transports, None);
         }
-        match ops.as_slice() {
-            [only] if transports.is_empty() => at = *only,
-            _ => return Vec::new(),
+        match (ops.as_slice(), transports.as_slice()) {
+            ([only], []) => at = *only,
+            ([], [one]) => {
+                let g = gateway_behind(trace, tree, *one, fam);
+                let tries = g
+                    .as_ref()
+                    .map(|g| g.attempts.clone())
+                    .filter(|a| a.len() >= 2 && sequential(trace, tree, a))
+                    .unwrap_or_default();
+                return (tries, g);
+            }
+            _ => return (Vec::new(), None),
         }
     }
 }

@@ -111,6 +111,14 @@ pub struct Call {
     pub gpu_load: Option<f64>,
     /// Budget left when the call started, ms, from the first of its spans that gives it.
     pub remaining_budget_ms: Option<f64>,
+    /// The LLM gateway the call went through (its service), when its one
+    /// attempt reached one ([`attempts`]).
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// The models the gateway tried, in order, when it tried more than one
+    /// (a fallback): the first is the call's own.
+    #[serde(default)]
+    pub models_tried: Vec<String>,
 }
 
 impl Call {
@@ -251,8 +259,12 @@ pub fn collect(trace: &Trace, tree: &TraceTree) -> Vec<Call> {
             calls.push(span_call(trace, tree, &nodes, &nodes));
         } else {
             for n in nodes {
-                let tries = attempts::attempts_under(trace, tree, n, &name);
-                calls.push(span_call(trace, tree, &[n], &tries));
+                let (tries, gateway) = attempts::attempts_under(trace, tree, n, &name);
+                let mut c = span_call(trace, tree, &[n], &tries);
+                if let Some(g) = gateway {
+                    behind_gateway(trace, tree, &g, &mut c);
+                }
+                calls.push(c);
             }
         }
     }
@@ -352,6 +364,36 @@ fn pseudo(
         ttft_ms: None,
         gpu_load: None,
         remaining_budget_ms: None,
+        gateway: None,
+        models_tried: Vec::new(),
+    }
+}
+
+/// What the LLM gateway behind a call says of it: its name, the models it
+/// tried, and the timeouts that fired inside it (its own, per attempt).
+fn behind_gateway(trace: &Trace, tree: &TraceTree, g: &attempts::Gateway, c: &mut Call) {
+    c.gateway = Some(g.service.clone());
+    let models = g.models(trace, tree);
+    if models.len() > 1 {
+        c.models_tried = models;
+    }
+    let mut fired: Option<f64> = None;
+    for &n in &g.ops {
+        let Some(s) = tree.nodes[n].span.map(|i| &trace.spans[i]) else {
+            continue;
+        };
+        if s.status == SpanStatus::Timeout {
+            let d = s.duration_ms();
+            fired = Some(fired.map_or(d, |f: f64| f.min(d)));
+        }
+    }
+    if let Some(d) = fired
+        && (c.timeout_ms.is_none() || c.timeout_observed)
+    {
+        // The gateway's own timeout fired first: the one that shaped the call.
+        c.timeout_ms = Some(c.timeout_ms.map_or(d, |t| t.min(d)));
+        c.timeout_observed = true;
+        c.timed_out = true;
     }
 }
 

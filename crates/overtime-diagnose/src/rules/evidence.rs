@@ -36,6 +36,9 @@ pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
             dur(total)
         ));
     }
+    if let Some(g) = &c.gateway {
+        ev.push(gateway_line(c, g, attempts.len()));
+    }
     if c.kind == CallKind::Span {
         match (c.timeout_ms, c.timed_out) {
             (None, _) if c.cut => ev.push(format!(
@@ -141,6 +144,24 @@ pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
     ev
 }
 
+/// What the LLM gateway a call went through did for it: its attempts and
+/// the models it fell back to.
+fn gateway_line(c: &Call, gateway: &str, attempts: usize) -> String {
+    let fallback = match c.models_tried.split_first() {
+        Some((from, to)) if !to.is_empty() => {
+            format!(", falling back from {from} to {}", to.join(", then "))
+        }
+        _ => String::new(),
+    };
+    if attempts >= 2 {
+        format!(
+            "the LLM gateway {gateway} made the {attempts} attempts on the call's behalf (its own retries{fallback})"
+        )
+    } else {
+        format!("through the LLM gateway {gateway}{fallback}")
+    }
+}
+
 /// The one-line summary of a root cause of this kind on this call.
 pub fn summary(kind: K, c: &Call, f: &Facts, component: &str) -> String {
     let d = dur(c.critical_us as f64 / 1000.0);
@@ -168,10 +189,20 @@ pub fn summary(kind: K, c: &Call, f: &Facts, component: &str) -> String {
             "{component} spent {} of its time in DNS/connect and held {d} of {of}",
             dur(c.dns_connect_ms.unwrap_or(0.0))
         ),
-        K::RetryAmplification => format!(
-            "{} attempts at {component} held {d} of {of}; no single attempt was the problem",
-            c.attempts()
-        ),
+        K::RetryAmplification => {
+            let by = match (&c.gateway, c.models_tried.split_first()) {
+                (Some(g), Some((from, to))) if !to.is_empty() => format!(
+                    " by the LLM gateway {g}, falling back from {from} to {},",
+                    to.join(", then ")
+                ),
+                (Some(g), _) => format!(" by the LLM gateway {g}"),
+                (None, _) => String::new(),
+            };
+            format!(
+                "{} attempts at {component}{by} held {d} of {of}; no single attempt was the problem",
+                c.attempts()
+            )
+        }
         K::ToolNoTimeout => {
             format!("{component} ran {d} with no timeout while the request's {of} ran out")
         }

@@ -37,6 +37,9 @@ pub struct SpanBuilder {
     /// `rpc.system` is set: a client span of it is an outgoing call.
     rpc_system: bool,
     http_client: bool,
+    /// An LLM gateway's timing of one provider request (LiteLLM's
+    /// `call_type` `make_…_request`): one attempt on the wire.
+    gateway_attempt: bool,
     judge: bool,
     server_address: Option<String>,
     server_port: Option<i64>,
@@ -121,6 +124,7 @@ impl SpanBuilder {
             db_system: false,
             rpc_system: false,
             http_client: false,
+            gateway_attempt: false,
             judge: false,
             server_address: None,
             server_port: None,
@@ -446,6 +450,14 @@ impl SpanBuilder {
                 self.rpc_system = true;
                 true
             }
+            Slot::GatewayCallType => {
+                if let Some(t) = any_str(v) {
+                    // `make_openai_chat_completion_request <- track_llm_api_timing`
+                    let what = t.split("<-").next().unwrap_or(t).trim();
+                    self.gateway_attempt |= what.starts_with("make_") && what.ends_with("_request");
+                }
+                true
+            }
         }
     }
 
@@ -539,6 +551,7 @@ impl SpanBuilder {
             tool: r.tool.is_some(),
             db_system: self.db_system,
             http_client: self.http_client || self.rpc_system,
+            gateway_attempt: self.gateway_attempt,
             judge: self.judge,
             is_root: r.parent_span_id.is_none(),
         };

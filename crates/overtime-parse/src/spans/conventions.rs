@@ -66,6 +66,9 @@ pub enum Slot {
     DbSystem,
     /// An RPC system (`grpc`…): an outgoing call when the span is a client.
     RpcSystem,
+    /// What an LLM gateway's service span timed (LiteLLM's `call_type`):
+    /// `make_…_request` is one provider request on the wire.
+    GatewayCallType,
 }
 
 /// A model server's phase, as the `spans` table keeps it.
@@ -148,6 +151,7 @@ const LANGCHAIN: &str = "LangChain (LangSmith metadata)";
 const VLLM: &str = "vLLM / SGLang request span";
 const TGI: &str = "TGI response header";
 const OPENAI: &str = "OpenAI response header";
+const LITELLM: &str = "LiteLLM proxy";
 
 /// Every span attribute overtime reads into a `spans` column, ranked:
 /// where several fill one column, the first listed wins whatever order
@@ -168,6 +172,7 @@ pub const ATTRIBUTE_MAPPINGS: &[AttributeMapping] = &[
     hint("rpc.system", "stage", RPC, Slot::RpcSystem),
     hint("http.request.method", "stage", HTTP, Slot::HttpMethod),
     hint("http.method", "stage", HTTP_OLD, Slot::HttpMethod),
+    hint("call_type", "stage", LITELLM, Slot::GatewayCallType),
     row("gen_ai.request.model", "model", GENAI, Slot::Model),
     row("llm.model_name", "model", OI, Slot::Model),
     row("gen_ai.response.model", "model", GENAI, Slot::Model),
@@ -470,6 +475,7 @@ pub fn group(slot: Slot) -> &'static str {
         Slot::Url => "url",
         Slot::DbSystem => "db_system",
         Slot::RpcSystem => "rpc_system",
+        Slot::GatewayCallType => "gateway_call_type",
     }
 }
 

@@ -33,6 +33,10 @@ pub struct StageHints<'a> {
     /// An outgoing HTTP or RPC request (`http.request.method`, `url.full`,
     /// or `rpc.system`).
     pub http_client: bool,
+    /// An LLM gateway's own span timing one provider request (LiteLLM's
+    /// `call_type` `make_openai_chat_completion_request`): an attempt on
+    /// the wire, whatever its span kind.
+    pub gateway_attempt: bool,
     /// An `agent.*` / `gen_ai.*` attribute says this is a judge/evaluation.
     pub judge: bool,
     /// The span has no parent.
@@ -91,7 +95,17 @@ fn words(l: &str) -> impl Iterator<Item = &str> {
 fn is_llm_operation(op: &str) -> bool {
     matches!(
         op,
-        "chat" | "text_completion" | "generate_content" | "completion" | "completions"
+        "chat"
+            | "text_completion"
+            | "generate_content"
+            | "completion"
+            | "completions"
+            // LiteLLM's call types (`llm.request.type` on `litellm_request`)
+            | "acompletion"
+            | "atext_completion"
+            | "responses"
+            | "aresponses"
+            | "anthropic_messages"
     )
 }
 
@@ -127,7 +141,8 @@ fn says_queue(l: &str, kind: Option<&str>) -> bool {
 ///    `reranker` → memory; `chain`/`agent`/`workflow`/`task` spans are the
 ///    application's own and skip rules 3 and 4;
 /// 3. an LLM call — `gen_ai.operation.name` `chat`, `text_completion` or
-///    `generate_content` (or a model with no operation) — is `judge` when
+///    `generate_content`, LiteLLM's `acompletion` and its kin (or a model
+///    with no operation) — is `judge` when
 ///    its name or a name-like attribute says judge/evaluation
 ///    ([`says_judge`]), else `llm`;
 /// 4. `execute_tool`, or a tool name → `tool`;
@@ -136,7 +151,8 @@ fn says_queue(l: &str, kind: Option<&str>) -> bool {
 /// 6. a name/operation saying queue, pool/worker wait or acquire → `queue`
 ///    (messaging producer/consumer spans excepted);
 /// 7. a client-kind HTTP or RPC call (`http.request.method`, `url.full`,
-///    `rpc.system`) → `network`;
+///    `rpc.system`), or an LLM gateway's timing of one provider request
+///    (LiteLLM's `call_type` `make_…_request`) → `network`;
 /// 8. a server-kind span, or a root → `service`;
 /// 9. else `other`.
 pub fn derive_stage(h: &StageHints) -> Stage {
@@ -182,7 +198,7 @@ pub fn derive_stage(h: &StageHints) -> Stage {
     if says_queue(op, h.kind) || says_queue(&name, h.kind) {
         return Stage::Queue;
     }
-    if h.kind == Some("client") && h.http_client {
+    if (h.kind == Some("client") && h.http_client) || h.gateway_attempt {
         return Stage::Network;
     }
     if h.kind == Some("server") || h.is_root {
@@ -224,6 +240,13 @@ mod tests {
             ..named("invoke_agent planner")
         };
         assert_eq!(derive_stage(&agent), Stage::Other);
+        // LiteLLM's `litellm_request`: its call type is the operation.
+        let litellm = StageHints {
+            operation: Some("acompletion"),
+            model: true,
+            ..named("litellm_request")
+        };
+        assert_eq!(derive_stage(&litellm), Stage::Llm);
     }
 
     #[test]
@@ -284,6 +307,14 @@ mod tests {
             Stage::Network
         );
         assert_eq!(derive_stage(&named("render")), Stage::Other);
+        // LiteLLM's timing of one provider request is an attempt on the
+        // wire, though written as an internal span.
+        let litellm_attempt = StageHints {
+            gateway_attempt: true,
+            kind: Some("internal"),
+            ..named("self")
+        };
+        assert_eq!(derive_stage(&litellm_attempt), Stage::Network);
         // An explicit value that cannot be read falls back to the rules.
         let bad = StageHints {
             explicit: Some("warp"),
