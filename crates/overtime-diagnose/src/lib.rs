@@ -33,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+pub mod answers;
 mod assemble;
 pub mod batch;
 pub mod calls;

@@ -98,6 +98,9 @@ struct Sums {
 #[derive(Debug, Clone, Default)]
 pub struct PhaseBook {
     models: HashMap<String, BTreeMap<i64, Sums>>,
+    /// Model servers' answers in traces of their own, joined to calls by
+    /// the completion's id ([`crate::answers`]).
+    pub answers: crate::answers::Answers,
 }
 
 fn minute(us: i64) -> i64 {
@@ -171,8 +174,17 @@ impl PhaseBook {
         }
     }
 
+    /// Counts the calls whose answer came in a trace of its own as
+    /// finished calls of their model ([`crate::answers`]).
+    pub fn settle(&mut self) {
+        for (model, f) in self.answers.resolve() {
+            self.add(&model, &f);
+        }
+    }
+
     /// Adds every minute of `other` into this book.
     pub fn merge(&mut self, other: &PhaseBook) {
+        self.answers.merge(&other.answers);
         for (model, minutes) in &other.models {
             let mine = self.models.entry(model.clone()).or_default();
             for (m, s) in minutes {
@@ -258,9 +270,9 @@ impl PhaseBook {
         })
     }
 
-    /// No finished call counted.
+    /// No finished call counted, no answer kept.
     pub fn is_empty(&self) -> bool {
-        self.models.is_empty()
+        self.models.is_empty() && self.answers.is_empty()
     }
 }
 

@@ -35,6 +35,10 @@ pub struct LlmCallSample {
     /// by ([`crate::phasebook`]).
     #[serde(default)]
     pub phases: Option<[f64; 3]>,
+    /// The id of the completion, when its server said no phases in this
+    /// trace: its answer may be in a trace of its own ([`crate::answers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
 }
 
 impl LlmCallSample {
@@ -132,6 +136,7 @@ pub(crate) fn diagnose_trace(
                 (Some(q), Some(p), Some(d)) => Some([q, p, d]),
                 _ => None,
             },
+            response_id: c.phases.is_empty().then(|| c.response_id.clone()).flatten(),
         })
         .collect();
     if !book.is_empty() {

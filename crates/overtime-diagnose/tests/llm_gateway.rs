@@ -141,3 +141,65 @@ fn two_calls_made_behind_a_plain_http_hop_are_not_retries_of_the_call() {
     );
     assert!(!evidence(&v).contains("LLM gateway"), "{}", evidence(&v));
 }
+
+/// The recorded run of the real LiteLLM proxy 1.106.12 in front of a
+/// vLLM-style server (tests/fixtures/e2e_otel/litellm): the server's
+/// `llm_request` spans arrive in traces of their own, joined to the call by
+/// the completion's id.
+fn recorded_litellm_run() -> crate::invariance::incident::Incident {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    crate::invariance::incident::load(&root, &root.join("e2e_otel/litellm"))
+}
+
+#[test]
+fn a_model_servers_answer_in_a_trace_of_its_own_gives_the_call_its_phases() {
+    let run = recorded_litellm_run();
+    let failing = run
+        .failing
+        .as_ref()
+        .expect("the run's truth lists its failing requests");
+    let decode: Vec<&String> = failing
+        .iter()
+        .filter(|(_, e)| e.kind == "llm_decode_slow")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(decode.len(), 4);
+    for id in decode {
+        let v = &run.original[id];
+        assert_eq!(
+            v.root_cause.kind,
+            K::LlmDecodeSlow,
+            "{id}: {:?}",
+            v.root_cause
+        );
+        assert!(
+            evidence(v).contains("vLLM span, a trace of its own joined by response id chatcmpl-"),
+            "{id}: {}",
+            evidence(v)
+        );
+    }
+    // Every failing request of the run as its truth says.
+    for (id, e) in failing {
+        let v = &run.original[id];
+        assert_eq!(
+            (v.root_cause.kind.as_str(), v.root_cause.component.as_str()),
+            (e.kind.as_str(), e.component.as_str()),
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn the_live_engine_joins_a_late_answer_in_a_trace_of_its_own_as_the_batch_does() {
+    let run = recorded_litellm_run();
+    // The model server's spans arrive last: the calls are judged blind
+    // first, then again when their answers come.
+    let gateway = run
+        .gateway
+        .iter()
+        .flat_map(|b| overtime_model::gateway_records(b).expect("the run's gateway rows read back"))
+        .collect();
+    crate::live_parity::live_equals_batch("litellm", gateway, run.spans, run.config, |s| {
+        s.service == "vllm"
+    });
+}

@@ -327,7 +327,10 @@ impl Engine {
         // Every layer's timeout from its 504s and the streams it cut; the
         // requests that waited for it diagnosed with it.
         let timeouts = self.layer_timeouts(&shared.samples, &self.revisit.take_cuts());
-        let book = std::mem::take(&mut *self.book.lock().expect("book lock"));
+        let mut book = std::mem::take(&mut *self.book.lock().expect("book lock"));
+        // Calls whose server answered in a trace of its own count as
+        // finished calls of their model (answers.rs).
+        book.settle();
         if self.diagnose_set_aside(&PassCtx {
             timeouts: &timeouts,
             pass: Pass::Final,
@@ -566,9 +569,14 @@ impl Engine {
             }
             let (s, v) = diagnose_trace(t, timeouts, &self.cfg, cx.book);
             if pass == Pass::First {
+                if let Some((id, phases, source, at)) = crate::calls::server_answer(t) {
+                    book.answers.answer(id, &phases, source, at);
+                }
                 for c in &s.llm_calls {
                     if let Some(f) = c.finished() {
                         book.add(&c.model, &f);
+                    } else if let Some(id) = &c.response_id {
+                        book.answers.expect(id, &c.model, c.start_us);
                     }
                 }
                 // A model call its server said nothing about waits for the

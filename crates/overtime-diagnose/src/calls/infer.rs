@@ -1,9 +1,37 @@
-//! Phases for the model calls whose server said nothing, from the
+//! Phases for the model calls whose server said nothing in their trace:
+//! its answer written in a trace of its own ([`crate::answers`]), else the
 //! [`PhaseBook`] of the same model's finished calls.
 
 use super::{Call, CallKind};
 use crate::assemble::Trace;
 use crate::phasebook::{Cut, PhaseBook};
+use overtime_model::LlmPhases;
+
+/// The answer a model server wrote in a trace of its own: a span with no
+/// parent that says the phases of the request it served and the id it
+/// served it under (vLLM's `llm_request` with `gen_ai.request.id`, when
+/// the caller's `traceparent` did not reach it). `(id, phases, source,
+/// start)`.
+pub(crate) fn server_answer(trace: &Trace) -> Option<(&str, LlmPhases, &'static str, i64)> {
+    trace.spans.iter().find_map(|s| {
+        if s.parent_span_id.is_some() {
+            return None;
+        }
+        let id = s
+            .attributes
+            .iter()
+            .find(|(k, v)| k == "gen_ai.request.id" && !v.trim().is_empty())?;
+        let phases = super::span_phases(s);
+        (!phases.is_empty()).then(|| {
+            (
+                id.1.trim(),
+                phases,
+                super::measure::phase_source(s),
+                s.start_us,
+            )
+        })
+    })
+}
 
 /// Did the call ask for a stream? A stream event on one of its spans, or
 /// an instrumentation's flag (`llm.is_streaming`, `gen_ai.request.stream`,
@@ -31,6 +59,14 @@ pub(crate) fn infer_phases(trace: &Trace, calls: &mut [Call], book: &PhaseBook) 
         let p = &c.phases;
         let known = p.queue_ms.is_some() || p.prefill_ms.is_some() || p.decode_ms.is_some();
         if c.kind != CallKind::Span || !c.is_llm() || known {
+            continue;
+        }
+        if let Some((phases, source)) = c.response_id.as_deref().and_then(|id| book.answers.get(id))
+        {
+            let mut phases = phases;
+            phases.other = std::mem::take(&mut c.phases.other);
+            c.phases = phases;
+            c.phase_source = Some(source);
             continue;
         }
         let Some(start_us) = c.spans.first().map(|&i| trace.spans[i].start_us) else {

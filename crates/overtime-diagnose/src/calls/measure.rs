@@ -250,6 +250,13 @@ pub(super) fn gather(trace: &Trace, tree: &TraceTree, n: usize, c: &mut Call) {
         c.max_tokens = c.max_tokens.or(ds.max_tokens);
         c.ttft_ms = c.ttft_ms.or(ds.ttft_ms);
         c.gpu_load = c.gpu_load.or(ds.gpu_load);
+        if c.response_id.is_none() {
+            c.response_id = ds
+                .attributes
+                .iter()
+                .find(|(k, v)| k == "gen_ai.response.id" && !v.trim().is_empty())
+                .map(|(_, v)| v.trim().to_string());
+        }
     }
     if phases.is_empty() && !phase_spans.is_empty() {
         phases = phase_spans;

@@ -30,7 +30,7 @@ mod measure;
 mod infer;
 
 pub(crate) use attempts::family;
-pub(crate) use infer::infer_phases;
+pub(crate) use infer::{infer_phases, server_answer};
 pub(crate) use measure::span_phases;
 
 use crate::assemble::Trace;
@@ -119,6 +119,11 @@ pub struct Call {
     /// (a fallback): the first is the call's own.
     #[serde(default)]
     pub models_tried: Vec<String>,
+    /// The id of the completion the model server answered with
+    /// (`gen_ai.response.id` on any span of the call): what joins a
+    /// server's answer written in a trace of its own ([`crate::answers`]).
+    #[serde(default)]
+    pub response_id: Option<String>,
 }
 
 impl Call {
@@ -366,6 +371,7 @@ fn pseudo(
         remaining_budget_ms: None,
         gateway: None,
         models_tried: Vec::new(),
+        response_id: None,
     }
 }
 

@@ -33,6 +33,7 @@ use overtime_model::{GatewayRecord, Outcome, SpanRecord, Verdict};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 
+mod answers;
 mod complete;
 mod cuts;
 mod requests;
@@ -140,6 +141,11 @@ pub struct LiveDiagnoser {
     /// The phases of the finished model calls seen so far, for the cut
     /// ones ([`crate::phasebook`]).
     book: crate::phasebook::PhaseBook,
+    /// Failing traces judged `llm_slow` whose call's answer may come in a
+    /// trace of its own, by the completion's id (`answers.rs`).
+    awaiting: FxHashMap<String, Key>,
+    /// Those of them whose answer came, reopened to be judged again.
+    answered: Vec<Key>,
 }
 
 impl LiveDiagnoser {
@@ -172,6 +178,8 @@ impl LiveDiagnoser {
             observations_dropped: 0,
             requests: requests::RequestJoin::default(),
             book: Default::default(),
+            awaiting: FxHashMap::default(),
+            answered: Vec::new(),
         }
     }
 
@@ -413,6 +421,11 @@ impl LiveDiagnoser {
             for key in due {
                 out.extend(self.finish(key, now_us, &timeouts, true));
             }
+            // Failing traces whose model server's answer just came in a
+            // trace of its own: judged again now (answers.rs).
+            for key in std::mem::take(&mut self.answered) {
+                out.extend(self.finish(key, now_us, &timeouts, true));
+            }
         }
         self.forget(now_us);
         self.enforce_max_records(now_us, &mut out);
@@ -430,6 +443,12 @@ impl LiveDiagnoser {
     ) -> Option<LiveVerdict> {
         let mut pending = self.pending.remove(&key)?;
         let fresh = self.diagnose(&mut pending, timeouts);
+        let waits = self
+            .summaries
+            .back()
+            .map(answers::waiting)
+            .unwrap_or_default();
+        self.join_answers(&key, &pending.trace, waits, !pending.observed, now_us);
         if !pending.observed {
             pending.observed = true;
             if self.observations.len() == MAX_OBSERVATIONS {
@@ -571,6 +590,7 @@ impl LiveDiagnoser {
         if self.done.len() != before {
             self.drop_stale_request_ids();
         }
+        self.forget_answers(now_us);
     }
 
     fn drop_stale_request_ids(&mut self) {

@@ -36,7 +36,7 @@ mod decompose;
 mod decompose_tests;
 mod emit;
 mod families;
-mod incident;
+pub mod incident;
 mod model;
 mod nesting;
 mod normal;
