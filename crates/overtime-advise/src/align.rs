@@ -207,6 +207,7 @@ pub(crate) fn align(
             change_ms: budget_now.map(|b| budget_final - b),
             why: budget_why,
         });
+        steps.extend(llm_gateway_steps(&traces, &rec_llm, budget_final));
         steps.push(AlignStep {
             layer: "downstream (sum of timeouts on the critical path)".into(),
             current_ms: if unbounded_now { None } else { down_now },
@@ -258,6 +259,120 @@ pub(crate) fn align(
         });
     }
     out
+}
+
+/// The median of `v`, `None` when empty.
+fn median(v: &[f64]) -> Option<f64> {
+    percentile(v, 0.5)
+}
+
+/// An LLM gateway's retry loop — its per-attempt `timeout` times its
+/// attempts, plus the backoff between them — is a layer of the chain
+/// inside the service's budget. Per gateway the service's calls went
+/// through: today's loop (the timeout that fired, the most attempts seen,
+/// the median pause between attempts) and the one that fits the
+/// recommended budget with the models' recommended timeouts — as LiteLLM's
+/// `timeout`, `num_retries` and `stream_timeout` when the gateway is
+/// LiteLLM.
+fn llm_gateway_steps(
+    traces: &[&crate::extract::TraceFacts],
+    rec_llm: &BTreeMap<(&str, &str), f64>,
+    budget_ms: f64,
+) -> Vec<AlignStep> {
+    // Per gateway: its calls, and the pauses between their attempts (an
+    // attempt that began after the request ended shows no pause: its
+    // start is clamped to the end).
+    let mut by_gateway: BTreeMap<&str, (Vec<&CallFacts>, Vec<f64>)> = BTreeMap::new();
+    for t in traces {
+        for c in t.calls.iter().filter(|c| c.class == Class::Llm) {
+            if let Some(g) = &c.gateway {
+                let (calls, pauses) = by_gateway.entry(g.as_str()).or_default();
+                calls.push(c);
+                pauses.extend(
+                    c.attempts
+                        .windows(2)
+                        .filter(|w| w[1].start_ms < t.elapsed_ms - 1.0)
+                        .map(|w| (w[1].start_ms - (w[0].start_ms + w[0].ms)).max(0.0)),
+                );
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (gateway, (calls, pauses)) in by_gateway {
+        let fired: Vec<f64> = calls.iter().filter_map(|c| c.timeout_ms).collect();
+        let attempts = calls.iter().map(|c| c.attempts.len()).max().unwrap_or(1);
+        // The backoff of its retries (a fallback's pause is shorter): the
+        // longer pauses, to keep the loop inside the budget.
+        let pause = percentile(&pauses, 0.9).unwrap_or(0.0);
+        let wanted: Vec<f64> = calls
+            .iter()
+            .filter_map(|c| lookup(c, rec_llm, &BTreeMap::new()))
+            .collect();
+        let (Some(timeout), Some(now)) = (median(&wanted), median(&fired)) else {
+            continue;
+        };
+        let timeout = nice_up(timeout);
+        let loop_ms = |t: f64, retries: usize| t * (retries + 1) as f64 + pause * retries as f64;
+        let room = budget_ms / HEADROOM;
+        let retries = (0..attempts.max(3))
+            .rev()
+            .find(|&n| loop_ms(timeout, n) <= room)
+            .unwrap_or(0);
+        let current = loop_ms(now, attempts - 1);
+        let recommended = loop_ms(timeout, retries);
+        let settings = if gateway.to_ascii_lowercase().contains("litellm") {
+            format!(
+                "LiteLLM: `timeout: {}`, `stream_timeout: {}`, `num_retries: {retries}`",
+                secs(timeout),
+                secs(timeout)
+            )
+        } else {
+            format!(
+                "its per-attempt timeout {} and {retries} retries",
+                dur(timeout)
+            )
+        };
+        let today = format!(
+            "today {} × {attempts} attempts{} = {}",
+            dur(now),
+            if attempts > 1 {
+                format!(" + {} pauses", dur(pause))
+            } else {
+                String::new()
+            },
+            dur(current)
+        );
+        let why = if loop_ms(timeout, 0) > room {
+            format!(
+                "{today}; even one attempt with the model's recommended timeout ({}) does not fit the service's budget of {}: {settings}, and raise the budget",
+                dur(timeout),
+                dur(budget_ms)
+            )
+        } else {
+            format!(
+                "{today}; the retry loop must end inside the service's budget of {}: {settings}",
+                dur(budget_ms)
+            )
+        };
+        out.push(AlignStep {
+            layer: format!("LLM gateway {gateway} (timeout × attempts + pauses)"),
+            current_ms: Some(current),
+            recommended_ms: Some(recommended),
+            change_ms: Some(recommended - current),
+            why,
+        });
+    }
+    out
+}
+
+/// Seconds as a config file writes them (`1.5`, `30`).
+fn secs(ms: f64) -> String {
+    let s = ms / 1000.0;
+    if (s - s.round()).abs() < 1e-9 {
+        format!("{}", s.round())
+    } else {
+        format!("{s:.1}")
+    }
 }
 
 /// The smallest recommended gateway timeout among the steps so far.

@@ -131,6 +131,9 @@ pub struct CallFacts {
     pub fallback_ms: Option<f64>,
     /// Absolute start of the first attempt (µs), for load.
     pub abs_start_us: i64,
+    /// The LLM gateway that made the attempts on the call's behalf (its
+    /// service), when the call went through one.
+    pub gateway: Option<String>,
 }
 
 impl CallFacts {
@@ -344,6 +347,7 @@ fn trace_facts(
             critical: c.critical_us > 0,
             fallback_ms: None,
             abs_start_us: first.start_us,
+            gateway: c.gateway.clone(),
         });
     }
     facts.sort_by(|a, b| a.start_ms().total_cmp(&b.start_ms()));

@@ -97,6 +97,7 @@ fn call(tokens: i64, gpu: Option<f64>, ms: f64, cut_at: Option<f64>) -> CallFact
         critical: true,
         fallback_ms: None,
         abs_start_us: 0,
+        gateway: None,
     }
 }
 

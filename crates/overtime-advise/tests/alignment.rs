@@ -37,6 +37,7 @@ fn chain(budget_ms: Option<f64>, edge_ms: Option<f64>, ingress_ms: Option<f64>) 
             critical: true,
             fallback_ms: None,
             abs_start_us: 0,
+            gateway: None,
         });
         t.service_end_ms = Some(llm_end + tool_ms);
         t.elapsed_ms = llm_end + tool_ms;
@@ -152,4 +153,53 @@ fn a_budget_exactly_at_what_the_calls_need_is_raised_since_the_rule_is_strict() 
     );
     let (_, budget, _) = recommended(&again[0]);
     assert!(budget > downstream, "{again:#?}");
+}
+
+#[test]
+fn an_llm_gateways_retry_loop_is_a_layer_that_must_end_inside_the_budget() {
+    // The LLM calls go through LiteLLM, which gave each attempt 1 s and
+    // retried twice after 1.1 s of backoff.
+    let mut ds = chain(Some(30_000.0), Some(60_000.0), Some(60_000.0));
+    for t in &mut ds.traces {
+        let c = &mut t.calls[0];
+        c.gateway = Some("litellm-proxy".into());
+        c.timeout_ms = Some(1_000.0);
+        c.timeout_observed = true;
+        let start = c.attempts[0].start_ms;
+        c.attempts = (0..3)
+            .map(|k| Attempt {
+                start_ms: start + k as f64 * 2_100.0,
+                ms: 1_000.0,
+                end: End::TimedOut,
+                known_ms: None,
+                answered: false,
+            })
+            .collect();
+        t.elapsed_ms = t.elapsed_ms.max(start + 5_200.0);
+    }
+    let advice = advise(&ds, &AdviseOptions::default());
+    let a = &advice.alignment[0];
+    let budget = a
+        .steps
+        .iter()
+        .find(|s| s.layer.ends_with(" budget"))
+        .and_then(|s| s.recommended_ms)
+        .expect("a budget step");
+    let step = a
+        .steps
+        .iter()
+        .find(|s| s.layer.starts_with("LLM gateway litellm-proxy"))
+        .unwrap_or_else(|| panic!("no LLM gateway step: {a:#?}"));
+    // Today's loop as it ran: 3 attempts of 1 s and two pauses of 1.1 s.
+    assert_eq!(step.current_ms, Some(5_200.0), "{step:#?}");
+    let loop_ms = step.recommended_ms.expect("a recommended loop");
+    assert!(
+        loop_ms < budget,
+        "the loop {loop_ms} ms must end inside the budget {budget} ms: {a:#?}"
+    );
+    assert!(
+        step.why.contains("LiteLLM: `timeout: ") && step.why.contains("`num_retries: "),
+        "{}",
+        step.why
+    );
 }

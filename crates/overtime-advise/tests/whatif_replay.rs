@@ -36,6 +36,7 @@ fn call(class: Class, name: &str, attempts: &[(f64, f64, End)], timeout: Option<
         critical: true,
         fallback_ms: None,
         abs_start_us: 0,
+        gateway: None,
     }
 }
 

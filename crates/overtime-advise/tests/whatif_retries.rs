@@ -197,6 +197,7 @@ fn recorded(i: usize, sim: &Sim, written: Written) -> TraceFacts {
         critical: true,
         fallback_ms: None,
         abs_start_us: i as i64 * 1_000_000,
+        gateway: None,
     }];
     if !attempts.is_empty() {
         calls.push(CallFacts {
@@ -213,6 +214,7 @@ fn recorded(i: usize, sim: &Sim, written: Written) -> TraceFacts {
             critical: true,
             fallback_ms: None,
             abs_start_us: i as i64 * 1_000_000 + 30_000,
+            gateway: None,
         });
     }
     TraceFacts {
