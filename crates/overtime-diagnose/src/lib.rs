@@ -39,6 +39,7 @@ pub mod batch;
 pub mod calls;
 mod cause_stats;
 mod config;
+pub mod costs;
 mod findings;
 pub mod fmt;
 pub mod live;

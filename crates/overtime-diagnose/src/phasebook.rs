@@ -101,7 +101,19 @@ pub struct PhaseBook {
     /// Model servers' answers in traces of their own, joined to calls by
     /// the completion's id ([`crate::answers`]).
     pub answers: crate::answers::Answers,
+    /// Each model's cost of a prompt and a generated token, learned from
+    /// its calls whose server timed prefill and decode together
+    /// ([`crate::costs`]).
+    pub costs: crate::costs::TokenCosts,
+    /// Finished calls whose prefill and decode were split by the fixed
+    /// token estimate, waiting for their model's costs ([`Self::settle`]),
+    /// with `[inference ms, prompt, generated]`.
+    estimated: Vec<(String, Finished, [f64; 3])>,
 }
+
+/// Finished calls held for their model's costs at most (beyond, they are
+/// counted as estimated).
+const MAX_ESTIMATED: usize = 1_000_000;
 
 fn minute(us: i64) -> i64 {
     us.div_euclid(60_000_000)
@@ -175,16 +187,51 @@ impl PhaseBook {
     }
 
     /// Counts the calls whose answer came in a trace of its own as
-    /// finished calls of their model ([`crate::answers`]).
+    /// finished calls of their model ([`crate::answers`]), and those whose
+    /// server timed prefill and decode together, split by their model's
+    /// costs ([`crate::costs`]).
     pub fn settle(&mut self) {
         for (model, f) in self.answers.resolve() {
             self.add(&model, &f);
+        }
+        for (model, f, unsplit) in std::mem::take(&mut self.estimated) {
+            let f = self.split_by_costs(&model, &f, unsplit);
+            self.add(&model, &f);
+        }
+    }
+
+    /// Holds a finished call split by the fixed estimate until its model's
+    /// costs are known ([`Self::settle`]).
+    pub fn add_estimated(&mut self, model: &str, f: &Finished, unsplit: [f64; 3]) {
+        if self.estimated.len() >= MAX_ESTIMATED {
+            self.add(model, f);
+        } else {
+            self.estimated.push((model.to_string(), *f, unsplit));
+        }
+    }
+
+    /// `f` with its prefill and decode split again by `model`'s learned
+    /// costs, when they are known; else as it is.
+    pub fn split_by_costs(&self, model: &str, f: &Finished, unsplit: [f64; 3]) -> Finished {
+        let [inference, prompt, generated] = unsplit;
+        match self.costs.fit(model) {
+            Some((a, b, _)) if a * prompt + b * generated > 0.0 => {
+                let prefill = inference * a * prompt / (a * prompt + b * generated);
+                Finished {
+                    prefill_ms: prefill,
+                    decode_ms: (inference - prefill).max(0.0),
+                    ..*f
+                }
+            }
+            _ => *f,
         }
     }
 
     /// Adds every minute of `other` into this book.
     pub fn merge(&mut self, other: &PhaseBook) {
         self.answers.merge(&other.answers);
+        self.costs.merge(&other.costs);
+        self.estimated.extend(other.estimated.iter().cloned());
         for (model, minutes) in &other.models {
             let mine = self.models.entry(model.clone()).or_default();
             for (m, s) in minutes {
@@ -272,7 +319,7 @@ impl PhaseBook {
 
     /// No finished call counted, no answer kept.
     pub fn is_empty(&self) -> bool {
-        self.models.is_empty() && self.answers.is_empty()
+        self.models.is_empty() && self.answers.is_empty() && self.costs.is_empty()
     }
 }
 

@@ -39,6 +39,10 @@ pub struct LlmCallSample {
     /// trace: its answer may be in a trace of its own ([`crate::answers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
+    /// `[inference ms, prompt tokens, generated tokens]` when its server
+    /// timed prefill and decode only together ([`crate::costs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsplit: Option<[f64; 3]>,
 }
 
 impl LlmCallSample {
@@ -137,6 +141,7 @@ pub(crate) fn diagnose_trace(
                 _ => None,
             },
             response_id: c.phases.is_empty().then(|| c.response_id.clone()).flatten(),
+            unsplit: c.unsplit,
         })
         .collect();
     if !book.is_empty() {

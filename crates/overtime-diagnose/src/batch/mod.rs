@@ -573,16 +573,27 @@ impl Engine {
                     book.answers.answer(id, &phases, source, at);
                 }
                 for c in &s.llm_calls {
-                    if let Some(f) = c.finished() {
+                    if let (Some(f), Some(u)) = (c.finished(), c.unsplit) {
+                        book.add_estimated(&c.model, &f, u);
+                    } else if let Some(f) = c.finished() {
                         book.add(&c.model, &f);
                     } else if let Some(id) = &c.response_id {
                         book.answers.expect(id, &c.model, c.start_us);
                     }
+                    if let Some([i, p, g]) = c.unsplit {
+                        book.costs.add(&c.model, i, p as i64, g as i64);
+                    }
                 }
                 // A model call its server said nothing about waits for the
                 // same model's finished calls (phasebook.rs).
-                if v.as_ref()
-                    .is_some_and(|v| v.root_cause.kind == overtime_model::RootCauseKind::LlmSlow)
+                // So does one whose prefill and decode its server timed
+                // together, split by an estimate the model's own calls
+                // may better (costs.rs).
+                let estimated = s.dominant.as_ref().is_some_and(|d| d.unsplit.is_some());
+                if estimated
+                    || v.as_ref().is_some_and(|v| {
+                        v.root_cause.kind == overtime_model::RootCauseKind::LlmSlow
+                    })
                 {
                     aside.push(t);
                     continue;

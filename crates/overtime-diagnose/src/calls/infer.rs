@@ -51,11 +51,41 @@ fn streamed(trace: &Trace, c: &Call) -> bool {
     })
 }
 
+/// Splits again, by the model's costs learned from its calls, a call
+/// whose server timed prefill and decode together and which the fixed
+/// token estimate split ([`crate::costs`]).
+fn resplit(c: &mut Call, book: &PhaseBook) {
+    let Some([inference, prompt, generated]) = c.unsplit else {
+        return;
+    };
+    let Some((a, b, n)) = book.costs.fit(&c.component) else {
+        return;
+    };
+    let (pc, gc) = (a * prompt, b * generated);
+    if pc + gc <= 0.0 {
+        return;
+    }
+    let prefill = inference * pc / (pc + gc);
+    c.phases.prefill_ms = Some(prefill);
+    c.phases.decode_ms = Some((inference - prefill).max(0.0));
+    let source = c
+        .phase_source
+        .as_deref()
+        .and_then(|s| s.split(", prefill and decode estimated").next())
+        .unwrap_or("model server")
+        .to_string();
+    c.phase_source = Some(format!(
+        "{source}, prefill and decode split by {}'s costs learned from {n} of its calls ({:.2} ms a prompt token, {:.1} ms a generated token; {prompt} in, {generated} out)",
+        c.component, a, b
+    ));
+}
+
 /// Gives every LLM call with no queue, prefill or decode phase the phases
 /// its neighbours in `book` and its own evidence make likely (see
 /// [`crate::phasebook`]); a call the book cannot decide stays as it is.
 pub(crate) fn infer_phases(trace: &Trace, calls: &mut [Call], book: &PhaseBook) {
     for c in calls.iter_mut() {
+        resplit(c, book);
         let p = &c.phases;
         let known = p.queue_ms.is_some() || p.prefill_ms.is_some() || p.decode_ms.is_some();
         if c.kind != CallKind::Span || !c.is_llm() || known {

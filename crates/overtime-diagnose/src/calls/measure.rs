@@ -138,6 +138,9 @@ pub(crate) fn phase_source(s: &SpanRecord) -> &'static str {
         }
     } else if has_key(s, "http.response.header.x-queue-time")
         || has_key(s, "http.response.header.x-inference-time")
+        // The headers fill the phase columns and are not kept; only TGI's
+        // `x-inference-time` times prefill and decode together.
+        || s.phases.other.iter().any(|(n, _)| n == "inference")
     {
         "TGI headers"
     } else if has_key(s, "http.response.header.openai-processing-ms") {
@@ -158,17 +161,19 @@ const PROMPT_TOKEN_COST: f64 = 0.004;
 /// `x-inference-time`) has them split where the call's first token came,
 /// when the client saw it (before it queue and prefill, after it decode);
 /// else by the call's token counts, prefill ≈ inference × P·c / (P·c + G),
-/// c = [`PROMPT_TOKEN_COST`], which the evidence marks as estimated. With
+/// c = [`PROMPT_TOKEN_COST`], which the evidence marks as estimated (and
+/// which the model's own costs, learned from its calls, replace when they
+/// can: [`crate::costs`]). With
 /// neither they stay one time ([`largest_llm_phase`] names the queue
 /// only when it outweighs them; else `llm_slow`).
 ///
 /// [`largest_llm_phase`]: crate::rules::call_rules::largest_llm_phase
 pub(super) fn split_inference(c: &mut Call) {
-    let p = &mut c.phases;
-    if p.prefill_ms.is_some() || p.decode_ms.is_some() {
+    if c.phases.prefill_ms.is_some() || c.phases.decode_ms.is_some() {
         return;
     }
-    let Some(inference) = p
+    let Some(inference) = c
+        .phases
         .other
         .iter()
         .find(|(n, _)| n == "inference")
@@ -178,13 +183,14 @@ pub(super) fn split_inference(c: &mut Call) {
     };
     let (prefill, how) = match (c.ttft_ms, c.input_tokens, c.output_tokens) {
         (Some(ttft), _, _) => (
-            (ttft - p.queue_ms.unwrap_or(0.0)).clamp(0.0, inference),
+            (ttft - c.phases.queue_ms.unwrap_or(0.0)).clamp(0.0, inference),
             format!(
                 "inference split at the first token ({})",
                 crate::fmt::dur(ttft)
             ),
         ),
         (None, Some(input), Some(output)) => {
+            c.unsplit = Some([inference, input.max(0) as f64, output.max(0) as f64]);
             let prompt = input.max(0) as f64 * PROMPT_TOKEN_COST;
             let generated = output.max(1) as f64;
             (
@@ -196,6 +202,7 @@ pub(super) fn split_inference(c: &mut Call) {
         }
         _ => return,
     };
+    let p = &mut c.phases;
     p.prefill_ms = Some(prefill);
     p.decode_ms = Some(inference - prefill);
     p.other.retain(|(n, _)| n != "inference");

@@ -124,6 +124,12 @@ pub struct Call {
     /// server's answer written in a trace of its own ([`crate::answers`]).
     #[serde(default)]
     pub response_id: Option<String>,
+    /// `[inference ms, prompt tokens, generated tokens]` when the server
+    /// timed prefill and decode only together and they were split by the
+    /// fixed token estimate: a model's learned costs split it again
+    /// ([`crate::costs`]).
+    #[serde(default)]
+    pub unsplit: Option<[f64; 3]>,
 }
 
 impl Call {
@@ -372,6 +378,7 @@ fn pseudo(
         gateway: None,
         models_tried: Vec::new(),
         response_id: None,
+        unsplit: None,
     }
 }
 

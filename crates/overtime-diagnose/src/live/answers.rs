@@ -19,13 +19,17 @@ use crate::phasebook::WINDOW_MINUTES;
 use crate::verdict::TraceSummary;
 use overtime_model::RootCauseKind;
 
-/// What of a trace waits for a model server's answer elsewhere.
+/// What of a trace waits for a model server's answer elsewhere, and what
+/// it teaches of its models' token costs.
 #[derive(Default)]
 pub(super) struct Waiting {
     /// Its finished model calls with no phases: (completion id, model, start).
     calls: Vec<(String, String, i64)>,
     /// The completion id of its dominant call, when it has no phases.
     dominant: Option<String>,
+    /// Its calls whose server timed prefill and decode together: (model,
+    /// [inference ms, prompt, generated]) for the model's token costs.
+    costs: Vec<(String, [f64; 3])>,
 }
 
 /// What of `summary`'s trace waits for an answer (allocates only when a
@@ -43,6 +47,11 @@ pub(super) fn waiting(summary: &TraceSummary) -> Waiting {
             .as_ref()
             .filter(|d| d.phases.is_empty())
             .and_then(|d| d.response_id.clone()),
+        costs: summary
+            .llm_calls
+            .iter()
+            .filter_map(|c| Some((c.model.clone(), c.unsplit?)))
+            .collect(),
     }
 }
 
@@ -61,6 +70,9 @@ impl LiveDiagnoser {
         if first {
             for (id, model, start_us) in &waits.calls {
                 self.book.answers.expect(id, model, *start_us);
+            }
+            for (model, [i, p, g]) in &waits.costs {
+                self.book.costs.add(model, *i, *p as i64, *g as i64);
             }
         }
         let judged_blind = self

@@ -549,6 +549,10 @@ impl LiveDiagnoser {
         }
         for c in &summary.llm_calls {
             if let Some(f) = c.finished() {
+                let f = match c.unsplit {
+                    Some(u) => self.book.split_by_costs(&c.model, &f, u),
+                    None => f,
+                };
                 self.book.add(&c.model, &f);
                 pending.booked.push((c.model.clone(), f));
             }
