@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 mod complete;
 mod cuts;
+mod metrics;
 mod requests;
 mod share;
 pub use requests::RequestLookup;
@@ -140,6 +141,8 @@ pub struct LiveDiagnoser {
     /// The phases of the finished model calls seen so far, for the cut
     /// ones ([`crate::phasebook`]).
     book: crate::phasebook::PhaseBook,
+    /// The model servers' metrics scraped so far (`metrics.rs`).
+    metrics: crate::server_metrics::ServerMetrics,
 }
 
 impl LiveDiagnoser {
@@ -172,6 +175,7 @@ impl LiveDiagnoser {
             observations_dropped: 0,
             requests: requests::RequestJoin::default(),
             book: Default::default(),
+            metrics: Default::default(),
         }
     }
 
