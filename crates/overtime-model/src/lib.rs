@@ -38,7 +38,8 @@ pub use sink::{Checkpoint, RecordSink, SinkError, Table};
 pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
 pub use span_columns::{SpanColumns, span_records, span_schema};
 pub use verdict::{
-    BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,
+    BudgetView, CallPhases, Contributing, Finding, GatewayView, PhaseNeighbours, RootCause,
+    TimelineEntry, Verdict,
 };
 
 /// Errors reading rows back from a batch.

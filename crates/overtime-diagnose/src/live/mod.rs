@@ -402,6 +402,10 @@ impl LiveDiagnoser {
                 early.push(k.clone());
             }
         }
+        // The traces whose gateway answered go first: their finished model
+        // calls are in the phase book before the failing ones' cut calls
+        // are judged, as a batch run counts every finished call first.
+        due.sort_by_key(|k| self.pending.get(k).is_some_and(|p| p.gateway_failed()));
         let mut out = Vec::new();
         if !due.is_empty() || !early.is_empty() {
             // The cuts of the traces about to be judged count for the
