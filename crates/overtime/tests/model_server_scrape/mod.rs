@@ -210,6 +210,17 @@ fn serve_scrapes_a_vllm_metrics_endpoint_and_its_incidents_match_diagnose_with_t
         own_metric(port, "overtime_model_server_up{server=\"vllm-0\"}"),
         Some(1.0)
     );
+    // Every scrape kept the 8 series the diagnosis reads (2 gauges, 3
+    // histograms' sum and count).
+    let samples = own_metric(
+        port,
+        "overtime_model_server_samples_total{server=\"vllm-0\"}",
+    )
+    .unwrap();
+    assert!(
+        samples >= 8.0 && samples % 8.0 == 0.0,
+        "{samples} samples kept"
+    );
 
     // Three requests in the minutes the model server was scraped, cut by
     // the gateway with nothing from the model server.
