@@ -13,6 +13,7 @@
 //!   it is (as Vector's components own theirs): `[store]` is
 //!   [`StoreConfig`], `[otlp]` [`OtlpSettings`], `[[file]]`
 //!   [`FileSourceSettings`], `[[kafka]]` [`KafkaSourceSettings`],
+//!   `[[model_server]]` [`ModelServerSettings`],
 //!   `[diagnose]` [`DiagnoseSettings`], `[cluster]` [`ClusterConfig`], and `[sql]`, `[slo]`, `[alerts]`,
 //!   `[jira]` likewise. Each key, its default and its documentation are
 //!   written once, in the owning crate; the binary calls the sections'
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 pub use overtime_diagnose::DiagnoseSettings;
 pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
+pub use overtime_ingest::scrape::ModelServerSettings;
 pub use overtime_kafka::KafkaSourceSettings;
 pub use overtime_server::ClusterConfig;
 pub use overtime_server::SqlConfig;
@@ -100,6 +102,10 @@ pub struct Config {
     /// Kafka consumers: the Kafka source's own settings type (docs/kafka.md).
     #[serde(rename = "kafka")]
     pub kafka: Vec<KafkaSourceSettings>,
+    /// Model servers' Prometheus endpoints to scrape: the scraper's own
+    /// settings type (docs/inputs.md, "Model-server metrics").
+    #[serde(rename = "model_server")]
+    pub model_servers: Vec<ModelServerSettings>,
 }
 
 impl Config {
@@ -146,6 +152,10 @@ impl Config {
         }
         for k in &self.kafka {
             k.validate()
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        }
+        for m in &self.model_servers {
+            m.validate()
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         Ok(())
@@ -229,7 +239,7 @@ mod tests {
         assert_eq!(c.diagnose, DiagnoseSettings::default());
         assert_eq!(c.sql, SqlConfig::default());
         assert_eq!(c.slo, SloConfig::default());
-        assert!(c.files.is_empty() && c.kafka.is_empty());
+        assert!(c.files.is_empty() && c.kafka.is_empty() && c.model_servers.is_empty());
     }
 
     #[test]
@@ -259,6 +269,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs `format`"), "{e}");
+    }
+
+    #[test]
+    fn a_model_server_block_reads_with_its_defaults_and_a_bad_url_is_refused() {
+        let c = Config::from_toml_str(
+            "[[model_server]]\nurl = \"http://vllm-0:8000/metrics\"\nmodel = \"qwen\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.model_servers[0].interval_ms, 15_000);
+        assert_eq!(c.model_servers[0].model.as_deref(), Some("qwen"));
+        let e = Config::from_toml_str("[[model_server]]\nurl = \"vllm-0:8000\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("http://"), "{e}");
     }
 
     #[test]

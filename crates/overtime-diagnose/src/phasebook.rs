@@ -82,6 +82,8 @@ pub struct Inferred {
     /// For the evidence: "inferred from N finished calls of M within ±5
     /// min (…)".
     pub source: String,
+    /// Those finished calls: how many, and what they spent on average.
+    pub neighbours: overtime_model::PhaseNeighbours,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -295,6 +297,14 @@ impl PhaseBook {
             None => format!("{how} {}", crate::fmt::dur(c.duration_ms)),
         };
         Some(Inferred {
+            neighbours: overtime_model::PhaseNeighbours {
+                calls: near.n,
+                metered: near.metered,
+                window_min: WINDOW_MINUTES,
+                queue_ms: q,
+                prefill_ms: p,
+                decode_ms: d,
+            },
             phases: LlmPhases {
                 queue_ms: Some(queue),
                 prefill_ms: Some(prefill),

@@ -105,15 +105,80 @@ fn series_key(s: &MetricSample) -> String {
         .join(",")
 }
 
+/// How far back a live [`ServerMetrics`] keeps a series, from its newest
+/// sample: a day, as the phase book keeps its minutes.
+pub const MAX_AGE_US: i64 = 24 * 3600 * 1_000_000;
+
+/// Sorted by time (stable: two servers' points of one time keep their order).
+fn sort(v: &mut Series) {
+    v.sort_by_key(|p| p.0);
+}
+
+/// Drops the points older than [`MAX_AGE_US`] before the newest.
+fn prune(v: &mut Series) {
+    if let Some(&(newest, _)) = v.last() {
+        v.retain(|p| p.0 >= newest - MAX_AGE_US);
+    }
+}
+
 /// How much a counter grew from `a` to `b`; a fall is a restart.
 fn increase(a: f64, b: f64) -> f64 {
     if b >= a { b - a } else { b }
+}
+
+/// Whether this module reads the series `name` (what a scrape keeps).
+///
+/// ```
+/// use overtime_diagnose::server_metrics::reads;
+/// assert!(reads("vllm:num_requests_waiting"));
+/// assert!(reads("vllm:request_queue_time_seconds_sum"));
+/// assert!(!reads("vllm:request_queue_time_seconds_bucket"));
+/// assert!(!reads("process_cpu_seconds_total"));
+/// ```
+pub fn reads(name: &str) -> bool {
+    QUEUE_DEPTH.contains(&name)
+        || KV_CACHE_USE.contains(&name)
+        || PHASE_HISTOGRAMS.iter().any(|h| {
+            name.strip_prefix(h)
+                .is_some_and(|rest| rest == "_sum" || rest == "_count")
+        })
 }
 
 impl ServerMetrics {
     /// The series of `samples` this module reads; the rest is ignored.
     pub fn new(samples: &[MetricSample]) -> Self {
         let mut m = ServerMetrics::default();
+        m.insert(samples);
+        m
+    }
+
+    /// Adds `samples` as they arrive (a live scrape, the store's rows
+    /// after a restart) and returns what they add to the phase book: the
+    /// finished requests counted between the last sample already held of
+    /// each histogram and the new ones — so that a book fed every scrape
+    /// holds what [`ServerMetrics::phase_book`] of all of them gives.
+    /// Samples older than [`MAX_AGE_US`] before a series' newest are
+    /// dropped.
+    pub fn add(&mut self, samples: &[MetricSample]) -> PhaseBook {
+        let before: BTreeMap<(String, String), i64> = self
+            .phases
+            .iter()
+            .filter_map(|(k, hs)| Some((k.clone(), hs[0][1].last()?.0)))
+            .collect();
+        self.insert(samples);
+        for v in self.queue.values_mut().chain(self.kv.values_mut()) {
+            prune(v);
+        }
+        for hs in self.phases.values_mut() {
+            for sc in hs.iter_mut().flatten() {
+                prune(sc);
+            }
+        }
+        self.phase_book_where(|key, t1| before.get(key).is_none_or(|last| t1 > *last))
+    }
+
+    fn insert(&mut self, samples: &[MetricSample]) {
+        let m = self;
         for s in samples {
             if !s.value.is_finite() {
                 continue;
@@ -143,14 +208,13 @@ impl ServerMetrics {
             }
         }
         for v in m.queue.values_mut().chain(m.kv.values_mut()) {
-            v.sort_by_key(|p| p.0);
+            sort(v);
         }
         for hs in m.phases.values_mut() {
             for sc in hs.iter_mut().flatten() {
-                sc.sort_by_key(|p| p.0);
+                sort(sc);
             }
         }
-        m
     }
 
     /// Nothing read.
@@ -196,13 +260,23 @@ impl ServerMetrics {
     /// histograms, counted into a [`PhaseBook`] at the later sample's
     /// minute: `n` requests that spent the histograms' increases.
     pub fn phase_book(&self) -> PhaseBook {
+        self.phase_book_where(|_, _| true)
+    }
+
+    /// [`ServerMetrics::phase_book`] of the steps ending at a time `keep`
+    /// accepts for a series.
+    fn phase_book_where(&self, keep: impl Fn(&(String, String), i64) -> bool) -> PhaseBook {
         let mut book = PhaseBook::default();
-        for ((model, _), [queue, prefill, decode]) in &self.phases {
+        for (key, [queue, prefill, decode]) in &self.phases {
+            let model = &key.0;
             // Step along the queue histogram's count; the other sums are
             // read at the same times.
             let at = |s: &Series, t: i64| s.iter().find(|p| p.0 == t).map(|p| p.1);
             for w in queue[1].windows(2) {
                 let ((t0, c0), (t1, c1)) = (w[0], w[1]);
+                if !keep(key, t1) {
+                    continue;
+                }
                 let n = increase(c0, c1);
                 let sums = [queue, prefill, decode]
                     .map(|h| Some(increase(at(&h[0], t0)?, at(&h[0], t1)?) * 1000.0));

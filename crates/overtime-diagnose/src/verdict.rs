@@ -289,6 +289,11 @@ fn orphan_evidence(trace: &Trace, tree: &TraceTree) -> String {
 fn timeline(trace: &Trace, tree: &TraceTree, calls: &[Call]) -> Vec<TimelineEntry> {
     let origin = tree.origin_us();
     let mut components = span_components(trace, tree, calls);
+    // Each LLM call's phases and their source, on its first span.
+    let mut llm_phases: BTreeMap<usize, overtime_model::CallPhases> = calls
+        .iter()
+        .filter_map(|c| Some((*c.spans.first()?, crate::calls::call_phases(c)?)))
+        .collect();
     let mut out: Vec<TimelineEntry> = tree
         .nodes
         .iter()
@@ -311,6 +316,7 @@ fn timeline(trace: &Trace, tree: &TraceTree, calls: &[Call]) -> Vec<TimelineEntr
                 attempt: s.attempt.unwrap_or(0),
                 status: s.status,
                 phases: s.phases.iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                llm_phases: llm_phases.remove(&i),
             })
         })
         .collect();

@@ -9,7 +9,9 @@
 //!   `RESOURCE_EXHAUSTED` backpressure;
 //! - [`offline`]: what `overtime diagnose`, `advise` and `whatif` read
 //!   (files, globs of rotated logs, `.gz` / `.zst`, the progress bar, the
-//!   format check) into the batch engine of `overtime-diagnose`.
+//!   format check) into the batch engine of `overtime-diagnose`;
+//! - [`scrape`]: the model servers' Prometheus endpoints, scraped into
+//!   the store's `model_server_metrics`.
 //!
 //! Design rules:
 //! - Sources convert to Arrow once, with `overtime-parse`'s one
@@ -28,3 +30,4 @@
 pub mod file_tail;
 pub mod offline;
 pub mod otlp;
+pub mod scrape;

@@ -31,14 +31,15 @@ mod verdict;
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
 pub use gateway::{GatewayColumns, GatewayRecord, gateway_records, gateway_schema, sum_known};
 pub use gateway_rows::GatewayRows;
-pub use metric::MetricSample;
+pub use metric::{MetricColumns, MetricSample, metric_samples, metric_schema};
 pub use observation::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use rejected::{RAW_KEEP, RejectedColumns, RejectedRecord, rejected_records, rejected_schema};
 pub use sink::{Checkpoint, RecordSink, SinkError, Table};
 pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
 pub use span_columns::{SpanColumns, span_records, span_schema};
 pub use verdict::{
-    BudgetView, Contributing, Finding, GatewayView, RootCause, TimelineEntry, Verdict,
+    BudgetView, CallPhases, Contributing, Finding, GatewayView, PhaseNeighbours, RootCause,
+    TimelineEntry, Verdict,
 };
 
 /// Errors reading rows back from a batch.

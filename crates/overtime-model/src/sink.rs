@@ -35,17 +35,26 @@ pub enum Table {
     Spans,
     /// One row per record that could not be read, with its reason.
     Rejected,
+    /// One row per sample scraped from a model server's `/metrics`.
+    ModelServerMetrics,
 }
 
 impl Table {
     /// Every table, in the order the store lays them out.
-    pub const ALL: [Table; 3] = [Table::GatewayRequests, Table::Spans, Table::Rejected];
-    /// The table's name (`gateway_requests`, `spans`, `rejected`), as in SQL and on disk.
+    pub const ALL: [Table; 4] = [
+        Table::GatewayRequests,
+        Table::Spans,
+        Table::Rejected,
+        Table::ModelServerMetrics,
+    ];
+    /// The table's name (`gateway_requests`, `spans`, `rejected`,
+    /// `model_server_metrics`), as in SQL and on disk.
     pub fn as_str(self) -> &'static str {
         match self {
             Table::GatewayRequests => "gateway_requests",
             Table::Spans => "spans",
             Table::Rejected => "rejected",
+            Table::ModelServerMetrics => "model_server_metrics",
         }
     }
     /// The table named `s` (exact name), if any.

@@ -95,6 +95,46 @@ pub struct TimelineEntry {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     /// The model server's own phases (`queue`, `prefill`, `decode`, `io`), ms, from `X-LLM-Reason`; empty when unknown.
     pub phases: BTreeMap<String, f64>,
+    /// On the first span of an LLM call whose phases are known: the call's
+    /// phases and where they came from (a vLLM span, TGI headers, or
+    /// inferred from the same model's finished calls); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_phases: Option<CallPhases>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An LLM call's phases as the diagnosis read them (docs/diagnosis.md,
+/// "Phases of a cut call").
+pub struct CallPhases {
+    /// Where they came from, as the evidence names it (`vLLM span`,
+    /// `TGI headers`, `X-LLM-Reason header`, `inferred: …`).
+    pub source: String,
+    /// Time in the server's queue, ms.
+    pub queue_ms: Option<f64>,
+    /// Prefill, ms.
+    pub prefill_ms: Option<f64>,
+    /// Decode, ms.
+    pub decode_ms: Option<f64>,
+    /// For phases inferred from the model's finished calls: those calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<PhaseNeighbours>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The finished calls a cut call's phases were inferred from.
+pub struct PhaseNeighbours {
+    /// How many finished calls of the same model.
+    pub calls: u32,
+    /// Of them, how many the model server's metrics counted (not a span).
+    pub metered: u32,
+    /// They started within this many minutes of the cut call.
+    pub window_min: i64,
+    /// Their mean time in the queue, ms.
+    pub queue_ms: f64,
+    /// Their mean prefill, ms.
+    pub prefill_ms: f64,
+    /// Their mean decode, ms.
+    pub decode_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -66,9 +66,23 @@ pub struct MetricsRead {
 pub fn read_metrics(text: &str) -> MetricsRead {
     match text.trim_start().as_bytes().first() {
         Some(b'{') if text.trim_start().starts_with("{\"") => read_api_json(text),
-        Some(b'{') => read_text(&dump_to_text(text)),
-        _ => read_text(text),
+        Some(b'{') => read_text(&dump_to_text(text), None),
+        _ => read_text(text, None),
     }
+}
+
+/// One answer of a live `GET /metrics` (the text exposition format,
+/// Prometheus' or OpenMetrics'), scraped at `scraped_us`: a sample without
+/// a timestamp of its own — what servers write — was sampled then.
+///
+/// ```
+/// use overtime_parse::metrics::read_scrape;
+/// let read = read_scrape("# TYPE vllm:num_requests_waiting gauge\n\
+///                         vllm:num_requests_waiting{model_name=\"qwen\"} 7.0\n", 42);
+/// assert_eq!((read.samples[0].value, read.samples[0].time_us), (7.0, 42));
+/// ```
+pub fn read_scrape(text: &str, scraped_us: i64) -> MetricsRead {
+    read_text(text, Some(scraped_us))
 }
 
 /// The Prometheus HTTP API's answer to `query` / `query_range`.
@@ -169,14 +183,16 @@ fn dump_to_text(text: &str) -> String {
     out
 }
 
-/// The text exposition format, one scrape or many in a row.
-fn read_text(text: &str) -> MetricsRead {
+/// The text exposition format, one scrape or many in a row; a sample
+/// without a timestamp is dated `scraped_us` when given, else refused.
+fn read_text(text: &str, scraped_us: Option<i64>) -> MetricsRead {
     let mut out = MetricsRead::default();
     for scrape in scrapes(text) {
         match parse_block(
             &scrape.text(None),
             scrape.open,
             scrape.first_line(),
+            scraped_us,
             &mut out,
         ) {
             Ok(samples) => out.samples.extend(samples),
@@ -187,7 +203,13 @@ fn read_text(text: &str) -> MetricsRead {
                     if line.starts_with('#') {
                         continue;
                     }
-                    match parse_block(&scrape.text(Some(line)), scrape.open, *no, &mut out) {
+                    match parse_block(
+                        &scrape.text(Some(line)),
+                        scrape.open,
+                        *no,
+                        scraped_us,
+                        &mut out,
+                    ) {
                         Ok(samples) => out.samples.extend(samples),
                         Err(e) => out.rejected.push(MetricRejected {
                             line: *no,
@@ -213,15 +235,16 @@ fn parse_block(
     text: &str,
     open: bool,
     line: u64,
+    scraped_us: Option<i64>,
     out: &mut MetricsRead,
 ) -> Result<Vec<MetricSample>, String> {
     if open {
         openmetrics::parse_openmetrics(text)
-            .map(|e| flatten(e, om_series, 1e6, out, line))
+            .map(|e| flatten(e, om_series, 1e6, scraped_us, out, line))
             .map_err(|e| e.to_string())
     } else {
         prometheus::parse_prometheus(text)
-            .map(|e| flatten(e, prom_series, 1e3, out, line))
+            .map(|e| flatten(e, prom_series, 1e3, scraped_us, out, line))
             .map_err(|e| e.to_string())
     }
 }
@@ -473,11 +496,12 @@ fn om_series(v: &OpenMetricsValue) -> Series {
 
 /// Every sample of an exposition, flat: `series` gives a value's series,
 /// `us_per_unit` the timestamps' unit (Prometheus' text format: ms;
-/// OpenMetrics: s).
+/// OpenMetrics: s), `scraped_us` the time of a sample without one.
 fn flatten<T: Clone, V: openmetrics_parser::RenderableMetricValue + Clone>(
     e: openmetrics_parser::MetricsExposition<T, V>,
     series: fn(&V) -> Series,
     us_per_unit: f64,
+    scraped_us: Option<i64>,
     rejected: &mut MetricsRead,
     line: u64,
 ) -> Vec<MetricSample> {
@@ -485,7 +509,10 @@ fn flatten<T: Clone, V: openmetrics_parser::RenderableMetricValue + Clone>(
     for (name, family) in e.families {
         for s in family.iter_samples() {
             let labels = labels_of(s);
-            let t = s.timestamp.map(|t| (t * us_per_unit).round() as i64);
+            let t = s
+                .timestamp
+                .map(|t| (t * us_per_unit).round() as i64)
+                .or(scraped_us);
             for (suffix, value) in series(&s.value) {
                 push(
                     &mut out,

@@ -1,6 +1,7 @@
 //! The wiring of `overtime serve`: the store opened (the WAL replayed
 //! into the live diagnosis); the sources started (file tails, Kafka
-//! consumers, OTLP/HTTP, OTLP/gRPC) into the diagnosing sink; the periodic
+//! consumers, OTLP/HTTP, OTLP/gRPC, the model servers' `/metrics`
+//! scrapes) into the diagnosing sink; the periodic
 //! jobs spawned ([`crate::schedule`]); the API served until SIGINT or
 //! SIGTERM, then everything stopped in order.
 
@@ -11,6 +12,7 @@ use anyhow::{Context, Result};
 use overtime_config::{Config, Secrets};
 use overtime_ingest::file_tail::{FileTail, spawn_file_tail};
 use overtime_ingest::otlp::{OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on};
+use overtime_ingest::scrape::{ScrapeCollector, Scraper};
 use overtime_kafka::{KafkaSource, spawn_kafka_source};
 use overtime_model::RecordSink;
 use overtime_server::Metrics;
@@ -142,6 +144,19 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         state
             .metrics
             .register(overtime_kafka::KafkaCollector::new(kafka_stats));
+    }
+    // The model servers' /metrics, scraped into the store (and so into the
+    // live diagnosis) every interval; their counters in /metrics.
+    let mut scraped = Vec::new();
+    for m in &cfg.model_servers {
+        let scraper = Scraper::new(m.clone(), sink("model_server"));
+        scraped.push(scraper.stats());
+        running
+            .tasks
+            .push(tokio::spawn(scraper.run(shutdown.clone())));
+    }
+    if !scraped.is_empty() {
+        state.metrics.register(ScrapeCollector { servers: scraped });
     }
     let otlp_stats = Arc::new(OtlpStats::default());
     {

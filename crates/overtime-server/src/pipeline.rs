@@ -6,7 +6,9 @@
 use crate::AppState;
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
-use overtime_model::{Checkpoint, RecordSink, SinkError, Table, gateway_records, span_records};
+use overtime_model::{
+    Checkpoint, RecordSink, SinkError, Table, gateway_records, metric_samples, span_records,
+};
 use std::sync::Arc;
 
 /// Microseconds since the epoch, now.
@@ -42,6 +44,13 @@ impl DiagnosingSink {
                     .lock()
                     .expect("live state lock")
                     .add_spans(rows, now)
+            }),
+            Table::ModelServerMetrics => metric_samples(batch).map(|rows| {
+                state
+                    .live
+                    .lock()
+                    .expect("live state lock")
+                    .add_server_metrics(&rows)
             }),
             Table::Rejected => Ok(()),
         };
@@ -199,17 +208,29 @@ impl RecordSink for SourceSink {
 }
 
 /// After a restart: what the WAL brought back into the memtable goes to the
-/// live diagnosis again, so pending traces get their verdicts. `since_us`
+/// live diagnosis again, so pending traces get their verdicts (the model
+/// servers' metrics first, as they came before the calls they explain, and
+/// from a day back: the phase book's span). `since_us`
 /// (µs since the epoch): the oldest rows replayed. Only this collector's
 /// own rows: in a shared bucket the others' are theirs to judge and count
 /// (replayed here too, their 504s counted twice in the timeout inference
 /// and their traces held twice). An error is the store's scan failing, as
 /// text.
 pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
-    for table in [Table::GatewayRequests, Table::Spans] {
+    for table in [
+        Table::ModelServerMetrics,
+        Table::GatewayRequests,
+        Table::Spans,
+    ] {
+        let from = match table {
+            Table::ModelServerMetrics => {
+                since_us.min(now_us() - overtime_diagnose::server_metrics::MAX_AGE_US)
+            }
+            _ => since_us,
+        };
         let batches = state
             .store
-            .scan_own(table, Some(since_us), None)
+            .scan_own(table, Some(from), None)
             .map_err(|e| e.to_string())?;
         for b in &batches {
             DiagnosingSink::observe(state, table, b, now_us());

@@ -14,8 +14,8 @@ use overtime_model::Table;
 /// Batches of every table, in arrival order.
 #[derive(Debug, Default, Clone)]
 pub struct Memtable {
-    batches: [Vec<RecordBatch>; 3],
-    rows: [u64; 3],
+    batches: [Vec<RecordBatch>; 4],
+    rows: [u64; 4],
     bytes: u64,
 }
 

@@ -80,7 +80,7 @@ pub(crate) struct State {
     pub active: Memtable,
     /// The memtable a running flush is writing out; still visible to reads.
     pub frozen: Option<Memtable>,
-    pub files: [Vec<Arc<SegmentFile>>; 3],
+    pub files: [Vec<Arc<SegmentFile>>; 4],
     pub checkpoints: BTreeMap<String, String>,
     /// The checkpoints as of the last published flush (the manifest's):
     /// with a bucket, what every collector can read back
@@ -104,7 +104,7 @@ pub(crate) struct Inner {
     pub cfg: StoreConfig,
     pub root: PathBuf,
     /// `data_dir/parquet/<table>` (no `[store] url`).
-    pub parquet_dirs: [PathBuf; 3],
+    pub parquet_dirs: [PathBuf; 4],
     /// Object storage (`[store] url`): the Parquet files live there.
     pub bucket: Option<Arc<Bucket>>,
     /// This store's name in object keys (empty without a bucket).

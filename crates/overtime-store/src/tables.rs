@@ -16,7 +16,7 @@ use crate::StoreError;
 use arrow::array::{ArrayRef, TimestampMicrosecondArray, new_null_array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
-use overtime_model::{Table, gateway_schema, rejected_schema, span_schema};
+use overtime_model::{Table, gateway_schema, metric_schema, rejected_schema, span_schema};
 use std::sync::{Arc, OnceLock};
 
 /// The side column the store adds to `rejected`.
@@ -28,6 +28,7 @@ pub fn idx(t: Table) -> usize {
         Table::GatewayRequests => 0,
         Table::Spans => 1,
         Table::Rejected => 2,
+        Table::ModelServerMetrics => 3,
     }
 }
 
@@ -37,6 +38,7 @@ pub fn time_column(t: Table) -> &'static str {
         Table::GatewayRequests => "time",
         Table::Spans => "start_time",
         Table::Rejected => INGESTED_AT,
+        Table::ModelServerMetrics => "time",
     }
 }
 
@@ -44,7 +46,7 @@ pub fn time_column(t: Table) -> &'static str {
 pub fn trace_column(t: Table) -> Option<&'static str> {
     match t {
         Table::GatewayRequests | Table::Spans => Some("trace_id"),
-        Table::Rejected => None,
+        Table::Rejected | Table::ModelServerMetrics => None,
     }
 }
 
@@ -53,13 +55,13 @@ pub fn trace_column(t: Table) -> Option<&'static str> {
 pub fn request_column(t: Table) -> Option<&'static str> {
     match t {
         Table::GatewayRequests | Table::Spans => Some("request_id"),
-        Table::Rejected => None,
+        Table::Rejected | Table::ModelServerMetrics => None,
     }
 }
 
 /// The schema the store keeps (and registers for SQL) for `t`.
 pub fn stored_schema(t: Table) -> SchemaRef {
-    static S: OnceLock<[SchemaRef; 3]> = OnceLock::new();
+    static S: OnceLock<[SchemaRef; 4]> = OnceLock::new();
     S.get_or_init(|| {
         let mut rej: Vec<Field> = rejected_schema()
             .fields()
@@ -71,7 +73,12 @@ pub fn stored_schema(t: Table) -> SchemaRef {
             DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
             true,
         ));
-        [gateway_schema(), span_schema(), Arc::new(Schema::new(rej))]
+        [
+            gateway_schema(),
+            span_schema(),
+            Arc::new(Schema::new(rej)),
+            metric_schema(),
+        ]
     })[idx(t)]
     .clone()
 }
@@ -84,6 +91,7 @@ pub fn conform(t: Table, batch: RecordBatch, now_us: i64) -> Result<RecordBatch,
         Table::GatewayRequests => gateway_schema(),
         Table::Spans => span_schema(),
         Table::Rejected => rejected_schema(),
+        Table::ModelServerMetrics => metric_schema(),
     };
     let got = batch.schema();
     let mismatch = |detail: String| StoreError::Schema {

@@ -405,7 +405,9 @@
     const start = s.start_offset_ms;
     const duration = Math.max(s.duration_ms, 0);
     let inner = '';
-    const ph = s.phases || {};
+    const own = s.phases && Object.keys(s.phases).length;
+    const ph = own ? s.phases : callPhaseMap(s.llm_phases);
+    const inferredBar = !own && s.llm_phases && s.llm_phases.inferred ? ' inferred' : '';
     const names = PHASES.filter((p) => num(ph[p])).concat(Object.keys(ph).filter((p) => !PHASES.includes(p) && num(ph[p])));
     const total = names.reduce((a, p) => a + ph[p], 0);
     if (total > 0 && duration > 0) {
@@ -413,7 +415,7 @@
       let acc = 0;
       for (const p of names) {
         const w = ph[p] * k;
-        inner += `<div class="ph ph-${PHASES.includes(p) ? p : 'other'}" style="left:${(acc / duration * 100).toFixed(2)}%;width:${(w / duration * 100).toFixed(2)}%" title="${esc(p)} ${dur(ph[p])}"></div>`;
+        inner += `<div class="ph ph-${PHASES.includes(p) ? p : 'other'}${inferredBar}" style="left:${(acc / duration * 100).toFixed(2)}%;width:${(w / duration * 100).toFixed(2)}%" title="${esc(p)} ${dur(ph[p])}${own ? '' : ` (${esc(phaseSource(s.llm_phases))})`}"></div>`;
         acc += w;
       }
     }
@@ -439,6 +441,37 @@
         ` title="${esc(`${what}: ${dur(gp.ms)}${gwTimeout != null ? ` (gateway read timeout ${dur(gwTimeout)})` : ''}`)}"></div>`;
     }
     return t;
+  }
+  // An LLM call's phases (timeline `llm_phases`) as a phase → ms map.
+  function callPhaseMap(cp) {
+    const m = {};
+    if (!cp) return m;
+    for (const p of ['queue', 'prefill', 'decode']) if (num(cp[p + '_ms'])) m[p] = cp[p + '_ms'];
+    return m;
+  }
+  // Where a call's phases came from, in a few words: the source the
+  // evidence names, or the finished calls they were inferred from.
+  function phaseSource(cp) {
+    const n = cp.inferred;
+    if (!n) return cp.source;
+    const model = (cp.source.match(/finished calls of (\S+)/) || [])[1] || 'the model';
+    return `inferred from ${count(n.calls, 'finished call')} of ${model}`;
+  }
+  function neighboursText(n) {
+    const metered = n.metered === n.calls ? ', all counted by the model server\'s metrics'
+      : n.metered ? `, ${n.metered} of them counted by the model server's metrics` : '';
+    return `${count(n.calls, 'finished call')} within ±${n.window_min} min${metered}: on average queue ${dur(n.queue_ms)}, prefill ${dur(n.prefill_ms)}, decode ${dur(n.decode_ms)}`;
+  }
+  function phasesCard(v) {
+    const calls = (v.timeline || []).filter((s) => s.llm_phases);
+    if (!calls.length) return '';
+    const li = calls.map((s) => {
+      const cp = s.llm_phases;
+      const split = ['queue', 'prefill', 'decode'].filter((p) => num(cp[p + '_ms'])).map((p) => `${p} ${dur(cp[p + '_ms'])}`).join(', ');
+      const nb = cp.inferred ? `<div class="muted neighbours">neighbours: ${esc(neighboursText(cp.inferred))}</div>` : '';
+      return `<li data-span="${esc(s.span_id)}"><b>${esc(s.component)}</b> ${esc(split)} · <span class="phase-source">${esc(phaseSource(cp))}</span>${nb}</li>`;
+    }).join('');
+    return `<section class="card" id="llm-phases" aria-label="Model phases"><h2>Model phases</h2><ul>${li}</ul></section>`;
   }
   function budgetLeft(v, r) {
     const s = r.s;
@@ -466,7 +499,7 @@
     const t1 = performance.now();
     const rows = buildRows(v, events);
     const spanCount = (v.timeline || []).length;
-    main().innerHTML = traceHeader(v, spanCount) + verdictCard(v) + legend() +
+    main().innerHTML = traceHeader(v, spanCount) + verdictCard(v) + phasesCard(v) + legend() +
       `<div class="wf" id="waterfall" tabindex="0" role="listbox" aria-label="Waterfall: arrows move, Enter shows details">${renderWaterfall(v, rows)}</div>` +
       '<p class="perf" id="perf"></p>';
     const wf = $('#waterfall');
@@ -507,7 +540,7 @@
   function legend() {
     const sw = (c, t) => `<span><i style="background:${c}"></i>${t}</span>`;
     return `<div class="legend">${['service', 'llm', 'tool', 'memory', 'network', 'judge', 'queue'].map((s) => sw(`var(--${s})`, s)).join('')}
-<span>LLM phases:</span>${PHASES.map((p) => sw(`var(--${p === 'queue' ? 'queue-ph' : p})`, p)).join('')}
+<span>LLM phases:</span>${PHASES.map((p) => sw(`var(--${p === 'queue' ? 'queue-ph' : p})`, p)).join('')}<span><i class="ph inferred" style="position:static;display:inline-block;background-color:var(--queue-ph)"></i>inferred</span>
 <span><i style="border-left:2px dashed var(--bad);width:2px"></i>deadline</span><span><i style="border-left:2px solid var(--warn);width:2px"></i>gateway cut</span>
 <span><i style="background:#111;width:3px"></i>timeout</span><span class="flag">no timeout</span>
 <span><i class="gap over" style="position:static;display:inline-block"></i>stream gap</span><span><i style="box-shadow:0 0 0 2px #111 inset;background:#fff"></i>critical path</span>
@@ -556,6 +589,13 @@
       if (r.type === 'grp') kv.push(['attempts', r.members.length]);
       if (r.type === 'span' && r.isCall) kv.push(['timeout of the call', r.noTimeout ? 'none (no timeout anywhere in this call)' : 'set']);
       for (const [p, ms] of Object.entries(s.phases || {})) kv.push([`phase ${p}`, dur(ms)]);
+      if (s.llm_phases) {
+        kv.push(['phase source', phaseSource(s.llm_phases)]);
+        if (!Object.keys(s.phases || {}).length) {
+          for (const [p, ms] of Object.entries(callPhaseMap(s.llm_phases))) kv.push([`phase ${p}`, dur(ms)]);
+        }
+        if (s.llm_phases.inferred) kv.push(['neighbours', neighboursText(s.llm_phases.inferred)]);
+      }
       const { ticks, gaps } = streamGaps(s, r.ev);
       if (ticks.length) {
         kv.push(['stream events', ticks.length]);

@@ -19,6 +19,7 @@ mod faults_overload_kafka;
 mod faults_secrets;
 mod faults_sql_abuse;
 mod incidents;
+mod model_server_scrape;
 mod postgres;
 mod prometheus_e2e;
 mod serve;

@@ -114,6 +114,27 @@ pub(crate) fn infer_phases(trace: &Trace, calls: &mut [Call], book: &PhaseBook) 
             phases.other = std::mem::take(&mut c.phases.other);
             c.phases = phases;
             c.phase_source = Some(inferred.source);
+            c.phase_neighbours = Some(inferred.neighbours);
         }
     }
+}
+
+/// An LLM call's phases for its timeline entry: what they are and where
+/// they came from; `None` for another call or one whose phases nobody
+/// said.
+pub(crate) fn call_phases(c: &Call) -> Option<overtime_model::CallPhases> {
+    let p = &c.phases;
+    if !c.is_llm() || (p.queue_ms.is_none() && p.prefill_ms.is_none() && p.decode_ms.is_none()) {
+        return None;
+    }
+    Some(overtime_model::CallPhases {
+        source: c
+            .phase_source
+            .clone()
+            .unwrap_or_else(|| "model server".into()),
+        queue_ms: p.queue_ms,
+        prefill_ms: p.prefill_ms,
+        decode_ms: p.decode_ms,
+        inferred: c.phase_neighbours.clone(),
+    })
 }

@@ -30,7 +30,7 @@ mod measure;
 mod infer;
 
 pub(crate) use attempts::family;
-pub(crate) use infer::{infer_phases, server_answer};
+pub(crate) use infer::{call_phases, infer_phases, server_answer};
 pub(crate) use measure::span_phases;
 
 use crate::assemble::Trace;
@@ -93,6 +93,9 @@ pub struct Call {
     /// `TGI headers` …), as the evidence names it.
     #[serde(default)]
     pub phase_source: Option<String>,
+    /// When the phases were inferred: the finished calls they came from.
+    #[serde(default)]
+    pub phase_neighbours: Option<overtime_model::PhaseNeighbours>,
     /// DNS + connect time over all attempts (ms), when known.
     pub dns_connect_ms: Option<f64>,
     /// DNS time over all attempts, ms, when known.
@@ -366,6 +369,7 @@ fn pseudo(
         cut: false,
         phases: LlmPhases::default(),
         phase_source: None,
+        phase_neighbours: None,
         dns_connect_ms: None,
         dns_ms: None,
         model: None,

@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, VecDeque};
 mod answers;
 mod complete;
 mod cuts;
+mod metrics;
 mod requests;
 mod share;
 pub use requests::RequestLookup;
@@ -146,6 +147,8 @@ pub struct LiveDiagnoser {
     awaiting: FxHashMap<String, Key>,
     /// Those of them whose answer came, reopened to be judged again.
     answered: Vec<Key>,
+    /// The model servers' metrics scraped so far (`metrics.rs`).
+    metrics: crate::server_metrics::ServerMetrics,
 }
 
 impl LiveDiagnoser {
@@ -180,6 +183,7 @@ impl LiveDiagnoser {
             book: Default::default(),
             awaiting: FxHashMap::default(),
             answered: Vec::new(),
+            metrics: Default::default(),
         }
     }
 
@@ -406,6 +410,10 @@ impl LiveDiagnoser {
                 early.push(k.clone());
             }
         }
+        // The traces whose gateway answered go first: their finished model
+        // calls are in the phase book before the failing ones' cut calls
+        // are judged, as a batch run counts every finished call first.
+        due.sort_by_key(|k| self.pending.get(k).is_some_and(|p| p.gateway_failed()));
         let mut out = Vec::new();
         if !due.is_empty() || !early.is_empty() {
             // The cuts of the traces about to be judged count for the

@@ -253,7 +253,11 @@ impl LiveDiagnoser {
     pub fn incidents_with(&self, others: &[SharedTraces]) -> Vec<IncidentReport> {
         let (summaries, verdicts) = self.merged_with(others);
         let verdicts: Vec<Verdict> = verdicts.into_iter().map(|(_, v)| v).collect();
-        report::incidents(&verdicts, &summaries, &self.cfg)
+        let mut incidents = report::incidents(&verdicts, &summaries, &self.cfg);
+        // The model servers' load over each window, as `diagnose --metrics`
+        // adds it (this collector's scrapes).
+        self.metrics.annotate(&mut incidents);
+        incidents
     }
 
     /// The current verdicts (with revisions) over the traces kept here and

@@ -23,9 +23,12 @@ fn documented_names() -> BTreeSet<String> {
             // Rendered by overtime-jira/alert and overtime-kafka, checked
             // against these sections there.
             // The PostgreSQL front door's are registered by `overtime
-            // serve` when it listens (checked by the binary's postgres test).
+            // serve` when it listens (checked by the binary's postgres test),
+            // the model-server scrapes' when it scrapes (the binary's
+            // model_server_scrape test).
             delivery = l.starts_with("## Delivery")
                 || l.starts_with("## Kafka source")
+                || l.starts_with("## Model-server scrapes")
                 || l.starts_with("## PostgreSQL wire protocol");
         }
         if let Some(rest) = l.strip_prefix("| `overtime_").filter(|_| !delivery) {

@@ -132,7 +132,7 @@ impl Store {
             manifest = m.clone();
         }
 
-        let mut files: [Vec<Arc<SegmentFile>>; 3] = Default::default();
+        let mut files: [Vec<Arc<SegmentFile>>; 4] = Default::default();
         // Our own objects: a file past the manifest is an unfinished flush
         // (its rows are replayed from the WAL, or read again from Kafka),
         // which no other collector reads either. Without a published

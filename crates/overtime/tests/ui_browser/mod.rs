@@ -11,6 +11,7 @@
 mod advice;
 mod charts;
 mod page;
+mod phases;
 
 use overtime_test_support::chromium::Browser;
 use page::*;
