@@ -234,21 +234,45 @@ fn serve_scrapes_a_vllm_metrics_endpoint_and_its_incidents_match_diagnose_with_t
 
     let ids: Vec<String> = (0..3).map(|i| format!("{:032x}", 0xabc0 + i)).collect();
     let mut live_incident = serde_json::Value::Null;
-    wait_for(90, "the live incident with the model server's load", || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let found = |live_incident: &mut serde_json::Value| {
         let all = ids
             .iter()
             .all(|id| matches!(get(port, &format!("/api/traces/{id}")), Some((200, _))));
         if let Some((200, body)) = get(port, "/api/incidents") {
             let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-            if let Some(i) = v["incidents"].as_array().and_then(|a| {
-                a.iter()
-                    .find(|i| !model_server_stats(i).is_empty() && i["trace_count"] == 3)
-            }) {
-                live_incident = i.clone();
+            // The list gives summaries; the report, its statistics.
+            let reports = v["incidents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["trace_count"] == 3)
+                .filter_map(|i| {
+                    let id = i["id"].as_str()?.replace('@', "%40").replace(':', "%3A");
+                    let (code, body) = get(port, &format!("/api/incidents/{id}"))?;
+                    (code == 200).then(|| serde_json::from_str::<serde_json::Value>(&body).ok())?
+                });
+            for r in reports {
+                if !model_server_stats(&r).is_empty() {
+                    *live_incident = r;
+                }
             }
         }
         all && !live_incident.is_null()
-    });
+    };
+    while !found(&mut live_incident) {
+        // What the collector holds, when it never comes.
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no live incident of the three traces with the model server's load after 90 s: \
+             incidents {:?}; traces {:?}",
+            get(port, "/api/incidents").map(|x| x.1),
+            ids.iter()
+                .map(|id| get(port, &format!("/api/traces/{id}")).map(|x| x.0))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     let live_stats = model_server_stats(&live_incident);
     let q = &live_stats[&format!("model_server_queue_depth ({MODEL})")];
     assert!(q["n"].as_u64().unwrap() >= 2, "{q}");
