@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REQUIREMENTS = os.path.join(HERE, "requirements.txt")
 DEFAULT_VENV = os.path.expanduser("~/.cache/overtime-e2e-pg/venv")
 JDBC_JAR = "/usr/share/java/postgresql.jar"
-TABLES = {"gateway_requests", "spans", "rejected", "verdicts", "incidents"}
+TABLES = {"gateway_requests", "spans", "rejected", "verdicts", "incidents", "model_server_metrics"}
 # Runs until a bound stops it: one row per recursion, nothing to hold.
 ENDLESS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 PARAM_SQL = "SELECT count(*) AS n FROM verdicts WHERE outcome = {} AND elapsed_ms >= {}"

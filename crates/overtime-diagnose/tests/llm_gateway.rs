@@ -86,6 +86,26 @@ fn a_gateways_own_retries_behind_one_attempt_are_the_calls_retries() {
 }
 
 #[test]
+fn the_timeout_a_gateways_error_states_is_taken_as_configured() {
+    let mut b = through_gateway(704, "deepseek-v4-flash");
+    gateway_op(&mut b, "5", "deepseek-v4-flash", 13.0, 1_057.0, true);
+    b.spans.last_mut().unwrap().attributes.push((
+        "error.message".into(),
+        "litellm.Timeout: APITimeoutError - Request timed out. Error_str: Request timed out. - timeout value=1.0, time taken=1.04 seconds".into(),
+    ));
+    gateway_attempt(&mut b, "6", 25.0, 1_056.0);
+    gateway_attempt(&mut b, "7", 2_175.0, 3_177.0);
+    let v = verdict(b, 3_000.0);
+    assert_eq!(
+        v.root_cause.kind,
+        K::RetryAmplification,
+        "{:?}",
+        v.root_cause
+    );
+    assert_evidence(&v, "its timeout of 1.0 s fired");
+}
+
+#[test]
 fn a_gateways_fallback_to_another_model_is_named_in_the_verdict() {
     let mut b = through_gateway(701, "gpt-oss-120b");
     gateway_op(&mut b, "5", "gpt-oss-120b", 40.0, 1_554.0, true);

@@ -395,6 +395,7 @@ fn behind_gateway(trace: &Trace, tree: &TraceTree, g: &attempts::Gateway, c: &mu
         c.models_tried = models;
     }
     let mut fired: Option<f64> = None;
+    let mut stated: Option<f64> = None;
     for &n in &g.ops {
         let Some(s) = tree.nodes[n].span.map(|i| &trace.spans[i]) else {
             continue;
@@ -402,16 +403,36 @@ fn behind_gateway(trace: &Trace, tree: &TraceTree, g: &attempts::Gateway, c: &mu
         if s.status == SpanStatus::Timeout {
             let d = s.duration_ms();
             fired = Some(fired.map_or(d, |f: f64| f.min(d)));
+            stated = stated.or_else(|| stated_timeout_ms(s));
         }
     }
     if let Some(d) = fired
         && (c.timeout_ms.is_none() || c.timeout_observed)
     {
-        // The gateway's own timeout fired first: the one that shaped the call.
-        c.timeout_ms = Some(c.timeout_ms.map_or(d, |t| t.min(d)));
-        c.timeout_observed = true;
+        // The gateway's own timeout fired first: the one that shaped the
+        // call — as its error states it, else as observed.
+        c.timeout_ms = Some(stated.unwrap_or(c.timeout_ms.map_or(d, |t| t.min(d))));
+        c.timeout_observed = stated.is_none();
         c.timed_out = true;
     }
+}
+
+/// The timeout a gateway's timeout error states it was given, in ms:
+/// LiteLLM writes `… timeout value=1.0, time taken=1.04 seconds` (seconds)
+/// in `error.message`.
+fn stated_timeout_ms(s: &SpanRecord) -> Option<f64> {
+    let msg = s
+        .attributes
+        .iter()
+        .find(|(k, _)| k == "error.message")
+        .map(|(_, v)| v.as_str())
+        .or(s.status_message.as_deref())?;
+    let rest = &msg[msg.find("timeout value=")? + "timeout value=".len()..];
+    let end = rest
+        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
+        .unwrap_or(rest.len());
+    let secs: f64 = rest[..end].parse().ok()?;
+    (secs.is_finite() && secs > 0.0).then_some(secs * 1000.0)
 }
 
 /// Is `node` under an application (non-service) span that names a judge
