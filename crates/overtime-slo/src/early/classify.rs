@@ -70,6 +70,8 @@ pub struct LlmWait {
     /// The TTFT, when the phases are unknown.
     pub first_token_ms: f64,
     pub total_ms: f64,
+    /// Queue and prefill were measured (not the TTFT stand-in).
+    pub from_phases: bool,
 }
 
 impl LlmWait {
@@ -91,6 +93,8 @@ pub struct Signals {
     pub judged_low: bool,
     /// (index in [`TIMED_STAGES`], used ≥ the near-timeout share).
     pub timed: Vec<(usize, bool)>,
+    /// Each call with a known timeout: the share of it used (1: cut).
+    pub call_use: Vec<f64>,
     pub llm: Vec<LlmWait>,
 }
 
@@ -176,14 +180,22 @@ pub fn classify(
         timed.push((0, u >= near));
     }
     let mut llm = Vec::new();
+    let mut call_use = Vec::new();
     for c in &o.calls {
         if let Some(i) = stage_index(c.stage) {
-            if c.timed_out() {
-                timed.push((i, true));
+            let used = if c.timed_out() {
+                Some(1.0)
             } else if let Some(u) = c.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+                Some(u)
+            } else {
+                c.timeout_ms
+                    .or_else(|| learned.of(c))
+                    .filter(|t| *t > 0.0 && c.duration_ms.is_finite())
+                    .map(|t| c.duration_ms.max(0.0) / t)
+            };
+            if let Some(u) = used {
                 timed.push((i, u >= near));
-            } else if let Some(t) = c.timeout_ms.or_else(|| learned.of(c)).filter(|t| *t > 0.0) {
-                timed.push((i, c.duration_ms >= near * t));
+                call_use.push(u);
             }
         }
         if c.is_llm() && c.duration_ms > 0.0 {
@@ -194,6 +206,7 @@ pub fn classify(
                     prefill_ms: c.prefill_ms.unwrap_or(0.0).clamp(0.0, total),
                     first_token_ms: 0.0,
                     total_ms: total,
+                    from_phases: true,
                 })
             } else {
                 c.ttft_ms.filter(|t| t.is_finite()).map(|t| LlmWait {
@@ -201,6 +214,7 @@ pub fn classify(
                     prefill_ms: 0.0,
                     first_token_ms: t.clamp(0.0, total),
                     total_ms: total,
+                    from_phases: false,
                 })
             };
             llm.extend(w);
@@ -215,6 +229,7 @@ pub fn classify(
         lost_call,
         judged_low,
         timed,
+        call_use,
         llm,
     })
 }
