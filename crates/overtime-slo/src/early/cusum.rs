@@ -42,6 +42,9 @@ pub const CUSUM_BUCKETS: usize = 16;
 pub const MIN_BASELINE_BUCKETS: usize = 8;
 /// Items the baseline needs.
 pub const MIN_BASELINE_ITEMS: f64 = 30.0;
+/// The bucket still filling counts once it has this many items (a few
+/// slow requests at its start are no trend yet).
+pub const MIN_CURRENT_ITEMS: f64 = 5.0;
 /// The allowance `k`, in standard errors per bucket.
 pub const ALLOWANCE: f64 = 0.5;
 
@@ -134,7 +137,11 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
     let floor = delta / 4.0;
     let (mut stat, mut run) = (0.0f64, Moments::default());
     let mut run_from = 0;
-    for (back, x) in pts.iter().rev().filter(|(b, _)| *b < m) {
+    let tested = pts
+        .iter()
+        .rev()
+        .filter(|(b, x)| *b < m && (*b > 0 || x.n >= MIN_CURRENT_ITEMS));
+    for (back, x) in tested {
         let se = (var / x.n + tau2 + var / b.n).sqrt().max(floor);
         let z = (x.sum / x.n - mu - delta) / se;
         let next = stat + z - ALLOWANCE;

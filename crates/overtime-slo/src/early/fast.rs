@@ -32,9 +32,18 @@ fn title(s: Signal) -> &'static str {
     }
 }
 
+/// A span in whole minutes from 2 minutes on (`23m`), else `30s`, `90s`.
+fn minutes(s: f64) -> String {
+    if s >= 120.0 {
+        format!("{}m", (s / 60.0).round())
+    } else {
+        window_name(s)
+    }
+}
+
 /// "the 4m before (all the history held)" or "the 55m before".
 fn baseline_words(d: &Detection) -> String {
-    let w = window_name(d.baseline_s);
+    let w = minutes(d.baseline_s);
     if d.baseline_short {
         format!("the {w} before (all the history held, since the collector's first data)")
     } else {
@@ -55,7 +64,7 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         title(s),
         s.show(recent),
         s.what(),
-        window_name(d.recent_s),
+        minutes(d.recent_s),
         d.recent_items,
         s.show(d.baseline),
         baseline_words(d),

@@ -68,9 +68,10 @@ pub enum Signal {
     /// Calls' duration over their timeout: configured, or observed (the
     /// duration at which calls of the same target were cut).
     CallTimeoutUse,
-    /// ln(LLM call duration, s).
+    /// ln(LLM call duration in ms, at least 1 ms): never negative, so
+    /// its sums are counters.
     LlmLatency,
-    /// ln(time to first token, s).
+    /// ln(time to first token in ms, at least 1 ms).
     Ttft,
     /// Queue + prefill share of each LLM call (phases from the model
     /// server's spans).
@@ -127,7 +128,7 @@ impl Signal {
     /// A mean in words.
     pub fn show(self, x: f64) -> String {
         match self {
-            Signal::LlmLatency | Signal::Ttft => super::secs(x.exp()),
+            Signal::LlmLatency | Signal::Ttft => super::secs(x.exp() / 1000.0),
             Signal::QueueDepth => format!("{x:.1}"),
             _ => super::pct(x),
         }
@@ -162,10 +163,10 @@ pub(crate) fn add_request(s: &mut Series, o: &RequestObservation, sig: &Signals)
     }
     for c in o.calls.iter().filter(|c| c.is_llm()) {
         if c.duration_ms > 0.0 {
-            s[Signal::LlmLatency.index()].add((c.duration_ms / 1000.0).ln());
+            s[Signal::LlmLatency.index()].add(c.duration_ms.max(1.0).ln());
         }
         if let Some(t) = c.ttft_ms.filter(|t| t.is_finite() && *t > 0.0) {
-            s[Signal::Ttft.index()].add((t / 1000.0).ln());
+            s[Signal::Ttft.index()].add(t.max(1.0).ln());
         }
     }
     for w in sig.llm.iter().filter(|w| w.from_phases && w.total_ms > 0.0) {
