@@ -303,9 +303,7 @@ impl Early {
 
     /// Adds a completed request at data time `now_us`.
     pub fn add(&mut self, o: &RequestObservation, now_us: i64, cfg: &SloConfig) {
-        for c in &o.calls {
-            self.learned.learn(c);
-        }
+        self.learned.learn_request(o);
         let Some(s) = classify(o, &self.learned, cfg) else {
             return;
         };

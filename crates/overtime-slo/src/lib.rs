@@ -53,7 +53,9 @@ pub use alerts::{
     SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 pub use breakers::ModelStats;
-pub use early::{Detection, EarlyTotals, EarlyWarningView, ServerLoad, Signal, SignalView};
+pub use early::{
+    Detection, EarlyTotals, EarlyWarningView, Moments, ServerLoad, Signal, SignalView,
+};
 pub use history::{AlertSpan, EARLY_WARNINGS};
 // The live diagnosis writes them (overtime-model holds the type both share).
 pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
