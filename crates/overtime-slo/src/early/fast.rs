@@ -71,7 +71,7 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         d.baseline_items,
         d.stat,
         match s {
-            Signal::LlmLatency => "20 %".to_string(),
+            Signal::LlmLatency => "15 %".to_string(),
             Signal::Ttft => "25 %".to_string(),
             Signal::QueueDepth => "1 request".to_string(),
             _ => format!("{:.0} points", s.min_shift() * 100.0),

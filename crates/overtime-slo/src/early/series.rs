@@ -113,12 +113,14 @@ impl Signal {
     }
 
     /// The smallest rise of the mean worth an alert, in the value's unit:
-    /// 5 points of a timeout or a share, 20 % of a latency (ln 1.2), 25 %
-    /// of a time to first token, one more waiting request.
+    /// 3 points of a timeout (the mean over every request, most of which a
+    /// ramp into one flow leaves alone), 5 points of a share, 15 % of a
+    /// latency (ln 1.15), 25 % of a time to first token, one more waiting
+    /// request.
     pub fn min_shift(self) -> f64 {
         match self {
-            Signal::RequestTimeoutUse | Signal::CallTimeoutUse => 0.05,
-            Signal::LlmLatency => 1.2f64.ln(),
+            Signal::RequestTimeoutUse | Signal::CallTimeoutUse => 0.03,
+            Signal::LlmLatency => 1.15f64.ln(),
             Signal::Ttft => 1.25f64.ln(),
             Signal::LlmQueuePrefill | Signal::KvCacheUse => 0.05,
             Signal::QueueDepth => 1.0,
