@@ -33,30 +33,9 @@
 use crate::extract::{End, TraceFacts};
 use std::collections::BTreeMap;
 
-/// The densest cluster of `durations` (±2 %, at least ±20 ms around its
-/// first member): its median and size, when it has at least three.
-pub fn fired_cluster(durations: &[f64]) -> Option<(f64, usize)> {
-    let mut v: Vec<f64> = durations
-        .iter()
-        .copied()
-        .filter(|d| d.is_finite())
-        .collect();
-    v.sort_by(f64::total_cmp);
-    let mut best = (0, 0);
-    let mut j = 0;
-    for i in 0..v.len() {
-        j = j.max(i);
-        let hi = v[i] + (v[i] * 0.02).max(20.0);
-        while j + 1 < v.len() && v[j + 1] <= hi {
-            j += 1;
-        }
-        if j + 1 - i > best.1 - best.0 {
-            best = (i, j + 1);
-        }
-    }
-    let n = best.1 - best.0;
-    (n >= 3).then(|| v[best.0 + (n - 1) / 2]).map(|m| (m, n))
-}
+// The clustering itself lives in overtime-model: the live early warning
+// (overtime-slo) learns fired timeouts the same way.
+pub use overtime_model::fired_cluster;
 
 /// Whether `ms` lies in the cluster around `t` (the tolerance of
 /// [`fired_cluster`], both ways).

@@ -17,6 +17,7 @@
 
 mod arrow_util;
 mod enums;
+mod fired;
 mod gateway;
 mod gateway_rows;
 mod metric;
@@ -29,6 +30,7 @@ mod span_links;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
+pub use fired::fired_cluster;
 pub use gateway::{GatewayColumns, GatewayRecord, gateway_records, gateway_schema, sum_known};
 pub use gateway_rows::GatewayRows;
 pub use metric::{MetricColumns, MetricSample, metric_samples, metric_schema};

@@ -79,8 +79,12 @@ pub struct EarlyWarningConfig {
     pub semantic_success_drop: f64,
     /// …and is below this share.
     pub semantic_success_below: f64,
-    /// Every early-warning condition must hold this long.
+    /// Every early-warning condition must hold this long (the window
+    /// tests; the fast CUSUM warnings fire at once and are kept this long).
     pub for_s: f64,
+    /// The fast warnings' CUSUM threshold `h`, in standard errors
+    /// (docs/alerts.md#early-warning).
+    pub cusum_threshold: f64,
 }
 
 impl Default for EarlyWarningConfig {
@@ -102,6 +106,7 @@ impl Default for EarlyWarningConfig {
             semantic_success_drop: 0.05,
             semantic_success_below: 0.95,
             for_s: 60.0,
+            cusum_threshold: 5.0,
         }
     }
 }
@@ -112,6 +117,7 @@ impl EarlyWarningConfig {
             ("short_window_s", self.short_window_s),
             ("baseline_window_s", self.baseline_window_s),
             ("min_z", self.min_z),
+            ("cusum_threshold", self.cusum_threshold),
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!(

@@ -32,11 +32,17 @@ use significance::{RatioSums, z_prop, z_ratio};
 
 mod classify;
 mod conditions;
+pub mod cusum;
+mod fast;
+pub mod series;
 mod significance;
+use crate::alerts::secs;
 pub use classify::{Answer, Chain};
 pub(crate) use classify::{ObservedTimeouts, Signals, classify};
+pub use cusum::Detection;
 use overtime_model::RequestObservation;
 use serde::Serialize;
+pub use series::{Moments, ServerLoad, Signal};
 use std::collections::BTreeMap;
 
 pub use crate::alert_names::{
@@ -84,6 +90,8 @@ pub(crate) struct Tally {
     pub wait_sq: f64,
     pub wait_time: f64,
     pub time_sq: f64,
+    /// The fast detector's series ([`cusum`]).
+    pub series: series::Series,
 }
 
 impl Tally {
@@ -137,6 +145,9 @@ impl Tally {
         self.wait_sq += o.wait_sq;
         self.wait_time += o.wait_time;
         self.time_sq += o.time_sq;
+        for (a, b) in self.series.iter_mut().zip(&o.series) {
+            a.merge(b);
+        }
     }
 
     fn timed_total(&self) -> u64 {
@@ -176,6 +187,9 @@ pub struct EarlyTotals {
     pub llm_wait_by_time: f64,
     /// Σ duration², s².
     pub llm_time_squared: f64,
+    /// Per fast signal ([`Signal::ALL`] order): count, Σ value, Σ value²
+    /// (the Prometheus rules' CUSUM reads them).
+    pub series: series::Series,
 }
 
 /// The `phase` labels of [`EarlyTotals::llm_seconds`].
@@ -236,6 +250,8 @@ pub struct EarlyWarningView {
     pub llm_wait_share: SignalView,
     /// Real successes / answers.
     pub semantic_success: SignalView,
+    /// The fast detectors of the armed signals ([`cusum`]).
+    pub fast: Vec<Detection>,
 }
 
 fn ratio(n: u64, d: u64) -> Option<f64> {
@@ -248,7 +264,7 @@ pub(crate) struct Early {
     /// Each warning's condition as last seen holding, and when: a warning
     /// keeps firing until its condition has been false for `for_s`, so a
     /// signal hovering at its threshold does not page again and again.
-    kept: BTreeMap<&'static str, (i64, Condition)>,
+    kept: BTreeMap<(&'static str, String), (i64, Condition)>,
     ring: Ring<Tally>,
     learned: ObservedTimeouts,
     totals: EarlyTotals,
@@ -266,7 +282,13 @@ impl Early {
         let slope = (SLOPE_MINUTES * 60.0 / BUCKET_S).round() as usize;
         Early {
             kept: BTreeMap::new(),
-            ring: Ring::new(width, short + baseline.max(slope) + 1),
+            ring: Ring::new(
+                width,
+                (short + baseline)
+                    .max(slope)
+                    .max(baseline + cusum::CUSUM_BUCKETS)
+                    + 1,
+            ),
             learned: ObservedTimeouts::default(),
             totals: EarlyTotals::default(),
             short,
@@ -281,15 +303,23 @@ impl Early {
 
     /// Adds a completed request at data time `now_us`.
     pub fn add(&mut self, o: &RequestObservation, now_us: i64, cfg: &SloConfig) {
-        for c in &o.calls {
-            self.learned.learn(c);
-        }
+        self.learned.learn_request(o);
         let Some(s) = classify(o, &self.learned, cfg) else {
             return;
         };
         self.totals.add(&s);
+        series::add_request(&mut self.totals.series, o, &s);
         if let Some(b) = self.ring.at(o.end_us, now_us) {
             b.add(&s);
+            series::add_request(&mut b.series, o, &s);
+        }
+    }
+
+    /// Adds a model server's load sample at data time `now_us`.
+    pub fn add_server(&mut self, l: &ServerLoad, now_us: i64) {
+        series::add_server(&mut self.totals.series, l);
+        if let Some(b) = self.ring.at(l.at_us, now_us) {
+            series::add_server(&mut b.series, l);
         }
     }
 
@@ -331,6 +361,28 @@ impl Early {
         (sxx > 0.0).then(|| sxy / sxx)
     }
 
+    /// The baseline window's words: its configured length, or the history
+    /// really held before the short window when that is shorter (a
+    /// collector that started recently): "7m (all the history held)".
+    fn baseline_held(&self, now_us: i64, configured_s: f64) -> String {
+        let cur = self.ring.index_of(now_us);
+        let end = cur - self.short as i64;
+        let oldest = self
+            .ring
+            .entries()
+            .into_iter()
+            .filter(|(i, t)| *i <= end && end - *i < self.baseline as i64 && t.requests > 0)
+            .map(|(i, _)| i)
+            .min();
+        match oldest {
+            Some(i) if ((end - i + 1) as usize) < self.baseline => format!(
+                "{} (all the history held)",
+                window_name((end - i + 1) as f64 * BUCKET_S)
+            ),
+            _ => window_name(configured_s),
+        }
+    }
+
     pub fn view(&self, now_us: i64, cfg: &SloConfig) -> EarlyWarningView {
         let e = &cfg.early_warning;
         let (s, b) = self.windows(now_us);
@@ -348,7 +400,7 @@ impl Early {
         let share = |t: &Tally| (t.llm_ms > 0.0).then(|| t.wait_ms() / t.llm_ms);
         EarlyWarningView {
             window: window_name(e.short_window_s),
-            baseline_window: window_name(e.baseline_window_s),
+            baseline_window: self.baseline_held(now_us, e.baseline_window_s),
             chain_healthy: prop(s.healthy, s.requests, b.healthy, b.requests, false),
             chain_healthy_slope_per_min: self.slope(now_us),
             near_timeout: prop(
@@ -366,6 +418,7 @@ impl Early {
                 z: z_ratio(RatioSums::of(&s), RatioSums::of(&b)),
             },
             semantic_success: prop(s.real, s.requests, b.real, b.requests, false),
+            fast: self.detections(now_us, self.baseline),
         }
     }
 
@@ -374,7 +427,9 @@ impl Early {
     pub fn evaluate(&mut self, now_us: i64, cfg: &SloConfig) -> Vec<Condition> {
         let keep = cfg.scaled_us(cfg.early_warning.for_s);
         for c in self.conditions(now_us, cfg) {
-            self.kept.insert(c.name, (now_us, c));
+            let signal = c.labels.iter().find(|l| l.0 == "signal");
+            let key = (c.name, signal.map_or(String::new(), |l| l.1.clone()));
+            self.kept.insert(key, (now_us, c));
         }
         self.kept
             .retain(|_, (at, _)| now_us - *at <= keep && *at <= now_us);

@@ -53,7 +53,9 @@ pub use alerts::{
     SEMANTIC_SUCCESS_FALLING, SEMANTIC_SUCCESS_LOW, TTFT_SLO_BREACH,
 };
 pub use breakers::ModelStats;
-pub use early::{EarlyTotals, EarlyWarningView, SignalView};
+pub use early::{
+    Detection, EarlyTotals, EarlyWarningView, Moments, ServerLoad, Signal, SignalView,
+};
 pub use history::{AlertSpan, EARLY_WARNINGS};
 // The live diagnosis writes them (overtime-model holds the type both share).
 pub use config::{ChainWeights, EarlyWarningConfig, SloConfig};
@@ -212,6 +214,16 @@ impl Slo {
             let model = self.labels.model.get(c.model.as_deref().unwrap_or(""));
             let end = if c.end_us > 0 { c.end_us } else { o.end_us };
             self.breakers.add(&model, c, end, self.watermark_us);
+        }
+    }
+
+    /// Adds model-server load samples (queue depth, KV cache use; see
+    /// [`ServerLoad`]) for the fast early warning. Samples move data time
+    /// as requests do.
+    pub fn observe_server(&mut self, samples: &[ServerLoad]) {
+        for l in samples {
+            self.step_to(l.at_us);
+            self.early.add_server(l, self.watermark_us);
         }
     }
 

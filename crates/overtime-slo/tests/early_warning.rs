@@ -40,6 +40,8 @@ struct Odds {
     /// Queue + prefill of the LLM call, as a share of it.
     wait: f64,
     judged_low: f64,
+    /// The request's share of its gateway timeout used (median; ×0.7–1.3).
+    used: f64,
 }
 
 const EVERYDAY: Odds = Odds {
@@ -48,6 +50,7 @@ const EVERYDAY: Odds = Odds {
     near: 0.01,
     wait: 0.3,
     judged_low: 0.02,
+    used: 0.3,
 };
 
 fn request(t_us: i64, odds: Odds, rng: &mut Rng) -> RequestObservation {
@@ -83,31 +86,50 @@ fn request(t_us: i64, odds: Odds, rng: &mut Rng) -> RequestObservation {
     } else {
         0.9
     });
-    o.timeout_used = Some(0.3);
+    o.timeout_used = Some((odds.used * (0.7 + 0.6 * rng.f64())).min(1.0));
     o
 }
 
+/// An early warning raised: alert, `signal` label, minute, summary.
+type Raised = (String, String, f64, String);
+
 /// 40 requests a minute for `minutes`, odds by minute; returns the early
-/// warnings raised (name, minute, summary), in order.
-fn play(minutes: usize, odds: impl Fn(usize) -> Odds, seed: u64) -> Vec<(String, f64, String)> {
+/// warnings raised, in order.
+fn play(minutes: usize, odds: impl Fn(usize) -> Odds, seed: u64) -> Vec<Raised> {
     let mut slo = Slo::new(SloConfig::default());
+    play_on(&mut slo, 0..minutes, odds, seed)
+}
+
+/// [`play`] on `slo`, over the minutes `range` (from the same T0).
+fn play_on(
+    slo: &mut Slo,
+    range: std::ops::Range<usize>,
+    odds: impl Fn(usize) -> Odds,
+    seed: u64,
+) -> Vec<Raised> {
     let mut rng = Rng::with_seed(seed);
     let mut raised = Vec::new();
-    let mut was: Vec<String> = Vec::new();
-    for m in 0..minutes {
+    let key = |a: &overtime_slo::Alert| {
+        (
+            a.name().to_string(),
+            a.label("signal").unwrap_or("").to_string(),
+        )
+    };
+    let mut was: Vec<(String, String)> = Vec::new();
+    for m in range {
         for k in 0..40 {
             let t = T0 + (m as i64 * 60 + k * 3 / 2) * 1_000_000;
             slo.observe(&request(t, odds(m), &mut rng));
-            let now: Vec<String> = slo
+            let early: Vec<&overtime_slo::Alert> = slo
                 .alerts()
                 .iter()
                 .filter(|a| EARLY.contains(&a.name()))
-                .map(|a| a.name().to_string())
                 .collect();
-            for a in slo.alerts().iter().filter(|a| EARLY.contains(&a.name())) {
-                if !was.iter().any(|w| w == a.name()) {
+            for a in &early {
+                if !was.contains(&key(a)) {
                     raised.push((
                         a.name().to_string(),
+                        a.label("signal").unwrap_or("").to_string(),
                         m as f64 + k as f64 / 40.0,
                         a.summary().to_string(),
                     ));
@@ -115,10 +137,25 @@ fn play(minutes: usize, odds: impl Fn(usize) -> Odds, seed: u64) -> Vec<(String,
                     assert!(a.label("signal").is_some(), "{a:?}");
                 }
             }
-            was = now;
+            was = early.iter().map(|a| key(a)).collect();
         }
     }
     raised
+}
+
+/// The warnings of the window tests (not the fast CUSUM's).
+fn windowed(raised: &[Raised]) -> Vec<Raised> {
+    let window_signals = [
+        "chain_health",
+        "near_timeout",
+        "llm_queue_prefill",
+        "semantic_success",
+    ];
+    raised
+        .iter()
+        .filter(|r| window_signals.contains(&r.1.as_str()))
+        .cloned()
+        .collect()
 }
 
 #[test]
@@ -139,7 +176,7 @@ fn retries_and_timeouts_rising_warn_that_chain_health_is_falling_and_say_by_how_
         },
         7,
     );
-    let (name, at, summary) = raised
+    let (name, _, at, summary) = raised
         .iter()
         .find(|r| r.0 == CHAIN_HEALTH_FALLING)
         .unwrap_or_else(|| panic!("{raised:?}"));
@@ -159,8 +196,9 @@ fn calls_using_most_of_their_timeout_warn() {
         },
         3,
     );
+    let raised = windowed(&raised);
     assert_eq!(raised.len(), 1, "{raised:?}");
-    let (name, at, summary) = &raised[0];
+    let (name, _, at, summary) = &raised[0];
     assert_eq!(name, NEAR_TIMEOUT_RISING);
     assert!((30.0..36.0).contains(at), "{at}");
     // A tool call, an LLM call and the request itself are timed: 25 % of
@@ -178,8 +216,12 @@ fn a_growing_queue_and_prefill_share_of_llm_time_warns() {
         },
         4,
     );
+    // The fast warning on each call's share comes first.
+    assert_eq!(raised[0].1, "llm_queue_prefill_per_call", "{raised:?}");
+    assert!((30.0..31.5).contains(&raised[0].2), "{raised:?}");
+    let raised = windowed(&raised);
     assert_eq!(raised.len(), 1, "{raised:?}");
-    let (name, _, summary) = &raised[0];
+    let (name, _, _, summary) = &raised[0];
     assert_eq!(name, LLM_WAIT_RISING);
     let up: f64 = summary
         .split("up ")
@@ -206,7 +248,7 @@ fn fallback_answers_behind_200s_warn_that_semantic_success_is_falling() {
     );
     let names: Vec<&str> = raised.iter().map(|r| r.0.as_str()).collect();
     assert!(names.contains(&SEMANTIC_SUCCESS_FALLING), "{raised:?}");
-    let (_, _, summary) = raised
+    let (_, _, _, summary) = raised
         .iter()
         .find(|r| r.0 == SEMANTIC_SUCCESS_FALLING)
         .unwrap();
@@ -222,6 +264,7 @@ fn without_a_baseline_nothing_warns() {
         near: 0.3,
         wait: 0.7,
         judged_low: 0.3,
+        used: 0.9,
     };
     assert!(play(5, |_| bad, 1).is_empty());
 }
@@ -241,9 +284,10 @@ fn the_signals_are_exported_with_their_baseline_and_z() {
         }
     }
     let v = slo.early_warning();
+    // 40 minutes seen: the baseline says it had 35, not 55.
     assert_eq!(
         (v.window.as_str(), v.baseline_window.as_str()),
-        ("5m", "55m")
+        ("5m", "35m (all the history held)")
     );
     let c = &v.chain_healthy;
     assert_eq!(c.baseline, Some(1.0));
@@ -254,4 +298,140 @@ fn the_signals_are_exported_with_their_baseline_and_z() {
     assert_eq!(t.chains.iter().sum::<u64>(), 1600);
     assert_eq!(t.answers[0], 1600 - t.answers[1]);
     assert_eq!(t.llm_calls, 1600);
+}
+
+/// The first fast warning of `signal`: (minute, summary).
+fn first_of(raised: &[Raised], signal: &str) -> (f64, String) {
+    raised
+        .iter()
+        .find(|r| r.1 == signal)
+        .map(|r| (r.2, r.3.clone()))
+        .unwrap_or_else(|| panic!("no {signal} warning: {raised:?}"))
+}
+
+#[test]
+fn requests_jumping_toward_their_timeout_warn_within_a_minute_and_a_half() {
+    // 30 % of the gateway timeout for half an hour, then 50 %.
+    let raised = play(
+        34,
+        |m| Odds {
+            used: if m >= 30 { 0.5 } else { 0.3 },
+            ..EVERYDAY
+        },
+        11,
+    );
+    let (at, summary) = first_of(&raised, "request_timeout_use");
+    assert!((30.0..31.5).contains(&at), "{at}: {summary}");
+    assert_eq!(raised[0].0, NEAR_TIMEOUT_RISING, "{raised:?}");
+    assert!(
+        summary.starts_with("requests creeping toward their gateway timeout: "),
+        "{summary}"
+    );
+    let from: f64 = summary
+        .split("up from ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!((28.0..32.0).contains(&from), "{summary}");
+    assert!(
+        summary.contains("over the 23m before (all the history held"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_slow_creep_toward_the_timeout_warns_within_three_minutes_of_its_start() {
+    // From minute 30 the requests use 4 more points of their timeout a
+    // minute: 30 % → 70 % in 10 minutes.
+    let raised = play(
+        40,
+        |m| Odds {
+            used: 0.3 + 0.04 * (m.saturating_sub(29)) as f64,
+            ..EVERYDAY
+        },
+        12,
+    );
+    let (at, summary) = first_of(&raised, "request_timeout_use");
+    assert!((30.0..33.5).contains(&at), "{at}: {summary}");
+}
+
+#[test]
+fn a_restarted_collector_is_armed_by_the_history_it_replays_and_says_how_long_it_was() {
+    // The old collector saw 30 minutes; the new one gets the store's last
+    // 7 (as `overtime serve` replays its keep_ms), then live traffic that
+    // jumps at minute 32.
+    let mut slo = Slo::new(SloConfig::default());
+    let quiet = play_on(&mut slo, 23..30, |_| EVERYDAY, 21);
+    assert!(quiet.is_empty(), "{quiet:?}");
+    let raised = play_on(
+        &mut slo,
+        30..35,
+        |m| Odds {
+            used: if m >= 32 { 0.5 } else { 0.3 },
+            ..EVERYDAY
+        },
+        22,
+    );
+    let (at, summary) = first_of(&raised, "request_timeout_use");
+    assert!((32.0..33.5).contains(&at), "{at}: {summary}");
+    assert!(
+        summary.contains("before (all the history held, since the collector's first data)"),
+        "{summary}"
+    );
+    // The window tests say how much history they really had, too.
+    assert_eq!(
+        slo.early_warning().baseline_window,
+        "7m (all the history held)"
+    );
+}
+
+#[test]
+fn a_restarted_collector_on_steady_traffic_stays_quiet() {
+    for seed in 1..=3 {
+        let mut slo = Slo::new(SloConfig::default());
+        let raised = play_on(&mut slo, 50..80, |_| EVERYDAY, seed);
+        assert!(raised.is_empty(), "seed {seed}: {raised:?}");
+    }
+}
+
+#[test]
+fn a_model_server_queue_growing_warns_from_its_own_metrics() {
+    use overtime_slo::ServerLoad;
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(5);
+    let mut first = None;
+    // A sample every 15 s: 0–2 waiting for 20 minutes, then 2 more a minute.
+    for i in 0..(26 * 4) {
+        let m = i as f64 / 4.0;
+        let waiting = (rng.f64() * 3.0).floor() + (2.0 * (m - 20.0)).max(0.0);
+        slo.observe_server(&[ServerLoad {
+            at_us: T0 + i * 15_000_000,
+            server: "vllm-a".into(),
+            queue_depth: Some(waiting),
+            kv_cache_use: Some(0.4 + 0.1 * rng.f64()),
+        }]);
+        slo.evaluate();
+        if first.is_none()
+            && let Some(a) = slo
+                .alerts()
+                .iter()
+                .find(|a| a.label("signal") == Some("queue_depth"))
+        {
+            first = Some((m, a.summary().to_string()));
+        }
+    }
+    let (at, summary) = first.expect("a queue-depth warning");
+    assert!((20.0..23.0).contains(&at), "{at}: {summary}");
+    assert!(
+        summary.starts_with("model server queue growing: "),
+        "{summary}"
+    );
+    assert_eq!(
+        slo.alerts()
+            .iter()
+            .filter(|a| a.label("signal") == Some("kv_cache_use"))
+            .count(),
+        0
+    );
 }

@@ -340,5 +340,50 @@ pub(super) fn early_warning(e: &mut DescriptorEncoder, slo: &Slo, snap: &SloSnap
             set(&mut m, &[("signal", signal)], z)?;
         }
     }
+    fast_signals(e, t, ew)
+}
+
+/// The fast early warning's series (count, Σ, Σ² per signal: the
+/// Prometheus rules' CUSUM reads them) and the collector's own statistic.
+fn fast_signals(
+    e: &mut DescriptorEncoder,
+    t: &overtime_slo::EarlyTotals,
+    ew: &overtime_slo::EarlyWarningView,
+) -> Result {
+    use overtime_slo::Signal;
+    for (name, help, pick) in [
+        (
+            "overtime_early_signal_items_total",
+            "items (requests, calls, model-server samples) behind each fast early-warning signal",
+            (|m: &overtime_slo::Moments| m.n) as fn(&overtime_slo::Moments) -> f64,
+        ),
+        (
+            "overtime_early_signal_sum_total",
+            "sum of each fast signal's values (timeout use 0-1, ln seconds, shares, waiting requests)",
+            |m| m.sum,
+        ),
+        (
+            "overtime_early_signal_squares_total",
+            "sum of each fast signal's values squared",
+            |m| m.sq,
+        ),
+    ] {
+        let mut m = counter(e, name, help)?;
+        for s in Signal::ALL {
+            count(
+                &mut m,
+                &[("signal", s.as_str())],
+                pick(&t.series[s.index()]),
+            )?;
+        }
+    }
+    let mut m = gauge(
+        e,
+        "overtime_early_warning_cusum",
+        "each armed fast signal's one-sided CUSUM on 30 s buckets (fires at slo.early_warning.cusum_threshold)",
+    )?;
+    for d in &ew.fast {
+        set(&mut m, &[("signal", d.signal.as_str())], d.stat)?;
+    }
     Ok(())
 }

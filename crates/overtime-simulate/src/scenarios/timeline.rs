@@ -313,6 +313,39 @@ fn ramp_prefill(s: f64, rng: &mut fastrand::Rng) -> Planned {
     p
 }
 
+/// Seed 000 tipping over: the attribution flow with steady inputs while
+/// the shared GPU pool loses slots (32 → 5 over the ramp). While the slots
+/// outnumber the calls in flight nothing queues; in the last fifth of the
+/// ramp they no longer do and the queue fills within ~2 simulated minutes
+/// of a 10 min ramp (0 → 45 s at the median): flat, then a tip-over.
+fn tipover_gpu_slots(s: f64, rng: &mut fastrand::Rng) -> Planned {
+    if rng.f64() < 0.4 {
+        return noise(everyday(rng));
+    }
+    let route = if rng.f64() < 0.7 {
+        "/v1/agent/run"
+    } else {
+        "/v2/agent/run"
+    };
+    let n = tokens(400.0 * jit(rng, 0.2));
+    let over = ((s - 0.8) / 0.2).max(0.0);
+    let queue = 45_000.0 * over * over * jit(rng, 0.3);
+    let mut p = run(
+        route,
+        vec![
+            llm(60, 40),
+            par(vec![
+                tool("calc", 1600.0 * jit(rng, 0.3)),
+                tool("poi_search", 3000.0 * jit(rng, 0.3)),
+                mem(1200.0 * jit(rng, 0.3), "session_memory"),
+            ]),
+            with_llm(llm(n, 150), |l| l.queue_ms = queue),
+        ],
+    );
+    p.expect = Some(("llm_prefill_slow", DS));
+    p
+}
+
 /// Seed 003: round one (an 8 s LLM call), a search tool with no timeout
 /// whose API slows down (2.5 s → 61 s at the median, faster and faster),
 /// round three under load (its queue 0 → 26 s): the 60 s gateway cuts.
@@ -418,6 +451,11 @@ const fn timeline(
 static PREFILL: Timeline = timeline("000", 1.6, ramp_prefill);
 static TOOL: Timeline = timeline("003", 1.6, ramp_tool_no_timeout);
 static DNS: Timeline = timeline("004", 1.6, ramp_dns_retry);
+static TIPOVER: Timeline = Timeline {
+    ramp_min: 10.0,
+    load_growth: 1.0,
+    ..timeline("000", 1.0, tipover_gpu_slots)
+};
 static NOISY: Timeline = Timeline {
     wave: Some((0.3, 12.0)),
     warmup_min: 36.0,
@@ -477,6 +515,14 @@ pub(super) static TIMELINES: &[Scenario] = &[
         "Seed 004 as a 30 min ramp after 10 healthy minutes, behind a 10 s gateway: ever more DNS lookups of the weather API miss the cache and wait on a slow resolver; the tool service's 5 s timeout fires, the orchestrator's retry (8 s, one) finds the name cached and saves the request, until the resolver saturates and retries time out too: 5.1 + 1 + 5.1 s and the calls pass 10 s. A third of the flows answer from the cache instead of retrying.",
         10_000.0,
         &DNS,
+    ),
+    tl(
+        "tipover_gpu_slots",
+        Some("llm_prefill_slow"),
+        DS,
+        "Seed 000 tipping over: 10 healthy minutes, then a 10 min ramp over which the shared GPU pool loses slots (32 -> 5) at a steady load and steady inputs; nothing queues while the slots outnumber the calls in flight, then the queue fills (0 -> 45 s) in the last 2 minutes and the 60 s gateway cuts. 40 % everyday traffic.",
+        60_000.0,
+        &TIPOVER,
     ),
     tl(
         "healthy_noisy",

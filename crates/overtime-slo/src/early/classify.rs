@@ -70,6 +70,8 @@ pub struct LlmWait {
     /// The TTFT, when the phases are unknown.
     pub first_token_ms: f64,
     pub total_ms: f64,
+    /// Queue and prefill were measured (not the TTFT stand-in).
+    pub from_phases: bool,
 }
 
 impl LlmWait {
@@ -91,43 +93,81 @@ pub struct Signals {
     pub judged_low: bool,
     /// (index in [`TIMED_STAGES`], used ≥ the near-timeout share).
     pub timed: Vec<(usize, bool)>,
+    /// Each call with a known timeout: the share of it used (1: cut).
+    pub call_use: Vec<f64>,
     pub llm: Vec<LlmWait>,
 }
 
-/// Timeouts observed where none is configured: the durations at which
-/// calls of one (stage, target) ended in a timeout.
+/// Timeouts observed where none is configured, per (stage, target): the
+/// durations at which its calls ended in a timeout (a span that says
+/// so), else the timeout that fired as overtime-advise reads it — the
+/// unfinished attempts (failed, or followed by a retry) clustering at one
+/// duration ([`overtime_model::fired_cluster`]): off-the-shelf
+/// instrumentation records the error a client timeout raises, rarely the
+/// timeout.
 #[derive(Debug, Clone, Default)]
 pub struct ObservedTimeouts {
     cut: BTreeMap<(Stage, String), VecDeque<f64>>,
+    unfinished: BTreeMap<(Stage, String), VecDeque<f64>>,
 }
 
+/// Unfinished attempts remembered per target for the clustering.
+const UNFINISHED_SAMPLES: usize = 20;
+
 impl ObservedTimeouts {
-    /// Learns from a call that ended in its timeout with none configured.
-    pub fn learn(&mut self, c: &CallObservation) {
-        if !c.timed_out()
-            || c.timeout_ms.is_some()
-            || c.duration_ms.is_nan()
-            || c.duration_ms <= 0.0
-        {
+    /// Learns from a request's calls with no timeout configured: those that
+    /// ended in their timeout, and the attempts that did not finish.
+    pub fn learn_request(&mut self, o: &RequestObservation) {
+        for c in &o.calls {
+            let retried = o
+                .calls
+                .iter()
+                .any(|r| r.stage == c.stage && r.target() == c.target() && r.attempt > c.attempt);
+            self.learn(c, retried);
+        }
+    }
+
+    /// Learns from one call (`retried`: a later attempt of it followed).
+    pub fn learn(&mut self, c: &CallObservation, retried: bool) {
+        if c.timeout_ms.is_some() || !(c.duration_ms.is_finite() && c.duration_ms > 0.0) {
             return;
         }
+        let into = if c.timed_out() {
+            &mut self.cut
+        } else if c.failed() || retried {
+            &mut self.unfinished
+        } else {
+            return;
+        };
         let key = (c.stage, c.target().to_string());
-        if !self.cut.contains_key(&key) && self.cut.len() >= MAX_LEARNED {
+        if !into.contains_key(&key) && into.len() >= MAX_LEARNED {
             return;
         }
-        let v = self.cut.entry(key).or_default();
-        if v.len() == LEARNED_SAMPLES {
+        let (v, cap) = (
+            into.entry(key).or_default(),
+            if c.timed_out() {
+                LEARNED_SAMPLES
+            } else {
+                UNFINISHED_SAMPLES
+            },
+        );
+        if v.len() == cap {
             v.pop_front();
         }
         v.push_back(c.duration_ms);
     }
 
-    /// The observed timeout of a call's target (the median of the cuts).
+    /// The observed timeout of a call's target: the median of the cuts,
+    /// else the median of the unfinished attempts' densest cluster.
     pub fn of(&self, c: &CallObservation) -> Option<f64> {
-        let v = self.cut.get(&(c.stage, c.target().to_string()))?;
-        let mut s: Vec<f64> = v.iter().copied().collect();
-        s.sort_by(f64::total_cmp);
-        s.get(s.len() / 2).copied()
+        let key = (c.stage, c.target().to_string());
+        if let Some(v) = self.cut.get(&key) {
+            let mut s: Vec<f64> = v.iter().copied().collect();
+            s.sort_by(f64::total_cmp);
+            return s.get(s.len() / 2).copied();
+        }
+        let v: Vec<f64> = self.unfinished.get(&key)?.iter().copied().collect();
+        overtime_model::fired_cluster(&v).map(|(t, _)| t)
     }
 }
 
@@ -176,14 +216,22 @@ pub fn classify(
         timed.push((0, u >= near));
     }
     let mut llm = Vec::new();
+    let mut call_use = Vec::new();
     for c in &o.calls {
         if let Some(i) = stage_index(c.stage) {
-            if c.timed_out() {
-                timed.push((i, true));
+            let used = if c.timed_out() {
+                Some(1.0)
             } else if let Some(u) = c.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+                Some(u)
+            } else {
+                c.timeout_ms
+                    .or_else(|| learned.of(c))
+                    .filter(|t| *t > 0.0 && c.duration_ms.is_finite())
+                    .map(|t| c.duration_ms.max(0.0) / t)
+            };
+            if let Some(u) = used {
                 timed.push((i, u >= near));
-            } else if let Some(t) = c.timeout_ms.or_else(|| learned.of(c)).filter(|t| *t > 0.0) {
-                timed.push((i, c.duration_ms >= near * t));
+                call_use.push(u);
             }
         }
         if c.is_llm() && c.duration_ms > 0.0 {
@@ -194,6 +242,7 @@ pub fn classify(
                     prefill_ms: c.prefill_ms.unwrap_or(0.0).clamp(0.0, total),
                     first_token_ms: 0.0,
                     total_ms: total,
+                    from_phases: true,
                 })
             } else {
                 c.ttft_ms.filter(|t| t.is_finite()).map(|t| LlmWait {
@@ -201,6 +250,7 @@ pub fn classify(
                     prefill_ms: 0.0,
                     first_token_ms: t.clamp(0.0, total),
                     total_ms: total,
+                    from_phases: false,
                 })
             };
             llm.extend(w);
@@ -215,6 +265,7 @@ pub fn classify(
         lost_call,
         judged_low,
         timed,
+        call_use,
         llm,
     })
 }
@@ -243,12 +294,36 @@ mod tests {
         for ms in [30_010.0, 30_002.0, 29_990.0] {
             let mut c = CallObservation::new(Stage::Llm, SpanStatus::Timeout, ms, 0);
             c.model = Some("m".into());
-            l.learn(&c);
+            l.learn(&c, false);
         }
         let mut c = CallObservation::new(Stage::Llm, SpanStatus::Ok, 25_000.0, 0);
         c.model = Some("m".into());
         assert_eq!(l.of(&c), Some(30_002.0));
         c.model = Some("other".into());
         assert_eq!(l.of(&c), None);
+    }
+
+    #[test]
+    fn a_timeout_nobody_recorded_is_learned_from_attempts_cut_at_one_duration() {
+        // Off-the-shelf instrumentation: an error (or a retry), no timeout
+        // on the span; the client cut three attempts at ~8 s.
+        let mut l = ObservedTimeouts::default();
+        let tool = |ms: f64, status: SpanStatus| {
+            let mut c = CallObservation::new(Stage::Tool, status, ms, 0);
+            c.tool = Some("weather".into());
+            c
+        };
+        for ms in [8_010.0, 7_995.0] {
+            let mut o = RequestObservation::new("/r", overtime_model::Outcome::Ok, 0);
+            let mut retry = tool(300.0, SpanStatus::Ok);
+            retry.attempt = 1;
+            o.calls = vec![tool(ms, SpanStatus::Ok), retry];
+            l.learn_request(&o);
+        }
+        let probe = tool(7_000.0, SpanStatus::Ok);
+        assert_eq!(l.of(&probe), None, "two alike are no cluster");
+        l.learn(&tool(8_004.0, SpanStatus::Error), false);
+        l.learn(&tool(120.0, SpanStatus::Error), false);
+        assert_eq!(l.of(&probe), Some(8_004.0));
     }
 }

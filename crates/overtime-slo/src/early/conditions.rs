@@ -26,6 +26,11 @@ impl Early {
         let v = self.view(now_us, cfg);
         let (s, _) = self.windows(now_us);
         let hold_us = cfg.scaled_us(e.for_s);
+        let fast: Vec<Condition> = v
+            .fast
+            .iter()
+            .filter_map(|d| super::fast::condition(d, cfg))
+            .collect();
         RULES
             .iter()
             .filter_map(|rule| rule(&v, &s, cfg))
@@ -38,6 +43,7 @@ impl Early {
                 description: f.description,
                 hold_us,
             })
+            .chain(fast)
             .collect()
     }
 }

@@ -88,6 +88,7 @@ mod tests {
                     prefill_ms: 0.0,
                     first_token_ms: 0.0,
                     total_ms: total,
+                    from_phases: true,
                 }],
                 chain: Chain::Healthy,
                 answer: Answer::Success,
@@ -97,6 +98,7 @@ mod tests {
                 lost_call: false,
                 judged_low: false,
                 timed: Vec::new(),
+                call_use: Vec::new(),
             });
         }
         t

@@ -170,6 +170,21 @@ impl Outcome {
 /// Runs `overtime simulate --scenario <scenario>` into `dir` and replays
 /// what it wrote through the collector's live engine.
 pub fn run(dir: &Path, scenario: &str, seed: u64, time_scale: f64, extra: &[&str]) -> Outcome {
+    run_with(dir, scenario, seed, time_scale, extra, None)
+}
+
+/// [`run`], with the collector restarted at simulated minute
+/// `restart_at_min`: a new live engine and metrics, given what
+/// `overtime serve` replays from its store on start (every record of the
+/// last `keep_ms`, 10 minutes), then the live traffic.
+pub fn run_with(
+    dir: &Path,
+    scenario: &str,
+    seed: u64,
+    time_scale: f64,
+    extra: &[&str],
+    restart_at_min: Option<f64>,
+) -> Outcome {
     let access = dir.join(format!("{scenario}-{seed}.access.log"));
     let spans = dir.join(format!("{scenario}-{seed}.spans.jsonl"));
     let truth = dir.join(format!("{scenario}-{seed}.truth.jsonl"));
@@ -210,6 +225,7 @@ pub fn run(dir: &Path, scenario: &str, seed: u64, time_scale: f64, extra: &[&str
         &access,
         &spans,
         &truth,
+        restart_at_min,
     )
 }
 
@@ -299,7 +315,12 @@ fn truth(path: &Path) -> Truth {
     }
 }
 
-/// Replays a run's files through the live diagnosis and the metrics.
+/// What `overtime serve` replays from its store on start (its `keep_ms`).
+const STORE_REPLAY_MS: f64 = 600_000.0;
+
+/// Replays a run's files through the live diagnosis and the metrics
+/// (restarting the collector at simulated minute `restart_at_min`).
+#[allow(clippy::too_many_arguments)]
 pub fn replay(
     scenario: &str,
     seed: u64,
@@ -308,6 +329,7 @@ pub fn replay(
     access: &Path,
     spans: &Path,
     truth: &Path,
+    restart_at_min: Option<f64>,
 ) -> Outcome {
     let mut p = GatewayParser::new(LogFormat::builtin("overtime").unwrap(), "access", 0);
     p.push_bytes(&read(access), 1);
@@ -325,6 +347,7 @@ pub fn replay(
 
     // Arrival order: a gateway line when written, a span when exported.
     let scaled = |ms: f64| (ms / time_scale * 1000.0) as i64;
+    #[derive(Clone)]
     enum Rec {
         G(Box<GatewayRecord>),
         S(Box<SpanRecord>),
@@ -349,13 +372,20 @@ pub fn replay(
         ..Default::default()
     };
     let ms = |v: f64| (v / time_scale).round().max(1.0) as u64;
-    let mut live = LiveDiagnoser::new(cfg, ms(GRACE_MS), ms(600_000.0), 10_000)
-        .with_failure_grace(ms(FAILURE_GRACE_MS));
-    let metrics = Metrics::new(SloConfig {
-        window_scale: 1.0 / time_scale,
-        ..Default::default()
-    });
+    let new_live = || {
+        LiveDiagnoser::new(cfg.clone(), ms(GRACE_MS), ms(STORE_REPLAY_MS), 10_000)
+            .with_failure_grace(ms(FAILURE_GRACE_MS))
+    };
+    let new_metrics = || {
+        Metrics::new(SloConfig {
+            window_scale: 1.0 / time_scale,
+            ..Default::default()
+        })
+    };
+    let (mut live, mut metrics) = (new_live(), new_metrics());
     let t = self::truth(truth);
+    let restart_us = restart_at_min.map(|m| t.start_us + (m * 60e6 / time_scale) as i64);
+    let mut seen: Vec<(i64, Rec)> = Vec::new();
     // The 504s on the simulated clock, and on the real one × the scale.
     let real = |us: i64| ((us - t.start_us) as f64 * time_scale) as i64;
     let times_504: Vec<i64> = t.times_504.iter().map(|r| t.clock.at(*r)).collect();
@@ -372,8 +402,24 @@ pub fn replay(
     let ew = SloConfig::default().early_warning;
     while clock <= end {
         let (mut g, mut s) = (Vec::new(), Vec::new());
+        if restart_us.is_some_and(|r| clock >= r && clock - tick < r) {
+            // A new collector: what the store holds of the last keep_ms.
+            (live, metrics) = (new_live(), new_metrics());
+            let from = clock - scaled(STORE_REPLAY_MS);
+            for (_, r) in &seen {
+                match r {
+                    Rec::G(x) if x.time_us >= from => g.push((**x).clone()),
+                    Rec::S(x) if x.start_us >= from => s.push((**x).clone()),
+                    _ => {}
+                }
+            }
+        }
         while it.peek().is_some_and(|r| r.0 <= clock) {
-            match it.next().unwrap().1 {
+            let r = it.next().unwrap();
+            if restart_us.is_some() {
+                seen.push(r.clone());
+            }
+            match r.1 {
                 Rec::G(x) => g.push(*x),
                 Rec::S(x) => s.push(*x),
             }

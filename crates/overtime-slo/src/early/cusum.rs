@@ -1,0 +1,238 @@
+//! The fast early warning: a one-sided CUSUM on each signal's 30 s
+//! series, against a baseline learned from the history before it.
+//!
+//! Why CUSUM (and not the window z-tests of the parent module, nor EWMA):
+//! - A window test needs the whole short window (5 min) to fill with the
+//!   new level before it moves, so it warns a fixed ~3.5 min after the
+//!   onset whatever the ramp's speed. CUSUM accumulates evidence bucket by
+//!   bucket: a steep rise crosses the threshold in one or two buckets, a
+//!   slow one once enough small excesses have added up. Among sequential
+//!   tests it detects a sustained shift of a given size fastest for a given
+//!   false-alarm rate (Lorden; Moustakides), where EWMA is tuned for one
+//!   shift size and lags on large ones unless its weight is high, when it
+//!   becomes a noisy 1-bucket test.
+//! - It is recomputed from the ring at every evaluation (the maximum over
+//!   the last [`CUSUM_BUCKETS`] of the suffix sums, the usual recursion
+//!   with its memory capped), so it holds no state of its own: what the
+//!   ring holds — live traffic, or the store's recent history replayed
+//!   into a new collector — is all it needs. The Prometheus rules compute
+//!   the same statistic from 30 s recording rules (`sum_over_time`).
+//!
+//! Each bucket `i` of the last [`CUSUM_BUCKETS`] (fewer while the history
+//! is short) gives `zᵢ = (x̄ᵢ − μ − δ) / seᵢ`, with `μ` the baseline mean,
+//! `δ` the signal's minimum relevant shift ([`Signal::min_shift`]) and
+//! `seᵢ² = σ²/nᵢ + τ² + σ²/N` (the bucket's sampling error, the
+//! between-bucket variance the baseline showed beyond sampling — load
+//! swings, bursts — and the baseline mean's own error). The statistic is
+//! `S = max(0, S + zᵢ − k)` (allowance `k` = [`ALLOWANCE`]); the warning
+//! fires when `S ≥ h` (`[slo.early_warning] cusum_threshold`).
+//!
+//! The baseline is every bucket before the test span still held (up to
+//! `baseline_window_s`), once it has [`MIN_BASELINE_BUCKETS`] buckets with
+//! [`MIN_BASELINE_ITEMS`] items: a collector that started 7 minutes ago
+//! with nothing to replay is armed after 4, and says it used 3.
+
+use super::series::{Moments, Signal};
+use super::{BUCKET_S, Early};
+use serde::Serialize;
+
+/// Buckets (30 s) the statistic runs over: 8 minutes.
+pub const CUSUM_BUCKETS: usize = 16;
+/// Buckets of history with data before a signal is armed: 4 minutes.
+pub const MIN_BASELINE_BUCKETS: usize = 8;
+/// Items the baseline needs.
+pub const MIN_BASELINE_ITEMS: f64 = 30.0;
+/// The bucket still filling counts once it has this many items (a few
+/// slow requests at its start are no trend yet).
+pub const MIN_CURRENT_ITEMS: f64 = 5.0;
+/// The allowance `k`, in standard errors per bucket.
+pub const ALLOWANCE: f64 = 0.5;
+
+/// One signal's fast detector at an evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Detection {
+    /// The signal.
+    pub signal: Signal,
+    /// The CUSUM statistic (standard errors beyond the allowance, summed).
+    pub stat: f64,
+    /// The mean over the buckets since the statistic last left 0 (`None`:
+    /// it is 0).
+    pub recent: Option<f64>,
+    /// Items behind `recent`.
+    pub recent_items: u64,
+    /// Nominal seconds behind `recent`.
+    pub recent_s: f64,
+    /// The baseline mean.
+    pub baseline: f64,
+    /// Items behind it.
+    pub baseline_items: u64,
+    /// Nominal seconds of history it spans.
+    pub baseline_s: f64,
+    /// The baseline is shorter than `baseline_window_s`: all the history
+    /// held (a collector that started recently).
+    pub baseline_short: bool,
+}
+
+impl Early {
+    /// Every armed signal's detector at `now_us`.
+    pub(crate) fn detections(&self, now_us: i64, baseline_buckets: usize) -> Vec<Detection> {
+        let cur = self.ring.index_of(now_us);
+        let entries: Vec<(usize, &super::Tally)> = self
+            .ring
+            .entries()
+            .into_iter()
+            .filter(|(i, _)| *i <= cur && cur - *i < self.ring.len() as i64)
+            .map(|(i, t)| ((cur - i) as usize, t))
+            .collect();
+        Signal::ALL
+            .iter()
+            .filter_map(|s| {
+                let k = s.index();
+                // (buckets back from now, moments), newest first.
+                let mut pts: Vec<(usize, Moments)> = entries
+                    .iter()
+                    .filter(|(_, t)| t.series[k].n > 0.0)
+                    .map(|(b, t)| (*b, t.series[k]))
+                    .collect();
+                pts.sort_by_key(|p| p.0);
+                detect(*s, &pts, baseline_buckets)
+            })
+            .collect()
+    }
+}
+
+/// The detector of `signal` over `pts` (buckets back from now with their
+/// moments, newest first).
+fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Option<Detection> {
+    let oldest = pts.last()?.0;
+    let span = (oldest + 1).saturating_sub(MIN_BASELINE_BUCKETS);
+    let m = span.min(CUSUM_BUCKETS);
+    if m < 2 {
+        return None;
+    }
+    let base: Vec<Moments> = pts
+        .iter()
+        .filter(|(b, _)| *b >= m && *b < m + baseline_max)
+        .map(|p| p.1)
+        .collect();
+    let mut b = Moments::default();
+    for x in &base {
+        b.merge(x);
+    }
+    if base.len() < MIN_BASELINE_BUCKETS || b.n < MIN_BASELINE_ITEMS {
+        return None;
+    }
+    let mu = b.sum / b.n;
+    let var = b.variance();
+    // One-way random effects: the between-bucket variance beyond what
+    // sampling explains (method of moments).
+    let between: f64 = base.iter().map(|x| x.n * (x.sum / x.n - mu).powi(2)).sum();
+    let denom = b.n - base.iter().map(|x| x.n * x.n).sum::<f64>() / b.n;
+    let tau2 = if denom > 0.0 {
+        ((between - (base.len() as f64 - 1.0) * var) / denom).max(0.0)
+    } else {
+        0.0
+    };
+    let delta = signal.min_shift();
+    let floor = delta / 4.0;
+    let (mut stat, mut run) = (0.0f64, Moments::default());
+    let mut run_from = 0;
+    let tested = pts
+        .iter()
+        .rev()
+        .filter(|(b, x)| *b < m && (*b > 0 || x.n >= MIN_CURRENT_ITEMS));
+    for (back, x) in tested {
+        let se = (var / x.n + tau2 + var / b.n).sqrt().max(floor);
+        let z = (x.sum / x.n - mu - delta) / se;
+        let next = stat + z - ALLOWANCE;
+        if next <= 0.0 {
+            stat = 0.0;
+            run = Moments::default();
+        } else {
+            if stat == 0.0 {
+                run_from = *back;
+            }
+            stat = next;
+            run.merge(x);
+        }
+    }
+    let baseline_s = pts
+        .iter()
+        .filter(|(b, _)| *b >= m && *b < m + baseline_max)
+        .map(|p| p.0 + 1 - m)
+        .max()
+        .unwrap_or(0) as f64
+        * BUCKET_S;
+    Some(Detection {
+        signal,
+        stat,
+        recent: run.mean(),
+        recent_items: run.n as u64,
+        recent_s: (run_from + 1) as f64 * BUCKET_S,
+        baseline: mu,
+        baseline_items: b.n as u64,
+        baseline_s,
+        baseline_short: oldest + 1 < m + baseline_max,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` items per bucket at `mean` ± `sd` (alternating), `back` buckets
+    /// from now.
+    fn bucket(back: usize, n: usize, mean: f64, sd: f64) -> (usize, Moments) {
+        let mut m = Moments::default();
+        for i in 0..n {
+            m.add(mean + if i % 2 == 0 { sd } else { -sd });
+        }
+        (back, m)
+    }
+
+    fn run(levels: &[f64]) -> Option<Detection> {
+        // Oldest first in `levels`; the last is the current bucket.
+        let n = levels.len();
+        let pts: Vec<(usize, Moments)> = levels
+            .iter()
+            .enumerate()
+            .map(|(i, x)| bucket(n - 1 - i, 15, *x, 0.1))
+            .rev()
+            .collect();
+        detect(Signal::RequestTimeoutUse, &pts, 110)
+    }
+
+    #[test]
+    fn a_steep_rise_crosses_in_a_bucket_or_two_and_noise_never() {
+        let mut flat = vec![0.4; 40];
+        let d = run(&flat).unwrap();
+        assert_eq!(d.stat, 0.0);
+        assert!(!d.baseline_short || d.baseline_s > 0.0);
+        flat.extend([0.55, 0.7]);
+        let d = run(&flat).unwrap();
+        assert!(d.stat >= 5.0, "{d:?}");
+        assert_eq!(d.recent_s, 60.0, "{d:?}");
+    }
+
+    #[test]
+    fn a_slow_creep_adds_up() {
+        let mut v = vec![0.4; 40];
+        // +0.02 per bucket: 4 points a minute.
+        let creep: Vec<f64> = (1..=8).map(|i| 0.4 + 0.02 * i as f64).collect();
+        v.extend(&creep[..3]);
+        assert!(
+            run(&v).unwrap().stat < 5.0,
+            "not yet past the minimum shift"
+        );
+        v.extend(&creep[3..]);
+        assert!(run(&v).unwrap().stat >= 5.0, "{:?}", run(&v));
+    }
+
+    #[test]
+    fn a_short_history_arms_after_four_minutes_and_says_how_long_it_was() {
+        assert!(run(&[0.4; 9]).is_none(), "4.5 min: 1 bucket to test");
+        let d = run(&[0.4; 14]).unwrap();
+        assert!(d.baseline_short);
+        assert_eq!(d.baseline_s, 4.0 * 60.0, "{d:?}");
+    }
+}

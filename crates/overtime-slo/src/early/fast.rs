@@ -1,0 +1,94 @@
+//! The fast warnings: one alert per signal whose CUSUM ([`super::cusum`])
+//! crossed `cusum_threshold`, under the early warning it belongs to —
+//! timeouts creeping up under `OvertimeNearTimeoutRising`, the model
+//! saturating (latency, time to first token, queue and prefill, queue
+//! depth, KV cache) under `OvertimeLlmWaitRising` — with words that name
+//! the windows really used.
+
+use super::cusum::{ALLOWANCE, Detection};
+use super::series::Signal;
+use super::{LLM_WAIT_RISING, NEAR_TIMEOUT_RISING};
+use crate::SloConfig;
+use crate::alerts::Condition;
+use crate::windows::window_name;
+
+/// The alert a signal's fast warning is raised under.
+pub fn alert_of(s: Signal) -> &'static str {
+    match s {
+        Signal::RequestTimeoutUse | Signal::CallTimeoutUse => NEAR_TIMEOUT_RISING,
+        _ => LLM_WAIT_RISING,
+    }
+}
+
+fn title(s: Signal) -> &'static str {
+    match s {
+        Signal::RequestTimeoutUse => "requests creeping toward their gateway timeout",
+        Signal::CallTimeoutUse => "calls creeping toward their timeout",
+        Signal::LlmLatency => "LLM calls slowing down",
+        Signal::Ttft => "time to first token creeping up",
+        Signal::LlmQueuePrefill => "LLM queue and prefill rising",
+        Signal::QueueDepth => "model server queue growing",
+        Signal::KvCacheUse => "model server KV cache filling",
+    }
+}
+
+/// A span in whole minutes from 2 minutes on (`23m`), else `30s`, `90s`.
+fn minutes(s: f64) -> String {
+    if s >= 120.0 {
+        format!("{}m", (s / 60.0).round())
+    } else {
+        window_name(s)
+    }
+}
+
+/// "the 4m before (all the history held)" or "the 55m before".
+fn baseline_words(d: &Detection) -> String {
+    let w = minutes(d.baseline_s);
+    if d.baseline_short {
+        format!("the {w} before (all the history held, since the collector's first data)")
+    } else {
+        format!("the {w} before")
+    }
+}
+
+/// The fast warning of one detection, when its statistic crossed.
+pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
+    let h = cfg.early_warning.cusum_threshold;
+    let recent = d.recent?;
+    if d.stat < h {
+        return None;
+    }
+    let s = d.signal;
+    let summary = format!(
+        "{}: {} {} over the last {} ({} items), up from {} over {} ({} items); CUSUM {:.1} >= {h} (30 s buckets, rises beyond {} counted)",
+        title(s),
+        s.show(recent),
+        s.what(),
+        minutes(d.recent_s),
+        d.recent_items,
+        s.show(d.baseline),
+        baseline_words(d),
+        d.baseline_items,
+        d.stat,
+        match s {
+            Signal::LlmLatency => "15 %".to_string(),
+            Signal::Ttft => "25 %".to_string(),
+            Signal::QueueDepth => "1 request".to_string(),
+            _ => format!("{:.0} points", s.min_shift() * 100.0),
+        },
+    );
+    let description = format!(
+        "one-sided CUSUM of each 30 s bucket's mean against the baseline (the history before the last 8 minutes, up to {}): z = (mean - baseline - minimum shift) / standard error, allowance {ALLOWANCE}, fires at {h}",
+        window_name(cfg.early_warning.baseline_window_s)
+    );
+    Some(Condition {
+        name: alert_of(s),
+        severity: "warning",
+        labels: vec![("signal", s.as_str().to_string())],
+        value: recent - d.baseline,
+        summary,
+        description,
+        // The statistic is its own hold: it crossed on accumulated evidence.
+        hold_us: 0,
+    })
+}

@@ -1,0 +1,219 @@
+//! The per-bucket series the fast detector ([`super::cusum`]) reads: for
+//! every signal, the count, sum and sum of squares of one value per
+//! request, call or model-server sample in a 30 s bucket of data time.
+//!
+//! Design rules:
+//! - One value per item, in the unit the alert speaks: the share of a
+//!   timeout used (0–1), the natural log of a latency in seconds (so a
+//!   20 % slower model moves it by ln 1.2 whatever its usual latency), a
+//!   share of LLM time, a count of waiting requests.
+//! - Each signal has a *minimum relevant shift* ([`Signal::min_shift`]):
+//!   a rise smaller than that is not worth a page however significant.
+//! - Model-server load comes in as plain data ([`ServerLoad`]): whoever
+//!   scrapes the server maps its metric names (vLLM, TGI, SGLang) to it.
+
+use super::classify::Signals;
+use overtime_model::RequestObservation;
+use serde::Serialize;
+
+/// Count, sum and sum of squares of one value.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Moments {
+    /// Items.
+    pub n: f64,
+    /// Σ value.
+    pub sum: f64,
+    /// Σ value².
+    pub sq: f64,
+}
+
+impl Moments {
+    /// Adds one finite value (others are skipped).
+    pub fn add(&mut self, x: f64) {
+        if x.is_finite() {
+            self.n += 1.0;
+            self.sum += x;
+            self.sq += x * x;
+        }
+    }
+
+    /// Adds another set of moments.
+    pub fn merge(&mut self, o: &Moments) {
+        self.n += o.n;
+        self.sum += o.sum;
+        self.sq += o.sq;
+    }
+
+    /// The mean, `None` without items.
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0.0).then(|| self.sum / self.n)
+    }
+
+    /// The sample variance of the items (0 with fewer than two).
+    pub fn variance(&self) -> f64 {
+        if self.n < 2.0 {
+            return 0.0;
+        }
+        let m = self.sum / self.n;
+        ((self.sq - self.n * m * m) / (self.n - 1.0)).max(0.0)
+    }
+}
+
+/// One fast early-warning signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// Requests' duration over their gateway's read timeout (or budget).
+    RequestTimeoutUse,
+    /// Calls' duration over their timeout: configured, or observed (the
+    /// duration at which calls of the same target were cut).
+    CallTimeoutUse,
+    /// ln(LLM call duration in ms, at least 1 ms): never negative, so
+    /// its sums are counters.
+    LlmLatency,
+    /// ln(time to first token in ms, at least 1 ms).
+    Ttft,
+    /// Queue + prefill share of each LLM call (phases from the model
+    /// server's spans).
+    LlmQueuePrefill,
+    /// Requests waiting at the model server (its metrics).
+    QueueDepth,
+    /// Share of the model server's KV cache in use (its metrics).
+    KvCacheUse,
+}
+
+impl Signal {
+    /// Every signal, in the order of the series arrays.
+    pub const ALL: [Signal; 7] = [
+        Signal::RequestTimeoutUse,
+        Signal::CallTimeoutUse,
+        Signal::LlmLatency,
+        Signal::Ttft,
+        Signal::LlmQueuePrefill,
+        Signal::QueueDepth,
+        Signal::KvCacheUse,
+    ];
+
+    /// The `signal` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::RequestTimeoutUse => "request_timeout_use",
+            Signal::CallTimeoutUse => "call_timeout_use",
+            Signal::LlmLatency => "llm_latency",
+            Signal::Ttft => "ttft",
+            Signal::LlmQueuePrefill => "llm_queue_prefill_per_call",
+            Signal::QueueDepth => "queue_depth",
+            Signal::KvCacheUse => "kv_cache_use",
+        }
+    }
+
+    /// Index in the series arrays.
+    pub fn index(self) -> usize {
+        Signal::ALL.iter().position(|s| *s == self).unwrap_or(0)
+    }
+
+    /// The smallest rise of the mean worth an alert, in the value's unit:
+    /// 3 points of a timeout (the mean over every request, most of which a
+    /// ramp into one flow leaves alone), 5 points of a share, 15 % of a
+    /// latency (ln 1.15), 25 % of a time to first token, one more waiting
+    /// request.
+    pub fn min_shift(self) -> f64 {
+        match self {
+            Signal::RequestTimeoutUse | Signal::CallTimeoutUse => 0.03,
+            Signal::LlmLatency => 1.15f64.ln(),
+            Signal::Ttft => 1.25f64.ln(),
+            Signal::LlmQueuePrefill | Signal::KvCacheUse => 0.05,
+            Signal::QueueDepth => 1.0,
+        }
+    }
+
+    /// A mean in words.
+    pub fn show(self, x: f64) -> String {
+        match self {
+            Signal::LlmLatency | Signal::Ttft => super::secs(x.exp() / 1000.0),
+            Signal::QueueDepth => format!("{x:.1}"),
+            _ => super::pct(x),
+        }
+    }
+
+    /// What the value is, for the alert's words.
+    pub fn what(self) -> &'static str {
+        match self {
+            Signal::RequestTimeoutUse => "requests used of their gateway timeout, on average",
+            Signal::CallTimeoutUse => {
+                "calls used of their timeout (configured, else the one seen firing), on average"
+            }
+            Signal::LlmLatency => "LLM call duration (geometric mean)",
+            Signal::Ttft => "time to first token (geometric mean)",
+            Signal::LlmQueuePrefill => "of each LLM call was queue + prefill, on average",
+            Signal::QueueDepth => "requests waiting at the model server, on average",
+            Signal::KvCacheUse => "of the model server's KV cache in use, on average",
+        }
+    }
+}
+
+/// Items per signal in one bucket.
+pub type Series = [Moments; 7];
+
+/// Adds a classified request's items to `s`.
+pub(crate) fn add_request(s: &mut Series, o: &RequestObservation, sig: &Signals) {
+    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+        s[Signal::RequestTimeoutUse.index()].add(u.min(1.0));
+    }
+    for u in &sig.call_use {
+        s[Signal::CallTimeoutUse.index()].add(u.min(1.0));
+    }
+    for c in o.calls.iter().filter(|c| c.is_llm()) {
+        if c.duration_ms > 0.0 {
+            s[Signal::LlmLatency.index()].add(c.duration_ms.max(1.0).ln());
+        }
+        if let Some(t) = c.ttft_ms.filter(|t| t.is_finite() && *t > 0.0) {
+            s[Signal::Ttft.index()].add(t.max(1.0).ln());
+        }
+    }
+    for w in sig.llm.iter().filter(|w| w.from_phases && w.total_ms > 0.0) {
+        s[Signal::LlmQueuePrefill.index()].add(w.wait_ms().min(w.total_ms) / w.total_ms);
+    }
+}
+
+/// A model server's load at one moment, from its own metrics: pure data,
+/// mapped from whatever the server exposes (vLLM
+/// `num_requests_waiting` and `kv_cache_usage_perc`, TGI `tgi_queue_size`,
+/// SGLang `num_queue_reqs` and `token_usage`) by the caller.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerLoad {
+    /// When it was sampled (data time, µs).
+    pub at_us: i64,
+    /// The server or model it describes.
+    pub server: String,
+    /// Requests waiting in its queue.
+    pub queue_depth: Option<f64>,
+    /// Share of its KV cache in use (0–1).
+    pub kv_cache_use: Option<f64>,
+}
+
+/// Adds a server sample's items to `s`.
+pub(crate) fn add_server(s: &mut Series, l: &ServerLoad) {
+    if let Some(q) = l.queue_depth.filter(|q| *q >= 0.0) {
+        s[Signal::QueueDepth.index()].add(q);
+    }
+    if let Some(k) = l.kv_cache_use.filter(|k| (0.0..=1.5).contains(k)) {
+        s[Signal::KvCacheUse.index()].add(k.min(1.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_give_the_mean_and_the_sample_variance() {
+        let mut m = Moments::default();
+        for x in [1.0, 2.0, 3.0, f64::NAN] {
+            m.add(x);
+        }
+        assert_eq!((m.n, m.mean()), (3.0, Some(2.0)));
+        assert!((m.variance() - 1.0).abs() < 1e-12);
+        assert_eq!(Moments::default().mean(), None);
+    }
+}
