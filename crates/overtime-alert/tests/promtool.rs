@@ -173,7 +173,16 @@ fn recording_rules_follow_the_level_metric_operation_naming() {
             let parts: Vec<&str> = name.split(':').collect();
             assert_eq!(parts.len(), 3, "{name}");
             assert!(parts[0].starts_with("overtime"), "{name}");
-            assert!(parts[2].starts_with("rate"), "{name}");
+            // The operations applied, newest first, with their window: a
+            // rate or increase (the early warning's sums over a window
+            // and its baseline's variance are further operations on those).
+            let op = parts[2];
+            assert!(
+                ["rate", "increase", "stdvar", "max_sum_over_time", "const"]
+                    .iter()
+                    .any(|o| op.starts_with(o)),
+                "{name}"
+            );
         }
     }
 }
