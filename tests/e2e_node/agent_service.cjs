@@ -45,6 +45,18 @@ const WORKERS = Number(process.env.AGENT_REPORT_WORKERS || "2");
 const ANSWER_LOG = process.env.AGENT_ANSWER_LOG;
 const PORT = Number(process.env.PORT || "8080");
 
+// A timeout signal inside AbortSignal.any() may be garbage-collected before
+// it fires (nodejs/node#57736): the attempt then never times out. Each one
+// is held here until its attempt ends.
+const timers = new Set();
+function held(t) {
+  timers.add(t);
+  return t;
+}
+function release(t) {
+  if (t) timers.delete(t);
+}
+
 class Timeout extends Error {
   constructor(what) {
     super(`${what} timed out`);
@@ -139,7 +151,8 @@ function vercelAiSdk() {
     legacy: createOpenAI({ baseURL: LEGACY_MODEL_URL, apiKey: "sk-local" }),
   };
   async function once(step, relay, signal) {
-    const attempt = step.timeout ? AbortSignal.any([signal, AbortSignal.timeout(step.timeout * 1000)]) : signal;
+    const timer = step.timeout ? held(AbortSignal.timeout(step.timeout * 1000)) : null;
+    const attempt = timer ? AbortSignal.any([signal, timer]) : signal;
     const call = {
       model: providers[step.server || "main"].chat(step.model),
       prompt: prompt(step.prompt_words),
@@ -163,6 +176,8 @@ function vercelAiSdk() {
     } catch (e) {
       if (attempt !== signal && attempt.aborted && !signal.aborted) throw new Timeout(`model ${step.model}`);
       throw e;
+    } finally {
+      release(timer);
     }
   }
 
@@ -214,13 +229,16 @@ async function toolCall(step, signal) {
       throw e;
     }
   }
-  const sig = ms ? AbortSignal.any([signal, AbortSignal.timeout(ms)]) : signal;
+  const timer = ms ? held(AbortSignal.timeout(ms)) : null;
+  const sig = timer ? AbortSignal.any([signal, timer]) : signal;
   let r;
   try {
     r = await fetch(url, { signal: sig });
   } catch (e) {
     if (isTimeout(e)) throw new Timeout(`tool ${step.name}`);
     throw e;
+  } finally {
+    release(timer);
   }
   if (!r.ok) throw new Error(`tool ${step.name} answered ${r.status}`);
   return r.json();
