@@ -34,6 +34,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 
 mod answers;
+mod bounds;
 mod complete;
 mod cuts;
 mod metrics;
@@ -491,52 +492,6 @@ impl LiveDiagnoser {
         fresh
     }
 
-    /// Holds the live state to `max_records` (see
-    /// [`LiveDiagnoser::with_max_records`]).
-    fn enforce_max_records(&mut self, now_us: i64, out: &mut Vec<LiveVerdict>) {
-        if self.max_records == usize::MAX {
-            return;
-        }
-        let size = |p: &Pending| p.trace.spans.len() + p.trace.gateway.len();
-        let mut total: usize = self.pending.values().map(size).sum::<usize>()
-            + self.done.values().map(|d| size(&d.pending)).sum::<usize>();
-        if total <= self.max_records {
-            return;
-        }
-        let mut oldest: Vec<(i64, Key)> = self
-            .done
-            .iter()
-            .map(|(k, d)| (d.diagnosed_at_us, k.clone()))
-            .collect();
-        oldest.sort_unstable_by_key(|(t, _)| *t);
-        for (_, k) in oldest {
-            if total <= self.max_records {
-                break;
-            }
-            if let Some(d) = self.done.remove(&k) {
-                total -= size(&d.pending);
-            }
-        }
-        if total > self.max_records {
-            let timeouts = self.layer_timeouts();
-            let mut quietest: Vec<(i64, Key)> = self
-                .pending
-                .iter()
-                .map(|(k, p)| (p.last_update_us, k.clone()))
-                .collect();
-            quietest.sort_unstable_by_key(|(t, _)| *t);
-            for (_, k) in quietest {
-                if total <= self.max_records {
-                    break;
-                }
-                total -= self.pending.get(&k).map_or(0, size);
-                out.extend(self.finish(k, now_us, &timeouts, false));
-                self.forced += 1;
-            }
-        }
-        self.drop_stale_request_ids();
-    }
-
     /// One diagnosis of a trace: its summary kept (last in `summaries`),
     /// its verdict recorded; the verdict returned when new or changed.
     fn diagnose(
@@ -593,48 +548,6 @@ impl LiveDiagnoser {
         fresh
     }
 
-    /// Forgets diagnosed traces past `keep_ms`, and the request ids that
-    /// pointed at them.
-    fn forget(&mut self, now_us: i64) {
-        let keep = self.keep_us;
-        let before = self.done.len();
-        self.done.retain(|_, d| now_us - d.diagnosed_at_us < keep);
-        if self.done.len() != before {
-            self.drop_stale_request_ids();
-        }
-        self.forget_answers(now_us);
-    }
-
-    fn drop_stale_request_ids(&mut self) {
-        let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
-        self.request_ids.retain(|_, k| live.contains(k));
-        self.drop_stale_orphans();
-    }
-
-    fn push_summary(&mut self, s: TraceSummary) {
-        // A revised trace replaces its earlier summary.
-        if !s.trace_id.is_empty()
-            && let Some(i) = self
-                .summaries
-                .iter()
-                .rposition(|x| x.trace_id == s.trace_id)
-        {
-            self.summaries.remove(i);
-            self.summary_seq.remove(i);
-        }
-        if self.summaries.len() == self.max_summaries
-            && let Some(old) = self.summaries.pop_front()
-        {
-            self.summary_seq.pop_front();
-            if old.outcome != Outcome::Ok {
-                self.verdicts.remove(&old.trace_id);
-            }
-        }
-        self.summaries.push_back(s);
-        self.summary_seq.push_back(self.next_seq);
-        self.next_seq += 1;
-    }
-
     /// The latest verdict of a trace, with its revision.
     pub fn verdict(&self, trace_id: &str) -> Option<(u32, &Verdict)> {
         self.verdicts.get(trace_id).map(|(r, v)| (*r, v))
@@ -648,16 +561,6 @@ impl LiveDiagnoser {
     /// Incidents over the traces kept.
     pub fn incidents(&self) -> Vec<IncidentReport> {
         self.incidents_with(&[])
-    }
-
-    /// Records that `trace_id`'s summary is gone with no replacement, so
-    /// peers mirroring this diagnoser drop it too.
-    fn tombstone(&mut self, trace_id: String) {
-        if self.tombstones.len() == self.max_summaries.max(1) {
-            self.tombstones.pop_front();
-        }
-        self.tombstones.push_back((self.next_seq, trace_id));
-        self.next_seq += 1;
     }
 }
 
