@@ -67,7 +67,9 @@ pub struct AssemblyStats {
     pub unjoined_gateway_records: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A trace's join key; ordered (trace ids before stand-ins) so that ties
+/// between records are broken the same way in every engine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Key {
     Trace(u128),
     Other(String),

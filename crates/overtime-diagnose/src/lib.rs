@@ -42,6 +42,7 @@ mod config;
 pub mod costs;
 mod findings;
 pub mod fmt;
+mod join;
 pub mod live;
 pub mod markdown;
 mod naming;

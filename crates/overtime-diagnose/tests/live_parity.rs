@@ -11,13 +11,13 @@ use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/incidents")
         .join(name)
 }
 
-fn load(
+pub(crate) fn load(
     name: &str,
     format: LogFormat,
     spans_file: &str,

@@ -16,6 +16,7 @@ mod live_early;
 mod live_parity;
 mod llm_gateway;
 mod off_the_shelf_spans;
+mod one_join;
 mod real_nginx_verdicts;
 mod real_world_shapes;
 mod root_cause_kinds;

@@ -38,12 +38,20 @@ impl Ingest<'_> {
         self.engine.n + part_of(str_hash(rid), 0, self.engine.n)
     }
 
-    fn link(&mut self, rid: &str, seq: Seq, key: &Key, from_span: bool) -> Result<(), BatchError> {
+    /// A record of trace `key` at `at_us` carries request id `rid`: a
+    /// binding for the one join ([`crate::join::RequestIds`]).
+    fn link(
+        &mut self,
+        rid: &str,
+        at_us: i64,
+        key: &Key,
+        from_span: bool,
+    ) -> Result<(), BatchError> {
         let p = self.rid_part(rid);
         self.put(p, |o| {
             o.u8(LINK);
             o.rid(rid);
-            o.seq(seq);
+            o.zig(at_us.clamp(0, crate::assemble::MAX_TIME_US));
             o.key(key);
             o.u8(u8::from(from_span));
         })
@@ -55,7 +63,7 @@ impl Ingest<'_> {
             .map(Key::Trace)
             .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
         if let Some(rid) = &s.request_id {
-            self.link(rid, seq, &key, true)?;
+            self.link(rid, s.start_us, &key, true)?;
         }
         if let Some(lean) = &self.engine.lean {
             lean.spans.insert(&key);
@@ -177,7 +185,7 @@ impl Ingest<'_> {
                     self.put(p, |o| o.gateway_row(seq, &key, elided, |b| body(b, elided)))?;
                 }
                 if let Some(rid) = rid {
-                    self.link(rid, seq, &key, false)?;
+                    self.link(rid, head.time_us, &key, false)?;
                 }
             } else if let Some(rid) = rid {
                 let p = self.rid_part(rid);

@@ -42,6 +42,7 @@ pub use results::Verdicts;
 use crate::Trace;
 use crate::assemble::{Assembled, AssemblyStats, Key, hex128};
 use crate::config::DiagnoseConfig;
+use crate::join::Joined;
 use crate::phasebook::PhaseBook;
 use crate::report::{BucketRow, IncidentReport, LatencyAcc};
 use crate::timeouts::LayerTimeout;
@@ -49,7 +50,7 @@ use crate::verdict::TraceSummary;
 use codec::{GwHead, In, LINK, Out, RID_ROW, SPAN, close_len, open_len};
 use gateway_wire::GatewayWire;
 use overtime_model::{GatewayRows, SpanRecord, Verdict};
-use partition::{Joined, RidLinks, assemble_partition};
+use partition::assemble_partition;
 use results::Collector;
 use spill::{Partitions, SpillDir, key_hash, part_of, str_hash};
 use std::collections::BTreeMap;
@@ -453,18 +454,18 @@ impl Engine {
             return Ok(());
         }
         let bufs = self.parts.take(p, &self.spill)?;
-        let mut links = RidLinks::default();
+        let mut links = crate::join::RequestIds::default();
         let mut rows: Vec<(Seq, codec::Rid, &[u8])> = Vec::new();
         spill::for_each_record_in(&bufs, |r| {
             let mut i = In::new(r);
             match i.u8()? {
                 LINK => {
                     let rid = i.rid()?;
-                    let seq = i.seq()?;
+                    let at_us = i.zig()?;
                     let key = i.key()?;
                     match (i.u8()?, key) {
-                        (1, k) => links.span(rid, seq, k),
-                        (_, Key::Trace(t)) => links.gateway(rid, seq, t),
+                        (1, k) => drop(links.bind_span(rid, at_us, k)),
+                        (_, Key::Trace(t)) => drop(links.bind_line(rid, at_us, t)),
                         (_, Key::Other(_)) => return Err(codec::Corrupt("link").into()),
                     }
                 }
@@ -478,7 +479,7 @@ impl Engine {
             Ok(())
         })?;
         for (seq, rid, body) in rows {
-            let (key, how) = links.resolve(rid);
+            let (key, how) = links.resolve(&rid, &rid.text());
             joined[how as usize] += 1;
             let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
             let at = open_len(buf);

@@ -7,11 +7,10 @@
 //! means never depends on threads, partitions or spilling.
 
 use crate::assemble::{
-    Assembled, Key, LightRequest, MAX_TIME_US, Trace, hex128, key_name, sane_gateway, sane_ms,
-    sane_span,
+    Assembled, Key, LightRequest, MAX_TIME_US, Trace, key_name, sane_gateway, sane_ms, sane_span,
 };
 use crate::batch::BatchError;
-use crate::batch::codec::{GATEWAY, GwHead, In, LEAN, Rid, SPAN, Seq, decode_gateway, decode_span};
+use crate::batch::codec::{GATEWAY, GwHead, In, LEAN, SPAN, Seq, decode_gateway, decode_span};
 use crate::batch::gateway_wire::restore;
 use crate::batch::spill::for_each_record_in;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -206,52 +205,4 @@ pub fn assemble_partition(
         t.normalize();
     }
     Ok((out, deferred))
-}
-
-/// The request id a gateway row without a trace id is joined by, resolved
-/// over the whole input: the trace of the first span that carries it,
-/// else the trace of the first gateway row (of any layer) that logged it
-/// with a traceparent, else the id itself when it is 32 hex, else a
-/// stand-in `request:<id>`.
-#[derive(Default)]
-pub struct RidLinks<'a> {
-    by_span: FxHashMap<Rid<'a>, (Seq, Key)>,
-    by_gateway: FxHashMap<Rid<'a>, (Seq, u128)>,
-}
-
-/// How a request id was resolved (for the run's join statistics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Joined {
-    ByRequestId,
-    RequestIdAsTrace,
-    Unjoined,
-}
-
-impl<'a> RidLinks<'a> {
-    pub fn span(&mut self, rid: Rid<'a>, seq: Seq, key: Key) {
-        let e = self.by_span.entry(rid).or_insert((seq, key.clone()));
-        if seq < e.0 {
-            *e = (seq, key);
-        }
-    }
-    pub fn gateway(&mut self, rid: Rid<'a>, seq: Seq, trace: u128) {
-        let e = self.by_gateway.entry(rid).or_insert((seq, trace));
-        if seq < e.0 {
-            *e = (seq, trace);
-        }
-    }
-    pub fn resolve(&self, rid: Rid<'_>) -> (Key, Joined) {
-        if let Some((_, k)) = self.by_span.get(&rid) {
-            (k.clone(), Joined::ByRequestId)
-        } else if let Some((_, t)) = self.by_gateway.get(&rid) {
-            (Key::Trace(*t), Joined::ByRequestId)
-        } else if let Some(t) = hex128(&rid.text()) {
-            (Key::Trace(t), Joined::RequestIdAsTrace)
-        } else {
-            (
-                Key::Other(format!("request:{}", rid.text())),
-                Joined::Unjoined,
-            )
-        }
-    }
 }

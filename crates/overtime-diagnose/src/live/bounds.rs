@@ -78,7 +78,7 @@ impl LiveDiagnoser {
 
     pub(super) fn drop_stale_request_ids(&mut self) {
         let live: FxHashSet<&Key> = self.done.keys().chain(self.pending.keys()).collect();
-        self.request_ids.retain(|_, k| live.contains(k));
+        self.request_ids.retain(|k| live.contains(k));
         self.drop_stale_orphans();
     }
 

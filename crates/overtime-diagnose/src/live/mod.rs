@@ -112,7 +112,9 @@ pub struct LiveDiagnoser {
     max_summaries: usize,
     pending: FxHashMap<Key, Pending>,
     done: FxHashMap<Key, Done>,
-    request_ids: FxHashMap<String, Key>,
+    /// Which trace each request id belongs to: the one join, shared with
+    /// the batch engine ([`crate::join`]).
+    request_ids: crate::join::RequestIds<String>,
     samples: FxHashMap<String, VecDeque<f64>>,
     /// Other collectors' 504 request times per layer (their `samples`),
     /// as of the last [`LiveDiagnoser::set_peer_samples`].
@@ -167,7 +169,7 @@ impl LiveDiagnoser {
             max_summaries,
             pending: FxHashMap::default(),
             done: FxHashMap::default(),
-            request_ids: FxHashMap::default(),
+            request_ids: Default::default(),
             samples: FxHashMap::default(),
             peer_samples: FxHashMap::default(),
             cuts: cuts::CutStreams::default(),
@@ -287,32 +289,27 @@ impl LiveDiagnoser {
         }
     }
 
-    /// Files a gateway record under its trace (docs/inputs.md#identity-and-joining join order).
+    /// Files a gateway record under its trace (docs/inputs.md#identity-and-joining
+    /// join order; the request id through [`crate::join`], as in batch).
     fn attach_gateway(&mut self, g: GatewayRecord, now_us: i64) {
-        let key = if let Some(t) = g.trace_id.as_deref().and_then(hex128) {
-            Key::Trace(t)
-        } else if let Some(k) = g.request_id.as_ref().and_then(|r| self.request_ids.get(r)) {
-            k.clone()
-        } else if let Some(t) = g.request_id.as_deref().and_then(hex128) {
-            Key::Trace(t)
-        } else {
-            match &g.request_id {
-                Some(r) => Key::Other(format!("request:{r}")),
-                None => Key::Other(format!("line:{}:{}", g.source, g.line)),
-            }
+        let traceparent = g.trace_id.as_deref().and_then(hex128);
+        let key = match (traceparent, &g.request_id) {
+            (Some(t), _) => Key::Trace(t),
+            (None, Some(r)) => self.request_ids.resolve(r, r).0,
+            (None, None) => Key::Other(format!("line:{}:{}", g.source, g.line)),
         };
-        if let (Some(rid), Key::Trace(_)) = (g.request_id.clone(), &key)
-            && g.trace_id.is_some()
-            && !self.request_ids.contains_key(&rid)
-        {
-            self.request_ids.insert(rid.clone(), key.clone());
-            self.adopt_request_id(&rid, &key, now_us);
+        if let (Some(t), Some(rid)) = (traceparent, &g.request_id) {
+            let before = self.request_ids.bound(rid);
+            if self.request_ids.bind_line(rid.clone(), g.time_us, t) {
+                let before = before.unwrap_or_else(|| crate::join::unbound(rid).0);
+                self.rebind(rid, before, now_us);
+            }
         }
         let orphan = self.requests.enabled
-            && g.trace_id.as_deref().and_then(hex128).is_none()
+            && traceparent.is_none()
             && g.request_id
                 .as_ref()
-                .is_some_and(|r| !self.request_ids.contains_key(r));
+                .is_some_and(|r| self.request_ids.bound(r).is_none());
         if orphan && let Some(rid) = &g.request_id {
             self.requests.orphans.insert(rid.clone(), key.clone());
         }
@@ -323,36 +320,43 @@ impl LiveDiagnoser {
         p.trace.gateway.push(g);
     }
 
-    /// A span just taught us that request id `rid` belongs to trace `key`:
-    /// gateway lines filed under the request id alone (as a stand-in key or
-    /// as a 32-hex "trace id") move to the real trace, and any verdict given
-    /// to the stand-in is withdrawn.
-    fn adopt_request_id(&mut self, rid: &str, key: &Key, now_us: i64) {
-        let mut orphans = vec![Key::Other(format!("request:{rid}"))];
-        orphans.extend(hex128(rid).map(Key::Trace));
-        let mut moved = Vec::new();
-        for orphan in orphans.into_iter().filter(|o| o != key) {
-            let orphaned = if self
-                .pending
-                .get(&orphan)
-                .is_some_and(|p| p.trace.spans.is_empty())
-            {
-                self.pending.remove(&orphan)
-            } else if self
-                .done
-                .get(&orphan)
-                .is_some_and(|d| d.pending.trace.spans.is_empty())
-            {
-                self.done.remove(&orphan).map(|d| d.pending)
-            } else {
-                None
-            };
-            if let Some(p) = orphaned {
-                if p.given.is_some() {
-                    self.withdraw(&orphan);
-                }
-                moved.extend(p.trace.gateway);
+    /// A record just bound request id `rid` to another trace than
+    /// `before`, where it resolved until now: the gateway lines filed by
+    /// the request id alone move to where it resolves now. The trace they
+    /// leave is forgotten when nothing is left of it (its verdict
+    /// withdrawn) and judged again otherwise.
+    fn rebind(&mut self, rid: &str, before: Key, now_us: i64) {
+        let after = self.request_ids.resolve(&rid.to_string(), rid).0;
+        if after == before {
+            return;
+        }
+        let by_rid_alone = |g: &GatewayRecord| {
+            g.request_id.as_deref() == Some(rid) && g.trace_id.as_deref().and_then(hex128).is_none()
+        };
+        let reopen = !self.pending.contains_key(&before);
+        let held = match self.pending.get_mut(&before) {
+            Some(p) => p,
+            None => match self.done.get_mut(&before) {
+                Some(d) => &mut d.pending,
+                None => return,
+            },
+        };
+        let (moved, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut held.trace.gateway)
+            .into_iter()
+            .partition(by_rid_alone);
+        held.trace.gateway = kept;
+        if moved.is_empty() {
+            return;
+        }
+        if held.trace.gateway.is_empty() && held.trace.spans.is_empty() {
+            let given = held.given.is_some();
+            self.pending.remove(&before);
+            self.done.remove(&before);
+            if given {
+                self.withdraw(&before);
             }
+        } else if reopen {
+            self.entry(before, now_us);
         }
         for g in moved {
             self.attach_gateway(g, now_us);
@@ -378,11 +382,15 @@ impl LiveDiagnoser {
             let key = hex128(&s.trace_id)
                 .map(Key::Trace)
                 .unwrap_or_else(|| Key::Other(s.trace_id.clone()));
-            if let Some(rid) = s.request_id.clone()
-                && !self.request_ids.contains_key(&rid)
-            {
-                self.request_ids.insert(rid.clone(), key.clone());
-                self.adopt_request_id(&rid, &key, now_us);
+            if let Some(rid) = s.request_id.clone() {
+                let before = self.request_ids.bound(&rid);
+                if self
+                    .request_ids
+                    .bind_span(rid.clone(), s.start_us, key.clone())
+                {
+                    let before = before.unwrap_or_else(|| crate::join::unbound(&rid).0);
+                    self.rebind(&rid, before, now_us);
+                }
             }
             let p = self.entry(key, now_us);
             if p.spans_seen.insert(s.span_id.clone()) {

@@ -225,7 +225,11 @@ impl LiveDiagnoser {
         let n = fresh.len();
         for g in fresh {
             if let Some(rid) = &g.request_id {
-                self.request_ids.entry(rid.clone()).or_insert(key.clone());
+                // (The spans that asked for it bound the id already.)
+                if self.request_ids.bound(rid).is_none() {
+                    self.request_ids
+                        .bind_span(rid.clone(), g.time_us, key.clone());
+                }
                 self.claim(rid.clone());
             }
             self.attach_gateway(crate::assemble::sane_gateway(g), now_us);
