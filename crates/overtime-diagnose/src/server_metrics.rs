@@ -86,7 +86,9 @@ pub struct ServerMetrics {
     phases: BTreeMap<(String, String), [[Series; 2]; 3]>,
 }
 
-fn model_of(s: &MetricSample) -> String {
+/// The server a sample describes: its `model_name` (vLLM), `model`, or
+/// `instance` label.
+pub fn server_of(s: &MetricSample) -> String {
     s.label("model_name")
         .or_else(|| s.label("model"))
         .or_else(|| s.label("instance"))
@@ -186,11 +188,11 @@ impl ServerMetrics {
             let name = s.name.as_str();
             if QUEUE_DEPTH.contains(&name) {
                 m.queue
-                    .entry(model_of(s))
+                    .entry(server_of(s))
                     .or_default()
                     .push((s.time_us, s.value));
             } else if KV_CACHE_USE.contains(&name) {
-                m.kv.entry(model_of(s))
+                m.kv.entry(server_of(s))
                     .or_default()
                     .push((s.time_us, s.value));
             } else if let Some((h, part)) =
@@ -203,7 +205,7 @@ impl ServerMetrics {
                     }
                 })
             {
-                m.phases.entry((model_of(s), series_key(s))).or_default()[h][part]
+                m.phases.entry((server_of(s), series_key(s))).or_default()[h][part]
                     .push((s.time_us, s.value));
             }
         }

@@ -15,6 +15,7 @@ pub(crate) async fn periodic(
     state: Arc<AppState>,
     mut notes: Notifications,
     grace_ms: u64,
+    slo_alerts: bool,
     shutdown: CancellationToken,
 ) {
     let mut every = tokio::time::interval(Duration::from_millis(500));
@@ -56,7 +57,12 @@ pub(crate) async fn periodic(
             state.metrics.update_incidents(&own);
             notes.incidents(&all, |fingerprint| state.owns(fingerprint));
             state.metrics.advance_if_idle(pipeline::now_us(), idle_us);
-            notes.slo_alerts(&state.metrics.alerts());
+            // With peers, the shipped Prometheus rules alert over the
+            // sum of every collector's counters unless told otherwise
+            // (`[cluster] slo_alerts`).
+            if slo_alerts {
+                notes.slo_alerts(&state.metrics.alerts());
+            }
             last_notes = Instant::now();
         }
         if last_retention.elapsed() >= Duration::from_secs(3600) {

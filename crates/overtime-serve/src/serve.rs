@@ -215,6 +215,7 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         state.clone(),
         notes,
         d.grace_ms,
+        cfg.cluster.sends_slo_alerts(),
         shutdown.clone(),
     )));
     state.ready.store(true, Ordering::Relaxed);

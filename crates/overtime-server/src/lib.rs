@@ -33,6 +33,7 @@ mod auth;
 mod charts_api;
 mod cluster;
 mod cluster_join;
+mod cluster_view;
 mod error;
 mod jaeger;
 mod metrics;
@@ -48,10 +49,8 @@ mod traces_api;
 mod ui_routes;
 
 pub use api::PEERS_HEADER;
-pub use cluster::{
-    ClusterConfig, ClusterView, PeerQuery, PeerReport, Peers, Unanswered, fingerprint_owner,
-    refresh_peers,
-};
+pub use cluster::{ClusterConfig, PeerQuery, PeerReport, Peers, SloAlertsFrom, Unanswered};
+pub use cluster_view::{ClusterView, fingerprint_owner, refresh_peers};
 pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
 pub use jaeger::params::go_duration_us as jaeger_go_duration_us;
 pub use metrics::{LiveGauges, Metrics};
@@ -169,7 +168,7 @@ impl AppState {
         let me = self.store.collector_id();
         let view = self.cluster.lock().expect("cluster view lock");
         let candidates = view.alive.iter().map(String::as_str).chain([me]);
-        cluster::fingerprint_owner(fingerprint, candidates) == Some(me)
+        cluster_view::fingerprint_owner(fingerprint, candidates) == Some(me)
     }
 }
 
@@ -195,7 +194,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/whatif", post(advice_api::post_whatif))
         .route("/metrics", get(metrics::get_metrics))
         .route("/api/cluster/unflushed", get(cluster::get_unflushed))
-        .route("/api/cluster/traces", get(cluster::get_traces))
+        .route("/api/cluster/traces", get(cluster_view::get_traces))
         .merge(jaeger::routes())
         .merge(ui_routes::protected())
         .layer(axum::middleware::from_fn_with_state(

@@ -30,6 +30,10 @@ use axum::response::{IntoResponse, Response};
 use overtime_diagnose::IncidentReport;
 use overtime_diagnose::live::LiveVerdict;
 use overtime_model::{SinkError, Table, Verdict};
+
+/// How far a model server's sample may be from the SLOs' data time and
+/// still be taken ([`Metrics::observe_server`]): two minutes.
+pub const LIVE_SKEW_US: i64 = 120_000_000;
 use overtime_slo::{Alert, RequestObservation, Slo, SloConfig, SloSnapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::prometheus_text;
@@ -233,6 +237,25 @@ impl Metrics {
         }
         slo.observe_all(observations);
         *lock(&self.shared.last_data) = Some((crate::pipeline::now_us(), slo.watermark_us()));
+    }
+
+    /// Feeds model-server load samples (scraped `[[model_server]]`
+    /// metrics) to the fast early warning. Data time is the requests'
+    /// (their end times, which may be hours old when logs are replayed)
+    /// and a scrape's is the wall clock: a sample is taken only while the
+    /// two agree within [`LIVE_SKEW_US`], so a scrape never pushes the SLO
+    /// clock past requests still being replayed.
+    pub fn observe_server(&self, loads: &[overtime_slo::ServerLoad]) {
+        let mut slo = lock(&self.shared.slo);
+        let wm = slo.watermark_us();
+        let live: Vec<overtime_slo::ServerLoad> = loads
+            .iter()
+            .filter(|l| wm > 0 && (l.at_us - wm).abs() <= LIVE_SKEW_US)
+            .cloned()
+            .collect();
+        if !live.is_empty() {
+            slo.observe_server(&live);
+        }
     }
 
     /// A source refused work before writing because the store pushed back

@@ -62,6 +62,8 @@ async fn start(store: Store, peers: Vec<String>, timeout_ms: u64) -> Collector {
     let cluster = ClusterConfig {
         peers,
         peer_timeout_ms: timeout_ms,
+
+        ..Default::default()
     };
     let state = Arc::new(AppState {
         peers: Arc::new(Peers::new(&cluster, None, &id)),

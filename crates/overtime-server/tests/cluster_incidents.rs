@@ -62,6 +62,8 @@ async fn collector(
     let cfg = ClusterConfig {
         peers,
         peer_timeout_ms: 2_000,
+
+        ..Default::default()
     };
     let state = Arc::new(AppState {
         peers: Arc::new(Peers::new(&cfg, None, id)),

@@ -160,3 +160,77 @@ async fn a_batch_the_live_diagnosis_cannot_decode_is_counted_not_dropped_unseen(
         Some(0.0)
     );
 }
+
+/// Scraped model-server samples reach the fast early warning
+/// (`overtime_early_signal_items_total{signal="queue_depth"|"kv_cache_use"}`)
+/// while their time agrees with the requests' data time; a sample stamped
+/// by the wall clock while hours-old logs are replayed is left out, so it
+/// cannot push the SLO clock past the requests still coming.
+#[tokio::test]
+async fn scraped_model_server_load_feeds_the_early_warning_on_data_time_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(dir.path(), None, 64 * 1024 * 1024);
+    feed(&s, "a_prefill");
+    let (_, _, before) = call(&s, "/api/slo", None).await;
+    let wm_before = serde_json::from_str::<serde_json::Value>(&before).unwrap()["watermark_us"]
+        .as_i64()
+        .expect("the SLOs' data time after the fixture");
+    let sample = |name: &str, value: f64, time_us: i64| overtime_model::MetricSample {
+        name: name.into(),
+        labels: vec![("model_name".into(), "deepseek-v4-pro".into())],
+        value,
+        time_us,
+    };
+    let now = pipeline::now_us();
+    let mut cols = overtime_model::MetricColumns::new();
+    for (i, q) in [2.0, 5.0, 9.0].into_iter().enumerate() {
+        cols.append(
+            "vllm",
+            &sample(
+                "vllm:num_requests_waiting",
+                q,
+                wm_before + i as i64 * 15_000_000,
+            ),
+        );
+    }
+    for k in [0.5, 0.9] {
+        cols.append(
+            "vllm",
+            &sample("vllm:kv_cache_usage_perc", k, wm_before + 30_000_000),
+        );
+    }
+    // Stamped now, while the fixture's requests are weeks old.
+    for q in [40.0, 41.0] {
+        cols.append("vllm", &sample("vllm:num_requests_waiting", q, now));
+    }
+    SourceSink {
+        state: s.clone(),
+        source: "model_server",
+    }
+    .write(Table::ModelServerMetrics, cols.finish(), None)
+    .unwrap();
+    let (code, _, text) = call(&s, "/metrics", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let fams = parse_exposition(&text).unwrap();
+    let items = |signal: &str| {
+        value(
+            &fams,
+            "overtime_early_signal_items_total",
+            &[("signal", signal)],
+        )
+    };
+    assert_eq!(
+        items("queue_depth"),
+        Some(3.0),
+        "the three samples on data time"
+    );
+    assert_eq!(items("kv_cache_use"), Some(2.0));
+    let (_, _, after) = call(&s, "/api/slo", None).await;
+    let wm_after = serde_json::from_str::<serde_json::Value>(&after).unwrap()["watermark_us"]
+        .as_i64()
+        .unwrap();
+    assert!(
+        wm_after < now - 3_600_000_000,
+        "the wall-clock samples left the SLO clock on data time ({wm_after} vs now {now})"
+    );
+}

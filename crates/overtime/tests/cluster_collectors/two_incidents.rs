@@ -214,6 +214,21 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
         issues.iter().all(|i| i.comments.is_empty()),
         "no comment on any ticket: {brief:#?}"
     );
+    // The platform's SLO, burn-rate and breaker conditions are left to
+    // Prometheus over every collector's counters (`[cluster] slo_alerts`
+    // by default): no collector pages them over its own partitions (each
+    // of them, seeing these 504s among its own requests, would).
+    let per_partition: Vec<String> = rig
+        .am
+        .alerts()
+        .iter()
+        .filter(|a| a["labels"]["alertname"] != overtime_slo::alert_names::INCIDENT)
+        .map(|a| a["labels"].to_string())
+        .collect();
+    assert!(
+        per_partition.is_empty(),
+        "no SLO alert from a collector of the group: {per_partition:#?}"
+    );
     eprintln!(
         "cluster_collectors: A and C overlapping, C keyed by request id; {} records, {} failing \
          traces, {} fingerprints; {owner_id} killed mid-incident and restarted; every collector \
