@@ -11,13 +11,13 @@ use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub(crate) fn fixture(name: &str) -> PathBuf {
+fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/incidents")
         .join(name)
 }
 
-pub(crate) fn load(
+fn load(
     name: &str,
     format: LogFormat,
     spans_file: &str,
@@ -41,14 +41,45 @@ fn by_trace(vs: impl IntoIterator<Item = Verdict>) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn check(
-    name: &str,
-    format: LogFormat,
-    spans_file: &str,
-    span_format: SpanFormat,
-    cfg: DiagnoseConfig,
-) {
+/// An incident fixture read as `overtime diagnose` reads it (its log
+/// format, span file and layers): its gateway records, spans and config.
+pub(crate) fn incident(name: &str) -> (Vec<GatewayRecord>, Vec<SpanRecord>, DiagnoseConfig) {
+    let (format, spans_file, span_format, cfg) = match name {
+        "b_tool_no_timeout" => {
+            let conf = std::fs::read_to_string(fixture(name).join("nginx.conf")).unwrap();
+            let cfg = DiagnoseConfig {
+                layers: vec![LayerConfig {
+                    name: "access".into(),
+                    read_timeout_ms: Some(60_000.0),
+                }],
+                ..Default::default()
+            };
+            let format = LogFormat::from_nginx_conf(&conf, "agent_json").unwrap();
+            (format, "traces.otlp.jsonl", SpanFormat::OtlpJson, cfg)
+        }
+        "c_dns_retry" => {
+            let body = std::fs::read_to_string(fixture(name).join("log_format.txt")).unwrap();
+            let format = LogFormat::compile(&body).unwrap();
+            (
+                format,
+                "spans.jsonl",
+                SpanFormat::Jsonl,
+                DiagnoseConfig::default(),
+            )
+        }
+        _ => (
+            LogFormat::builtin("overtime").unwrap(),
+            "spans.jsonl",
+            SpanFormat::Jsonl,
+            DiagnoseConfig::default(),
+        ),
+    };
     let (gateway, spans) = load(name, format, spans_file, span_format);
+    (gateway, spans, cfg)
+}
+
+fn check(name: &str) {
+    let (gateway, spans, cfg) = incident(name);
     live_equals_batch(name, gateway, spans, cfg, |s| {
         s.trace_id.as_bytes()[31] % 3 == 0
     });
@@ -117,42 +148,15 @@ pub fn live_equals_batch(
 
 #[test]
 fn live_equals_batch_on_incident_a() {
-    check(
-        "a_prefill",
-        LogFormat::builtin("overtime").unwrap(),
-        "spans.jsonl",
-        SpanFormat::Jsonl,
-        DiagnoseConfig::default(),
-    );
+    check("a_prefill");
 }
 
 #[test]
 fn live_equals_batch_on_incident_b() {
-    let conf = std::fs::read_to_string(fixture("b_tool_no_timeout").join("nginx.conf")).unwrap();
-    let cfg = DiagnoseConfig {
-        layers: vec![LayerConfig {
-            name: "access".into(),
-            read_timeout_ms: Some(60_000.0),
-        }],
-        ..Default::default()
-    };
-    check(
-        "b_tool_no_timeout",
-        LogFormat::from_nginx_conf(&conf, "agent_json").unwrap(),
-        "traces.otlp.jsonl",
-        SpanFormat::OtlpJson,
-        cfg,
-    );
+    check("b_tool_no_timeout");
 }
 
 #[test]
 fn live_equals_batch_on_incident_c() {
-    let body = std::fs::read_to_string(fixture("c_dns_retry").join("log_format.txt")).unwrap();
-    check(
-        "c_dns_retry",
-        LogFormat::compile(&body).unwrap(),
-        "spans.jsonl",
-        SpanFormat::Jsonl,
-        DiagnoseConfig::default(),
-    );
+    check("c_dns_retry");
 }

@@ -9,11 +9,9 @@
 //! and which of them get a conflicting claimant, and where in time, comes
 //! from the trace id.
 
-use crate::live_parity::{fixture, live_equals_batch, load};
-use overtime_diagnose::{DiagnoseConfig, LayerConfig, assemble_tables};
+use crate::live_parity::{incident, live_equals_batch};
+use overtime_diagnose::assemble_tables;
 use overtime_model::{GatewayRecord, SpanRecord};
-use overtime_parse::nginx::LogFormat;
-use overtime_parse::spans::SpanFormat;
 use std::collections::BTreeMap;
 
 /// A stable 32-hex id derived from `seed` and `salt`.
@@ -99,14 +97,8 @@ fn claimant(trace: &str) -> Option<i64> {
     }
 }
 
-fn check(
-    name: &str,
-    format: LogFormat,
-    spans_file: &str,
-    span_format: SpanFormat,
-    cfg: DiagnoseConfig,
-) {
-    let (gateway, spans) = load(name, format, spans_file, span_format);
+fn check(name: &str) {
+    let (gateway, spans, cfg) = incident(name);
     let (gateway, mut spans) = rekey(&gateway, &spans, claimant);
     // Exporter retries: some spans twice.
     let twice: Vec<SpanRecord> = spans.iter().step_by(5).cloned().collect();
@@ -118,44 +110,17 @@ fn check(
 
 #[test]
 fn live_and_batch_join_request_id_keyed_lines_alike_on_incident_a() {
-    check(
-        "a_prefill",
-        LogFormat::builtin("overtime").unwrap(),
-        "spans.jsonl",
-        SpanFormat::Jsonl,
-        DiagnoseConfig::default(),
-    );
+    check("a_prefill");
 }
 
 #[test]
 fn live_and_batch_join_request_id_keyed_lines_alike_on_incident_b() {
-    let conf = std::fs::read_to_string(fixture("b_tool_no_timeout").join("nginx.conf")).unwrap();
-    let cfg = DiagnoseConfig {
-        layers: vec![LayerConfig {
-            name: "access".into(),
-            read_timeout_ms: Some(60_000.0),
-        }],
-        ..Default::default()
-    };
-    check(
-        "b_tool_no_timeout",
-        LogFormat::from_nginx_conf(&conf, "agent_json").unwrap(),
-        "traces.otlp.jsonl",
-        SpanFormat::OtlpJson,
-        cfg,
-    );
+    check("b_tool_no_timeout");
 }
 
 #[test]
 fn live_and_batch_join_request_id_keyed_lines_alike_on_incident_c() {
-    let body = std::fs::read_to_string(fixture("c_dns_retry").join("log_format.txt")).unwrap();
-    check(
-        "c_dns_retry",
-        LogFormat::compile(&body).unwrap(),
-        "spans.jsonl",
-        SpanFormat::Jsonl,
-        DiagnoseConfig::default(),
-    );
+    check("c_dns_retry");
 }
 
 /// The service's span decides where an inner layer's line goes, whatever
@@ -164,12 +129,7 @@ fn live_and_batch_join_request_id_keyed_lines_alike_on_incident_c() {
 /// id) — and no line is left in a stand-in trace of its own.
 #[test]
 fn the_earliest_span_claiming_a_request_id_gets_its_lines() {
-    let (gateway, spans) = load(
-        "a_prefill",
-        LogFormat::builtin("overtime").unwrap(),
-        "spans.jsonl",
-        SpanFormat::Jsonl,
-    );
+    let (gateway, spans, _) = incident("a_prefill");
     let (gateway, spans) = rekey(&gateway, &spans, claimant);
     let mut cols = overtime_model::GatewayColumns::new();
     gateway.iter().for_each(|g| cols.append(g));
