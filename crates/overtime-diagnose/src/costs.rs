@@ -38,14 +38,18 @@ pub const MIN_CALLS: u32 = 5;
 /// together and cannot be told apart.
 pub const MIN_SPREAD: f64 = 1e-3;
 
+/// Exact sums: tokens are integers and inference is counted in whole
+/// microseconds, so the sums are integers and adding calls (or merging the
+/// books of a batch run's threads) in any order gives the same fit to the
+/// last bit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Sums {
     n: u32,
-    pp: f64,
-    pg: f64,
-    gg: f64,
-    pi: f64,
-    gi: f64,
+    pp: i128,
+    pg: i128,
+    gg: i128,
+    pi: i128,
+    gi: i128,
 }
 
 /// Per model, the sums of its calls' (prompt, generated, inference).
@@ -61,14 +65,16 @@ impl TokenCosts {
         if !(inference_ms.is_finite() && inference_ms >= 0.0) || prompt < 0 || generated < 0 {
             return;
         }
-        let (p, g, i) = (prompt as f64, generated as f64, inference_ms);
+        // (Clamped: a day of inference is far past any call.)
+        let us = (inference_ms.min(86_400_000.0) * 1000.0).round() as i128;
+        let (p, g) = (prompt as i128, generated as i128);
         let s = self.models.entry(model.to_string()).or_default();
         s.n += 1;
         s.pp += p * p;
         s.pg += p * g;
         s.gg += g * g;
-        s.pi += p * i;
-        s.gi += g * i;
+        s.pi += p * us;
+        s.gi += g * us;
     }
 
     /// Adds `other`'s calls to these.
@@ -88,16 +94,18 @@ impl TokenCosts {
     /// when its calls can tell them apart (see the module's rules).
     pub fn fit(&self, model: &str) -> Option<(f64, f64, u32)> {
         let s = self.models.get(model)?;
-        let det = s.pp * s.gg - s.pg * s.pg;
-        if s.n < MIN_CALLS || s.pp <= 0.0 || s.gg <= 0.0 || det < MIN_SPREAD * s.pp * s.gg {
+        let (pp, pg, gg) = (s.pp as f64, s.pg as f64, s.gg as f64);
+        let (pi, gi) = (s.pi as f64 / 1000.0, s.gi as f64 / 1000.0);
+        let det = pp * gg - pg * pg;
+        if s.n < MIN_CALLS || pp <= 0.0 || gg <= 0.0 || det < MIN_SPREAD * pp * gg {
             return None;
         }
-        let a = (s.pi * s.gg - s.gi * s.pg) / det;
-        let b = (s.gi * s.pp - s.pi * s.pg) / det;
+        let a = (pi * gg - gi * pg) / det;
+        let b = (gi * pp - pi * pg) / det;
         let (a, b) = if a < 0.0 {
-            (0.0, (s.gi / s.gg).max(0.0))
+            (0.0, (gi / gg).max(0.0))
         } else if b < 0.0 {
-            ((s.pi / s.pp).max(0.0), 0.0)
+            ((pi / pp).max(0.0), 0.0)
         } else {
             (a, b)
         };
@@ -139,6 +147,38 @@ mod tests {
         let (a, b, _) = c.fit("m").unwrap();
         assert_eq!(b, 0.0);
         assert!(a > 0.0);
+    }
+
+    #[test]
+    fn the_fit_does_not_depend_on_the_order_calls_are_counted_or_merged_in() {
+        let calls: Vec<(f64, i64, i64)> = (0..40)
+            .map(|k| {
+                (
+                    123.456 + 17.3 * k as f64 + 0.1 * (k * k % 7) as f64,
+                    300 + 97 * k % 1_100,
+                    20 + 31 * k % 400,
+                )
+            })
+            .collect();
+        let mut forward = TokenCosts::default();
+        calls.iter().for_each(|c| forward.add("m", c.0, c.1, c.2));
+        // Backwards, in three books merged in another order.
+        let mut parts = [
+            TokenCosts::default(),
+            TokenCosts::default(),
+            TokenCosts::default(),
+        ];
+        for (i, c) in calls.iter().rev().enumerate() {
+            parts[i % 3].add("m", c.0, c.1, c.2);
+        }
+        let mut merged = parts[2].clone();
+        merged.merge(&parts[0]);
+        merged.merge(&parts[1]);
+        let (f, m) = (forward.fit("m").unwrap(), merged.fit("m").unwrap());
+        assert_eq!(
+            (f.0.to_bits(), f.1.to_bits(), f.2),
+            (m.0.to_bits(), m.1.to_bits(), m.2)
+        );
     }
 
     #[test]

@@ -86,14 +86,25 @@ pub struct Inferred {
     pub neighbours: overtime_model::PhaseNeighbours,
 }
 
+/// A minute's calls and their phase times, in whole microseconds: integer
+/// sums are exact, so the books of a batch run's threads merged in any
+/// order, and a call counted and taken back by a live revision, leave the
+/// same sums to the last bit (float sums did not: inferred phases differed
+/// in their last digits from one run to the next).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Sums {
     n: u32,
     /// Of `n`, counted by the model server's metrics, not by a span.
     metered: u32,
-    queue: f64,
-    prefill: f64,
-    decode: f64,
+    queue: i64,
+    prefill: i64,
+    decode: i64,
+}
+
+/// A phase time (ms) as the whole microseconds [`Sums`] counts, at most
+/// 30 days (a minute of a million such calls still fits an `i64`).
+fn us(ms: f64) -> i64 {
+    (ms.min(2_592_000_000.0) * 1000.0).round() as i64
 }
 
 /// Finished calls' phases per model and minute.
@@ -131,9 +142,9 @@ impl PhaseBook {
         let minutes = self.models.entry(model.to_string()).or_default();
         let s = minutes.entry(minute(f.start_us)).or_default();
         s.n += 1;
-        s.queue += f.queue_ms;
-        s.prefill += f.prefill_ms;
-        s.decode += f.decode_ms;
+        s.queue += us(f.queue_ms);
+        s.prefill += us(f.prefill_ms);
+        s.decode += us(f.decode_ms);
         while minutes.len() > MAX_MINUTES {
             minutes.pop_first();
         }
@@ -159,9 +170,9 @@ impl PhaseBook {
         let s = minutes.entry(minute(time_us)).or_default();
         s.n += n;
         s.metered += n;
-        s.queue += queue_ms;
-        s.prefill += prefill_ms;
-        s.decode += decode_ms;
+        s.queue += us(queue_ms);
+        s.prefill += us(prefill_ms);
+        s.decode += us(decode_ms);
         while minutes.len() > MAX_MINUTES {
             minutes.pop_first();
         }
@@ -176,9 +187,9 @@ impl PhaseBook {
         let m = minute(f.start_us);
         if let Some(s) = minutes.get_mut(&m) {
             s.n = s.n.saturating_sub(1);
-            s.queue -= f.queue_ms;
-            s.prefill -= f.prefill_ms;
-            s.decode -= f.decode_ms;
+            s.queue -= us(f.queue_ms);
+            s.prefill -= us(f.prefill_ms);
+            s.decode -= us(f.decode_ms);
             if s.n == 0 {
                 minutes.remove(&m);
             }
@@ -268,11 +279,15 @@ impl PhaseBook {
                 a
             });
         let work = near.queue + near.prefill + near.decode;
-        if near.n < MIN_NEIGHBOURS || work <= 0.0 || c.duration_ms <= 0.0 {
+        if near.n < MIN_NEIGHBOURS || work <= 0 || c.duration_ms <= 0.0 {
             return None;
         }
-        let n = f64::from(near.n);
-        let (q, p, d) = (near.queue / n, near.prefill / n, near.decode / n);
+        let n = f64::from(near.n) * 1000.0;
+        let (q, p, d) = (
+            near.queue as f64 / n,
+            near.prefill as f64 / n,
+            near.decode as f64 / n,
+        );
         let before_first = |t: f64| {
             let share = if q + p > 0.0 { q / (q + p) } else { 0.5 };
             (t * share, t * (1.0 - share))
