@@ -37,6 +37,7 @@ pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
 pub use overtime_ingest::scrape::ModelServerSettings;
 pub use overtime_kafka::KafkaSourceSettings;
+pub use overtime_parse::record::FormatName;
 pub use overtime_server::ClusterConfig;
 pub use overtime_server::SqlConfig;
 pub use overtime_slo::SloConfig;
@@ -269,6 +270,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs `format`"), "{e}");
+    }
+
+    #[test]
+    fn every_format_name_is_read_by_the_file_and_kafka_blocks_of_the_config() {
+        for f in FormatName::ALL {
+            for alias in f.aliases() {
+                let text = format!(
+                    "[[file]]\npath = \"a.log\"\nkind = \"{alias}\"\nformat = \"overtime\"\n\
+                     [[kafka]]\nbrokers = \"b:9092\"\n[[kafka.topics]]\ntopic = \"t\"\nformat = \"{alias}\"\n"
+                );
+                match Config::from_toml_str(&text) {
+                    Ok(c) => {
+                        assert_eq!((c.files[0].kind, c.kafka[0].topics[0].format), (f, f));
+                        assert!(f.is_line_based(), "{alias}");
+                    }
+                    // A tailed file holds lines: only OTLP protobuf is refused, by name.
+                    Err(e) => {
+                        assert_eq!(f, FormatName::OtlpProto, "{alias}: {e}");
+                        assert!(e.to_string().contains("not otlp-proto"), "{e}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
