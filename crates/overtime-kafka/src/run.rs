@@ -94,7 +94,7 @@ impl Runner {
         let decoders = cfg
             .topics
             .iter()
-            .map(|t| (t.topic.clone(), Decoder::new(&t.topic, &t.format)))
+            .map(|t| (t.topic.clone(), Decoder::new(&t.format, &t.topic)))
             .collect();
         Runner {
             cfg,
@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn rejected_rows_first_checkpoint_last() {
         let key = ("spans".to_string(), 2);
-        let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
+        let mut d = Decoder::new(&RecordFormat::Spans(SpanFormat::Jsonl), "spans");
         let p = prepare("g", &key, &mut d, &[msg(7, SPAN), msg(8, b"{oops")]);
         assert_eq!(
             shape(&p),

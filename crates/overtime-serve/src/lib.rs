@@ -54,5 +54,5 @@ mod sources;
 
 pub use policy::{Action, NotifyPolicy, Sighting};
 pub use ready::{Bound, ReadyFileError};
-pub use serve::run;
+pub use serve::{ServeError, run};
 pub use sources::{SourceError, diagnose_config};

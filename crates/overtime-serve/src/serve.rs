@@ -7,8 +7,8 @@
 
 use crate::notify::Notifications;
 use crate::ready::{self, Bound};
-use crate::{schedule, sources};
-use anyhow::{Context, Result};
+use crate::schedule;
+use crate::sources::{self, SourceError};
 use overtime_config::{Config, Secrets};
 use overtime_ingest::file_tail::{FileTail, spawn_file_tail};
 use overtime_ingest::otlp::{OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on};
@@ -20,19 +20,72 @@ use overtime_server::pipeline::{self, SourceSink};
 use overtime_server::{AppState, router};
 use overtime_store::Store;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+/// Why the collector did not start, or stopped with an error. Each
+/// variant says what was being done; its source says why.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The async runtime could not be started.
+    #[error("starting the runtime")]
+    Runtime(#[source] std::io::Error),
+    /// A source of the config could not be built.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The store could not be opened (a data dir held by another
+    /// process, a corrupt WAL…).
+    #[error("opening the store in {}", data_dir.display())]
+    Store {
+        /// `[store] data_dir`.
+        data_dir: PathBuf,
+        /// The store's reason.
+        #[source]
+        source: overtime_store::StoreError,
+    },
+    /// The WAL's recent records could not be replayed into the live
+    /// diagnosis.
+    #[error("replaying the WAL: {0}")]
+    Replay(String),
+    /// A listener could not be bound (an address in use, a bad address).
+    #[error("binding {what} on {addr}")]
+    Bind {
+        /// The listener (`the API`, `OTLP/HTTP`…).
+        what: &'static str,
+        /// The address from the config.
+        addr: String,
+        /// The system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Kafka consumer could not be started.
+    #[error("starting a Kafka consumer")]
+    Kafka(#[source] overtime_kafka::KafkaSourceError),
+    /// The PostgreSQL wire protocol could not be started (its TLS files…).
+    #[error("starting the PostgreSQL wire protocol")]
+    Postgres(#[source] overtime_server::pg::PgError),
+    /// The alert and ticket channels could not be started.
+    #[error("starting the notifications")]
+    Notifications(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The ready file could not be written or removed.
+    #[error(transparent)]
+    ReadyFile(#[from] ReadyFileError),
+    /// The API stopped with an error.
+    #[error("serving the API")]
+    Api(#[source] std::io::Error),
+}
+
 /// Runs the collector with `cfg` until a signal stops it, on a runtime of
 /// its own (for a caller without one: the binary). With `ready_file`, the
 /// bound addresses are written there once it is ready ([`crate::ready`]).
-pub fn run(cfg: Config, ready_file: Option<&Path>) -> Result<()> {
+pub fn run(cfg: Config, ready_file: Option<&Path>) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("starting the runtime")?;
+        .map_err(ServeError::Runtime)?;
     rt.block_on(serve(cfg, ready_file))
 }
 
@@ -43,27 +96,46 @@ struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-async fn bind(what: &str, addr: &str) -> Result<Option<TcpListener>> {
+async fn bind(what: &'static str, addr: &str) -> Result<Option<TcpListener>, ServeError> {
     if addr.is_empty() {
         return Ok(None);
     }
     let l = TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding {what} on {addr}"))?;
+        .map_err(|source| ServeError::Bind {
+            what,
+            addr: addr.to_string(),
+            source,
+        })?;
     Ok(Some(l))
+}
+
+/// The address `l` was bound to (port 0 resolved).
+fn bound_addr(
+    what: &'static str,
+    addr: &str,
+    l: &TcpListener,
+) -> Result<std::net::SocketAddr, ServeError> {
+    l.local_addr().map_err(|source| ServeError::Bind {
+        what,
+        addr: addr.to_string(),
+        source,
+    })
 }
 
 /// Runs the collector with `cfg` on the current runtime until SIGINT or
 /// SIGTERM, then stops everything in order.
-pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> {
+pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), ServeError> {
     // A ready file of an earlier run must not be taken for this one's.
     if let Some(p) = ready_file {
         ready::clear(p)?;
     }
     let secrets = Secrets::from_env(&cfg);
     let plan = sources::plan(&cfg)?;
-    let store = Store::open(cfg.store.clone())
-        .with_context(|| format!("opening the store in {}", cfg.store.data_dir.display()))?;
+    let store = Store::open(cfg.store.clone()).map_err(|source| ServeError::Store {
+        data_dir: cfg.store.data_dir.clone(),
+        source,
+    })?;
     let d = &cfg.diagnose;
     let peers = overtime_server::Peers::new(
         &cfg.cluster,
@@ -88,21 +160,31 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         cluster: Mutex::new(Default::default()),
     });
     let since = pipeline::now_us() - d.keep_ms as i64 * 1000;
-    pipeline::replay_recent(&state, since)
-        .map_err(|e| anyhow::anyhow!("replaying the WAL: {e}"))?;
+    pipeline::replay_recent(&state, since).map_err(ServeError::Replay)?;
 
+    const API: &str = "the API";
+    const OTLP_HTTP: &str = "OTLP/HTTP";
+    const OTLP_GRPC: &str = "OTLP/gRPC";
+    const POSTGRES: &str = "the PostgreSQL wire protocol";
     let api = TcpListener::bind(&cfg.server.listen)
         .await
-        .with_context(|| format!("binding the API on {}", cfg.server.listen))?;
-    let otlp_http = bind("OTLP/HTTP", &cfg.otlp.http_listen).await?;
-    let otlp_grpc = bind("OTLP/gRPC", &cfg.otlp.grpc_listen).await?;
-    let postgres = bind("the PostgreSQL wire protocol", &cfg.sql.postgres.listen).await?;
+        .map_err(|source| ServeError::Bind {
+            what: API,
+            addr: cfg.server.listen.clone(),
+            source,
+        })?;
+    let otlp_http = bind(OTLP_HTTP, &cfg.otlp.http_listen).await?;
+    let otlp_grpc = bind(OTLP_GRPC, &cfg.otlp.grpc_listen).await?;
+    let postgres = bind(POSTGRES, &cfg.sql.postgres.listen).await?;
     // What was bound, port 0 resolved: logged and written to the ready file.
+    let bound_of = |what, addr: &str, l: &Option<TcpListener>| {
+        l.as_ref().map(|l| bound_addr(what, addr, l)).transpose()
+    };
     let bound = Bound {
-        api: api.local_addr().context("the API's bound address")?,
-        otlp_http: otlp_http.as_ref().map(|l| l.local_addr()).transpose()?,
-        otlp_grpc: otlp_grpc.as_ref().map(|l| l.local_addr()).transpose()?,
-        postgres: postgres.as_ref().map(|l| l.local_addr()).transpose()?,
+        api: bound_addr(API, &cfg.server.listen, &api)?,
+        otlp_http: bound_of(OTLP_HTTP, &cfg.otlp.http_listen, &otlp_http)?,
+        otlp_grpc: bound_of(OTLP_GRPC, &cfg.otlp.grpc_listen, &otlp_grpc)?,
+        postgres: bound_of(POSTGRES, &cfg.sql.postgres.listen, &postgres)?,
     };
 
     // One sink per kind of source, so /metrics tells them apart.
@@ -127,8 +209,8 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
     let mut kafka_stats = Vec::new();
     for k in plan.kafka {
         let (group, brokers) = (k.group_id.clone(), k.brokers.clone());
-        let c = spawn_kafka_source(k, sink("kafka"), shutdown.clone())
-            .context("starting a Kafka consumer")?;
+        let c =
+            spawn_kafka_source(k, sink("kafka"), shutdown.clone()).map_err(ServeError::Kafka)?;
         let stats = c.stats().clone();
         kafka_stats.push(overtime_kafka::LabeledStats {
             group,
@@ -201,14 +283,13 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
     }
     if let Some(l) = postgres {
         // TLS files and the catalog are checked here, before ready.
-        let pg = overtime_server::pg::PgServer::new(state.clone())
-            .context("starting the PostgreSQL wire protocol")?;
+        let pg = overtime_server::pg::PgServer::new(state.clone()).map_err(ServeError::Postgres)?;
         let stop = shutdown.clone();
         running.tasks.push(tokio::spawn(
             pg.serve(l, async move { stop.cancelled().await }),
         ));
     }
-    let notes = Notifications::start(&cfg)?;
+    let notes = Notifications::start(&cfg).map_err(|e| ServeError::Notifications(e.into()))?;
     // Delivery counters, read at each scrape.
     notes.register_metrics(&state.metrics);
     running.tasks.push(tokio::spawn(schedule::periodic(
@@ -218,7 +299,7 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
         shutdown.clone(),
     )));
     state.ready.store(true, Ordering::Relaxed);
-    eprintln!(
+    tracing::info!(
         "overtime: serving on {bound}, data in {}",
         cfg.store.data_dir.display()
     );
@@ -235,7 +316,7 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<()> 
             stop.cancel();
         })
         .await
-        .context("serving the API")?;
+        .map_err(ServeError::Api)?;
     shutdown.cancel();
     stop_all(running).await;
     if let Some(p) = ready_file {
@@ -249,7 +330,7 @@ async fn report_failure<E: std::fmt::Display>(
     work: impl std::future::Future<Output = Result<(), E>>,
 ) {
     if let Err(e) = work.await {
-        eprintln!("overtime: {what} receiver stopped: {e}");
+        tracing::error!("overtime: {what} receiver stopped: {e}");
     }
 }
 
@@ -275,12 +356,12 @@ async fn stop_all(running: Running) {
     }
     for t in running.tails {
         if let Ok(Err(e)) = tokio::task::spawn_blocking(move || t.join()).await {
-            eprintln!("overtime: a file tail stopped with an error: {e}");
+            tracing::error!("overtime: a file tail stopped with an error: {e}");
         }
     }
     for c in running.consumers {
         if let Ok(Err(e)) = tokio::task::spawn_blocking(move || c.join()).await {
-            eprintln!("overtime: a Kafka consumer stopped with an error: {e}");
+            tracing::error!("overtime: a Kafka consumer stopped with an error: {e}");
         }
     }
 }
