@@ -52,6 +52,21 @@ pub(crate) async fn readyz(State(s): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// A query parameter naming an instant (`from`, `to`): RFC 3339 or epoch
+/// milliseconds, read as [`overtime_model::Timestamp`] reads them (the one
+/// time type); empty or absent is `None`.
+pub(crate) fn time_param(
+    v: Option<&str>,
+    name: &str,
+) -> Result<Option<overtime_model::Timestamp>, ApiError> {
+    let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.parse()
+        .map(Some)
+        .map_err(|e| ApiError::bad_request("bad_time", format!("{name}={e}")))
+}
+
 pub(crate) fn is_local(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("1" | "true"))
 }
