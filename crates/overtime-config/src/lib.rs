@@ -15,7 +15,9 @@
 //!   [`FileSourceSettings`], `[[kafka]]` [`KafkaSourceSettings`],
 //!   `[[model_server]]` [`ModelServerSettings`],
 //!   `[diagnose]` [`DiagnoseSettings`], `[cluster]` [`ClusterConfig`], and `[sql]`, `[slo]`, `[alerts]`,
-//!   `[jira]` likewise. Each key, its default and its documentation are
+//!   `[jira]` likewise; the sources are also one tagged list,
+//!   [`Config::sources`] ([`SourceSettings`]), over those sections and
+//!   any `[[source]]` blocks. Each key, its default and its documentation are
 //!   written once, in the owning crate; the binary calls the sections'
 //!   `build()` and never copies a field from one struct to another.
 //! - Loading checks what can be checked without the environment or the
@@ -42,6 +44,9 @@ pub use overtime_server::ClusterConfig;
 pub use overtime_server::SqlConfig;
 pub use overtime_slo::SloConfig;
 pub use overtime_store::StoreConfig;
+pub use sources::SourceSettings;
+
+mod sources;
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
@@ -107,6 +112,10 @@ pub struct Config {
     /// settings type (docs/inputs.md, "Model-server metrics").
     #[serde(rename = "model_server")]
     pub model_servers: Vec<ModelServerSettings>,
+    /// More sources, each `[[source]]` with its `type` (`file`, `kafka`,
+    /// `model_server`) and its settings; [`Config::sources`] lists them
+    /// after the sections above.
+    pub source: Vec<SourceSettings>,
 }
 
 impl Config {
@@ -147,17 +156,8 @@ impl Config {
         }
         self.store.validate().map_err(ConfigError::Invalid)?;
         self.sql.postgres.validate().map_err(ConfigError::Invalid)?;
-        for f in &self.files {
-            f.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
-        for k in &self.kafka {
-            k.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
-        for m in &self.model_servers {
-            m.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        for s in self.sources() {
+            s.validate().map_err(ConfigError::Invalid)?;
         }
         Ok(())
     }

@@ -25,7 +25,7 @@ use crate::decode::{Decoder, Msg};
 use crate::stats::KafkaStats;
 use crate::{KafkaSourceConfig, KafkaSourceError, source_name};
 use arrow::record_batch::RecordBatch;
-use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
+use overtime_model::{Checkpoint, CommitPoints, RecordSink, SinkError, Table};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::TopicPartitionList;
@@ -74,7 +74,7 @@ struct Partition {
 pub(crate) struct Runner {
     cfg: KafkaSourceConfig,
     consumer: BaseConsumer<SourceContext>,
-    sink: Arc<dyn RecordSink>,
+    sink: Arc<dyn CommitPoints>,
     stats: Arc<KafkaStats>,
     shutdown: CancellationToken,
     decoders: HashMap<String, Decoder>,
@@ -87,7 +87,7 @@ impl Runner {
     pub(crate) fn new(
         cfg: KafkaSourceConfig,
         consumer: BaseConsumer<SourceContext>,
-        sink: Arc<dyn RecordSink>,
+        sink: Arc<dyn CommitPoints>,
         stats: Arc<KafkaStats>,
         shutdown: CancellationToken,
     ) -> Self {

@@ -39,7 +39,7 @@ pub use gateway_rows::GatewayRows;
 pub use metric::{MetricColumns, MetricSample, metric_samples, metric_schema};
 pub use observation::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use rejected::{RAW_KEEP, RejectedColumns, RejectedRecord, rejected_records, rejected_schema};
-pub use sink::{Checkpoint, RecordSink, SinkError, Table};
+pub use sink::{Checkpoint, CommitPoints, RecordSink, SinkError, Table};
 pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
 pub use span_columns::{SpanColumns, span_records, span_schema};
 pub use time::{BadDuration, BadTime, DurationMs, Timestamp};

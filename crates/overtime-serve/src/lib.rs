@@ -51,6 +51,7 @@ mod ready;
 mod schedule;
 mod serve;
 mod sources;
+mod start;
 
 pub use policy::{Action, NotifyPolicy, Sighting};
 pub use ready::{Bound, ReadyFileError};

@@ -1,7 +1,8 @@
 //! The wiring of `overtime serve`: the store opened (the WAL replayed
-//! into the live diagnosis); the sources started (file tails, Kafka
-//! consumers, OTLP/HTTP, OTLP/gRPC, the model servers' `/metrics`
-//! scrapes) into the diagnosing sink; the periodic
+//! into the live diagnosis); the sources of the config's one list
+//! (file tails, Kafka consumers, the model servers' `/metrics` scrapes,
+//! OTLP/HTTP, OTLP/gRPC) bound, then started in one loop
+//! ([`crate::start`]) into the diagnosing sink; the periodic
 //! jobs spawned ([`crate::schedule`]); the API served until SIGINT or
 //! SIGTERM, then everything stopped in order.
 
@@ -9,14 +10,10 @@ use crate::notify::Notifications;
 use crate::ready::{self, Bound};
 use crate::schedule;
 use crate::sources::{self, SourceError};
+use crate::start::{self, Starting, bind_addr, bound_addr};
 use overtime_config::{Config, Secrets};
-use overtime_ingest::file_tail::{FileTail, spawn_file_tail};
-use overtime_ingest::otlp::{OtlpStats, serve_otlp_grpc_on, serve_otlp_http_on};
-use overtime_ingest::scrape::{ScrapeCollector, Scraper};
-use overtime_kafka::{KafkaSource, spawn_kafka_source};
-use overtime_model::RecordSink;
 use overtime_server::Metrics;
-use overtime_server::pipeline::{self, SourceSink};
+use overtime_server::pipeline;
 use overtime_server::{AppState, router};
 use overtime_store::Store;
 use std::path::Path;
@@ -70,6 +67,15 @@ pub enum ServeError {
     /// The alert and ticket channels could not be started.
     #[error("starting the notifications")]
     Notifications(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The address a listener was bound to could not be read.
+    #[error("the address {what} was bound to")]
+    BoundAddr {
+        /// The listener.
+        what: &'static str,
+        /// The system's reason.
+        #[source]
+        source: std::io::Error,
+    },
     /// The ready file could not be written or removed.
     #[error(transparent)]
     ReadyFile(#[from] ReadyFileError),
@@ -87,40 +93,6 @@ pub fn run(cfg: Config, ready_file: Option<&Path>) -> Result<(), ServeError> {
         .build()
         .map_err(ServeError::Runtime)?;
     rt.block_on(serve(cfg, ready_file))
-}
-
-/// What runs, kept to stop it in order.
-struct Running {
-    tails: Vec<FileTail>,
-    consumers: Vec<KafkaSource>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-async fn bind(what: &'static str, addr: &str) -> Result<Option<TcpListener>, ServeError> {
-    if addr.is_empty() {
-        return Ok(None);
-    }
-    let l = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind {
-            what,
-            addr: addr.to_string(),
-            source,
-        })?;
-    Ok(Some(l))
-}
-
-/// The address `l` was bound to (port 0 resolved).
-fn bound_addr(
-    what: &'static str,
-    addr: &str,
-    l: &TcpListener,
-) -> Result<std::net::SocketAddr, ServeError> {
-    l.local_addr().map_err(|source| ServeError::Bind {
-        what,
-        addr: addr.to_string(),
-        source,
-    })
 }
 
 /// Runs the collector with `cfg` on the current runtime until SIGINT or
@@ -163,8 +135,6 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
     pipeline::replay_recent(&state, since).map_err(ServeError::Replay)?;
 
     const API: &str = "the API";
-    const OTLP_HTTP: &str = "OTLP/HTTP";
-    const OTLP_GRPC: &str = "OTLP/gRPC";
     const POSTGRES: &str = "the PostgreSQL wire protocol";
     let api = TcpListener::bind(&cfg.server.listen)
         .await
@@ -173,114 +143,30 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
             addr: cfg.server.listen.clone(),
             source,
         })?;
-    let otlp_http = bind(OTLP_HTTP, &cfg.otlp.http_listen).await?;
-    let otlp_grpc = bind(OTLP_GRPC, &cfg.otlp.grpc_listen).await?;
-    let postgres = bind(POSTGRES, &cfg.sql.postgres.listen).await?;
-    // What was bound, port 0 resolved: logged and written to the ready file.
-    let bound_of = |what, addr: &str, l: &Option<TcpListener>| {
-        l.as_ref().map(|l| bound_addr(what, addr, l)).transpose()
-    };
-    let bound = Bound {
-        api: bound_addr(API, &cfg.server.listen, &api)?,
-        otlp_http: bound_of(OTLP_HTTP, &cfg.otlp.http_listen, &otlp_http)?,
-        otlp_grpc: bound_of(OTLP_GRPC, &cfg.otlp.grpc_listen, &otlp_grpc)?,
-        postgres: bound_of(POSTGRES, &cfg.sql.postgres.listen, &postgres)?,
-    };
+    let postgres = bind_addr(POSTGRES, &cfg.sql.postgres.listen).await?;
+    // Every listener a source needs, bound before any source starts.
+    let mut listening = Vec::with_capacity(plan.sources.len());
+    for s in plan.sources {
+        listening.push(start::bind(s).await?);
+    }
 
-    // One sink per kind of source, so /metrics tells them apart.
-    let sink = |source: &'static str| -> Arc<dyn RecordSink> {
-        Arc::new(SourceSink {
-            state: state.clone(),
-            source,
-        })
-    };
+    // The sources: one loop over the plan (sources.rs, start.rs).
     let shutdown = CancellationToken::new();
-    let mut running = Running {
-        tails: Vec::new(),
-        consumers: Vec::new(),
-        tasks: Vec::new(),
+    let mut starting = Starting::new(state.clone(), shutdown.clone(), secrets.otlp_token.clone());
+    for l in listening {
+        starting.start(l)?;
+    }
+    // What was bound, port 0 resolved: logged and written to the ready file.
+    let bound = Bound {
+        api: bound_addr(&api, API)?,
+        otlp_http: starting.otlp_http,
+        otlp_grpc: starting.otlp_grpc,
+        postgres: postgres
+            .as_ref()
+            .map(|l| bound_addr(l, POSTGRES))
+            .transpose()?,
     };
-    for f in plan.files {
-        running
-            .tails
-            .push(spawn_file_tail(f, sink("file"), shutdown.clone()));
-    }
-    // Every source's counters in one collector: each family declared once.
-    let mut kafka_stats = Vec::new();
-    for k in plan.kafka {
-        let (group, brokers) = (k.group_id.clone(), k.brokers.clone());
-        let c =
-            spawn_kafka_source(k, sink("kafka"), shutdown.clone()).map_err(ServeError::Kafka)?;
-        let stats = c.stats().clone();
-        kafka_stats.push(overtime_kafka::LabeledStats {
-            group,
-            brokers,
-            stats: stats.clone(),
-        });
-        state
-            .metrics
-            .register_kafka_lag(move || stats.lag_by_partition());
-        running.consumers.push(c);
-    }
-    if !kafka_stats.is_empty() {
-        state
-            .metrics
-            .register(overtime_kafka::KafkaCollector::new(kafka_stats));
-    }
-    // The model servers' /metrics, scraped into the store (and so into the
-    // live diagnosis) every interval; their counters in /metrics.
-    let mut scraped = Vec::new();
-    for m in &cfg.model_servers {
-        let scraper = Scraper::new(m.clone(), sink("model_server"));
-        scraped.push(scraper.stats());
-        running
-            .tasks
-            .push(tokio::spawn(scraper.run(shutdown.clone())));
-    }
-    if !scraped.is_empty() {
-        state.metrics.register(ScrapeCollector { servers: scraped });
-    }
-    let otlp_stats = Arc::new(OtlpStats::default());
-    {
-        // Whole bodies refused before any span reaches a sink (span-level
-        // rejections are counted by the sinks).
-        let s = otlp_stats.clone();
-        state.metrics.register_rejections("otlp_http", move || {
-            use std::sync::atomic::Ordering::Relaxed;
-            [
-                ("bad_request".to_string(), s.bad_requests.load(Relaxed)),
-                ("too_large".to_string(), s.too_large.load(Relaxed)),
-                ("unsupported".to_string(), s.unsupported.load(Relaxed)),
-                ("unauthorized".to_string(), s.unauthorized.load(Relaxed)),
-            ]
-            .into()
-        });
-    }
-    let otlp_cfg = cfg.otlp.build(secrets.otlp_token.clone());
-    if let Some(l) = otlp_http {
-        let work = serve_otlp_http_on(
-            l,
-            sink("otlp_http"),
-            otlp_stats.clone(),
-            otlp_cfg.clone(),
-            shutdown.clone(),
-        );
-        running
-            .tasks
-            .push(tokio::spawn(report_failure("OTLP/HTTP", work)));
-    }
-    if let Some(l) = otlp_grpc {
-        let work = serve_otlp_grpc_on(
-            l,
-            sink("otlp_grpc"),
-            otlp_stats.clone(),
-            otlp_cfg,
-            shutdown.clone(),
-        );
-        running
-            .tasks
-            .push(tokio::spawn(report_failure("OTLP/gRPC", work)));
-    }
+    let mut running = starting.finish();
     if let Some(l) = postgres {
         // TLS files and the catalog are checked here, before ready.
         let pg = overtime_server::pg::PgServer::new(state.clone()).map_err(ServeError::Postgres)?;
@@ -318,20 +204,11 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
         .await
         .map_err(ServeError::Api)?;
     shutdown.cancel();
-    stop_all(running).await;
+    start::stop_all(running).await;
     if let Some(p) = ready_file {
         ready::clear(p)?;
     }
     Ok(())
-}
-
-async fn report_failure<E: std::fmt::Display>(
-    what: &'static str,
-    work: impl std::future::Future<Output = Result<(), E>>,
-) {
-    if let Err(e) = work.await {
-        tracing::error!("overtime: {what} receiver stopped: {e}");
-    }
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM (systemd, Kubernetes, docker stop).
@@ -347,21 +224,5 @@ async fn stop_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
-    }
-}
-
-async fn stop_all(running: Running) {
-    for t in running.tasks {
-        let _ = t.await;
-    }
-    for t in running.tails {
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || t.join()).await {
-            tracing::error!("overtime: a file tail stopped with an error: {e}");
-        }
-    }
-    for c in running.consumers {
-        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || c.join()).await {
-            tracing::error!("overtime: a Kafka consumer stopped with an error: {e}");
-        }
     }
 }

@@ -7,7 +7,8 @@ use crate::AppState;
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
 use overtime_model::{
-    Checkpoint, RecordSink, SinkError, Table, gateway_records, metric_samples, span_records,
+    Checkpoint, CommitPoints, RecordSink, SinkError, Table, gateway_records, metric_samples,
+    span_records,
 };
 use std::sync::Arc;
 
@@ -136,6 +137,13 @@ impl RecordSink for DiagnosingSink {
         self.state.store.checkpoint(source)
     }
 
+    fn backpressure(&self) -> Option<u64> {
+        self.state.store.backpressure()
+    }
+}
+
+/// The store's commit semantics, as they are.
+impl CommitPoints for DiagnosingSink {
     fn commit_point(&self, source: &str) -> Option<String> {
         self.state.store.commit_point(source)
     }
@@ -146,10 +154,6 @@ impl RecordSink for DiagnosingSink {
 
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         self.state.store.shared_checkpoints()
-    }
-
-    fn backpressure(&self) -> Option<u64> {
-        self.state.store.backpressure()
     }
 }
 
@@ -187,6 +191,16 @@ impl RecordSink for SourceSink {
         self.state.store.checkpoint(source)
     }
 
+    /// The store's early push-back, counted as backpressure of this source.
+    fn backpressure(&self) -> Option<u64> {
+        let retry = self.state.store.backpressure()?;
+        self.state.metrics.count_backpressure(self.source);
+        Some(retry)
+    }
+}
+
+/// The store's commit semantics, as they are.
+impl CommitPoints for SourceSink {
     fn commit_point(&self, source: &str) -> Option<String> {
         self.state.store.commit_point(source)
     }
@@ -197,13 +211,6 @@ impl RecordSink for SourceSink {
 
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         self.state.store.shared_checkpoints()
-    }
-
-    /// The store's early push-back, counted as backpressure of this source.
-    fn backpressure(&self) -> Option<u64> {
-        let retry = self.state.store.backpressure()?;
-        self.state.metrics.count_backpressure(self.source);
-        Some(retry)
     }
 }
 
