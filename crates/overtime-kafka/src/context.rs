@@ -27,7 +27,7 @@
 
 use crate::source_name;
 use crate::stats::KafkaStats;
-use overtime_model::{CommitPoints, RecordSink};
+use overtime_model::CommitPoints;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaError;

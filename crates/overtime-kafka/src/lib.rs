@@ -2,8 +2,9 @@
 //!
 //! The Kafka source (docs/inputs.md#spans, ARCHITECTURE "Durability before
 //! acknowledgement"): one consumer in a consumer group reads the configured
-//! topics, each in its format (nginx line, JSONL span, OTLP protobuf — one
-//! record per message), and delivers them to a [`RecordSink`] that also
+//! topics, each in its format (nginx line, JSONL span, OTLP JSON or protobuf — one
+//! record per message), and delivers them to a
+//! [`RecordSink`](overtime_model::RecordSink) that also
 //! tells where to commit ([`CommitPoints`]).
 //!
 //! Design rules:
@@ -56,7 +57,7 @@ pub use decode::{Decoded, Decoder, Msg};
 pub use settings::{KafkaSourceSettings, TopicSettings};
 pub use stats::KafkaStats;
 
-use overtime_model::{CommitPoints, RecordSink};
+use overtime_model::CommitPoints;
 use rdkafka::error::KafkaError;
 use std::sync::Arc;
 use std::thread::JoinHandle;

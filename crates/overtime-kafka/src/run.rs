@@ -25,7 +25,7 @@ use crate::decode::{Decoder, Msg};
 use crate::stats::KafkaStats;
 use crate::{KafkaSourceConfig, KafkaSourceError, source_name};
 use arrow::record_batch::RecordBatch;
-use overtime_model::{Checkpoint, CommitPoints, RecordSink, SinkError, Table};
+use overtime_model::{Checkpoint, CommitPoints, SinkError, Table};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::TopicPartitionList;

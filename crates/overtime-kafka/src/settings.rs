@@ -217,7 +217,7 @@ impl TopicSettings {
             reason,
         };
         if self.nginx_only_keys_misused() {
-            return Err(ConfigError::NginxOnly(self.topic));
+            return Err(ConfigError::NginxOnly(self.topic.clone()));
         }
         let format = match self.format.span_format() {
             Some(spans) => RecordFormat::Spans(spans),
@@ -495,7 +495,7 @@ mod tests {
             Err(ConfigError::NginxOnly("t".into()))
         );
         assert!(matches!(
-            build("[[topics]]\ntopic = \"t\"\nformat = \"nginx\"\nlog_format = \"$nope(\""),
+            build("[[topics]]\ntopic = \"t\"\nformat = \"nginx\"\nlog_format = \"'$status\""),
             Err(ConfigError::Topic { .. })
         ));
         assert_eq!(

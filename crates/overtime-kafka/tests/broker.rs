@@ -9,7 +9,7 @@ use common::{Broker, jsonl_span, nginx_line, otlp_request};
 use overtime_kafka::{
     KafkaSource, KafkaSourceConfig, TopicConfig, source_name, spawn_kafka_source,
 };
-use overtime_model::{CommitPoints, RecordSink};
+use overtime_model::CommitPoints;
 use overtime_parse::nginx::LogFormat;
 use overtime_parse::record::RecordFormat;
 use overtime_parse::spans::SpanFormat;

@@ -7,7 +7,7 @@
 //! SIGTERM, then everything stopped in order.
 
 use crate::notify::Notifications;
-use crate::ready::{self, Bound};
+use crate::ready::{self, Bound, ReadyFileError};
 use crate::schedule;
 use crate::sources::{self, SourceError};
 use crate::start::{self, Starting, bind_addr, bound_addr};

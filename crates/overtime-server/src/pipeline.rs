@@ -58,7 +58,7 @@ impl DiagnosingSink {
         if let Err(e) = decoded {
             let name = table.as_str();
             state.metrics.count_live_decode_failure(name);
-            eprintln!(
+            tracing::error!(
                 "overtime: a stored {name} batch of {} rows could not be decoded for the live diagnosis: {e}",
                 batch.num_rows()
             );
@@ -278,7 +278,9 @@ fn complete_from_store(state: &AppState) {
         let (gateway, spans) = match state.store.trace(&id) {
             Ok(rows) => rows,
             Err(e) => {
-                eprintln!("overtime: looking up trace {id} in the store before its verdict: {e}");
+                tracing::warn!(
+                    "overtime: looking up trace {id} in the store before its verdict: {e}"
+                );
                 continue;
             }
         };
@@ -317,7 +319,7 @@ fn decode_found<T, E: std::fmt::Display>(
             Ok(r) => rows.extend(r),
             Err(e) => {
                 state.metrics.count_live_decode_failure(table.as_str());
-                eprintln!("overtime: trace {id}'s {table} rows from the store: {e}");
+                tracing::warn!("overtime: trace {id}'s {table} rows from the store: {e}");
                 return None;
             }
         }

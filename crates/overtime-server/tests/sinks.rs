@@ -5,7 +5,7 @@
 //! answers that differ from the defaults, so a sink that did not pass a
 //! question on fails here.
 
-use overtime_model::{Checkpoint, CommitPoints, RecordSink, SpanColumns, SpanRecord, Table};
+use overtime_model::{Checkpoint, CommitPoints, SpanColumns, SpanRecord, Table};
 use overtime_server::AppState;
 use overtime_server::pipeline::{DiagnosingSink, SourceSink};
 use overtime_store::{Store, StoreConfig};
