@@ -15,7 +15,9 @@
 //!   [`FileSourceSettings`], `[[kafka]]` [`KafkaSourceSettings`],
 //!   `[[model_server]]` [`ModelServerSettings`],
 //!   `[diagnose]` [`DiagnoseSettings`], `[cluster]` [`ClusterConfig`], and `[sql]`, `[slo]`, `[alerts]`,
-//!   `[jira]` likewise. Each key, its default and its documentation are
+//!   `[jira]` likewise; the sources are also one tagged list,
+//!   [`Config::sources`] ([`SourceSettings`]), over those sections and
+//!   any `[[source]]` blocks. Each key, its default and its documentation are
 //!   written once, in the owning crate; the binary calls the sections'
 //!   `build()` and never copies a field from one struct to another.
 //! - Loading checks what can be checked without the environment or the
@@ -37,10 +39,14 @@ pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
 pub use overtime_ingest::scrape::ModelServerSettings;
 pub use overtime_kafka::KafkaSourceSettings;
+pub use overtime_parse::record::FormatName;
 pub use overtime_server::ClusterConfig;
 pub use overtime_server::SqlConfig;
 pub use overtime_slo::SloConfig;
 pub use overtime_store::StoreConfig;
+pub use sources::SourceSettings;
+
+mod sources;
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
@@ -106,6 +112,10 @@ pub struct Config {
     /// settings type (docs/inputs.md, "Model-server metrics").
     #[serde(rename = "model_server")]
     pub model_servers: Vec<ModelServerSettings>,
+    /// More sources, each `[[source]]` with its `type` (`file`, `kafka`,
+    /// `model_server`) and its settings; [`Config::sources`] lists them
+    /// after the sections above.
+    pub source: Vec<SourceSettings>,
 }
 
 impl Config {
@@ -146,17 +156,8 @@ impl Config {
         }
         self.store.validate().map_err(ConfigError::Invalid)?;
         self.sql.postgres.validate().map_err(ConfigError::Invalid)?;
-        for f in &self.files {
-            f.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
-        for k in &self.kafka {
-            k.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
-        for m in &self.model_servers {
-            m.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        for s in self.sources() {
+            s.validate().map_err(ConfigError::Invalid)?;
         }
         Ok(())
     }
@@ -269,6 +270,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs `format`"), "{e}");
+    }
+
+    #[test]
+    fn every_format_name_is_read_by_the_file_and_kafka_blocks_of_the_config() {
+        for f in FormatName::ALL {
+            for alias in f.aliases() {
+                let text = format!(
+                    "[[file]]\npath = \"a.log\"\nkind = \"{alias}\"\nformat = \"overtime\"\n\
+                     [[kafka]]\nbrokers = \"b:9092\"\n[[kafka.topics]]\ntopic = \"t\"\nformat = \"{alias}\"\n"
+                );
+                match Config::from_toml_str(&text) {
+                    Ok(c) => {
+                        assert_eq!((c.files[0].kind, c.kafka[0].topics[0].format), (f, f));
+                        assert!(f.is_line_based(), "{alias}");
+                    }
+                    // A tailed file holds lines: only OTLP protobuf is refused, by name.
+                    Err(e) => {
+                        assert_eq!(f, FormatName::OtlpProto, "{alias}: {e}");
+                        assert!(e.to_string().contains("not otlp-proto"), "{e}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

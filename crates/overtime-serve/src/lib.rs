@@ -51,8 +51,9 @@ mod ready;
 mod schedule;
 mod serve;
 mod sources;
+mod start;
 
 pub use policy::{Action, NotifyPolicy, Sighting};
 pub use ready::{Bound, ReadyFileError};
-pub use serve::run;
+pub use serve::{ServeError, run};
 pub use sources::{SourceError, diagnose_config};

@@ -211,6 +211,22 @@ async fn sql_is_read_only_and_bounded() {
         (r["row_count"].as_u64(), r["truncated"].as_bool()),
         (Some(10), Some(true))
     );
+    // An Arrow answer says the same in a header; a whole one does not.
+    for (sql, cut) in [
+        ("SELECT * FROM spans", Some("true")),
+        ("SELECT * FROM spans LIMIT 3", None),
+    ] {
+        let body = serde_json::json!({"sql": sql, "format": "arrow"}).to_string();
+        let req = Request::builder()
+            .method("POST")
+            .uri("/api/sql")
+            .body(Body::from(body))
+            .unwrap();
+        let resp = router(s.clone()).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let flag = resp.headers().get(overtime_server::TRUNCATED_HEADER);
+        assert_eq!(flag.and_then(|v| v.to_str().ok()), cut, "{sql}");
+    }
     // A cross join far beyond the limits ends with an error or a cut, never a hang.
     let (st, _) = call(
         &s,
