@@ -205,6 +205,7 @@ fn build_verdict(
         stream_component,
         threshold_tokens: cfg.threshold_tokens,
         thresholds: &cfg.rules,
+        disabled: &cfg.disabled_rules,
     };
     let (mut root_cause, contributing) = if outcome == Outcome::Ok {
         let (mut rc, c) = root_cause(&facts);

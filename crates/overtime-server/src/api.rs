@@ -91,6 +91,23 @@ pub(crate) async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
     Json(serde_json::json!({"incidents": items})).into_response()
 }
 
+/// `GET /api/kinds`: every root-cause kind as its rule describes it
+/// (`name`, `label`, `description`, `color`), in the order the rules are
+/// tried, and whether this collector's rule for it is `enabled`
+/// (`[diagnose] disabled_rules`). The UI's menus and charts read it.
+pub(crate) async fn list_kinds(State(s): State<Arc<AppState>>) -> Response {
+    let kinds: Vec<serde_json::Value> = overtime_diagnose::root_cause_kinds()
+        .into_iter()
+        .map(|k| {
+            let enabled = !s.diagnose.disabled_rules.contains(k.name);
+            let mut v = serde_json::to_value(&k).expect("a kind is plain strings");
+            v["enabled"] = enabled.into();
+            v
+        })
+        .collect();
+    Json(serde_json::json!({"kinds": kinds})).into_response()
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct FormatQuery {
     pub format: Option<String>,

@@ -183,6 +183,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/traces", get(traces_api::list_traces))
         .route("/api/traces/{id}", get(traces_api::get_trace))
         .route("/api/incidents", get(api::list_incidents))
+        .route("/api/kinds", get(api::list_kinds))
         .route("/api/incidents/{id}", get(api::get_incident))
         .route(
             "/api/incidents/{id}/timeline",

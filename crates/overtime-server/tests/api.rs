@@ -257,7 +257,7 @@ async fn bearer_token_on_everything_but_health() {
         StatusCode::OK
     );
     assert_eq!(call(&s, "GET", "/readyz", "", None).await.0, StatusCode::OK);
-    for uri in ["/api/traces", "/api/incidents"] {
+    for uri in ["/api/traces", "/api/incidents", "/api/kinds"] {
         let (st, body) = call(&s, "GET", uri, "", None).await;
         assert_eq!(
             (st, json(&body)["reason"].as_str().unwrap().to_string()),
@@ -293,4 +293,48 @@ async fn a_trace_out_of_the_live_window_is_diagnosed_from_the_store() {
     let (st, body) = call(&s, "GET", &format!("/api/traces/{id}"), "", None).await;
     assert_eq!(st, StatusCode::OK, "{body}");
     assert_eq!(json(&body)["root_cause"]["kind"], "upstream_connect_slow");
+}
+
+#[tokio::test]
+async fn the_kinds_are_served_from_the_rules_with_the_switched_off_ones_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig {
+        data_dir: dir.path().to_path_buf(),
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Arc::new(AppState {
+        diagnose: DiagnoseConfig {
+            disabled_rules: overtime_diagnose::DisabledRules::new(["tool_slow"]).unwrap(),
+            ..Default::default()
+        },
+        ..AppState::with_defaults(store)
+    });
+    let (st, body) = call(&s, "GET", "/api/kinds", "", None).await;
+    assert_eq!(st, StatusCode::OK);
+    let kinds = json(&body)["kinds"].as_array().unwrap().clone();
+    let names: Vec<&str> = kinds.iter().map(|k| k["name"].as_str().unwrap()).collect();
+    // Every kind of the verdicts' vocabulary, in the order the rules are tried.
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    let mut all: Vec<&str> = overtime_model::RootCauseKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(sorted, all);
+    assert_eq!(names[0], "stream_idle_gap");
+    let tool = kinds
+        .iter()
+        .find(|k| k["name"] == "tool_no_timeout")
+        .unwrap();
+    assert_eq!(tool["label"], "tool call with no timeout");
+    assert!(
+        tool["description"].as_str().unwrap().contains("no timeout"),
+        "{tool}"
+    );
+    assert!(tool["color"].as_str().unwrap().starts_with('#'), "{tool}");
+    assert_eq!(tool["enabled"], true);
+    let off = kinds.iter().find(|k| k["name"] == "tool_slow").unwrap();
+    assert_eq!(off["enabled"], false);
 }
