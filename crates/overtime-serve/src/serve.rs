@@ -32,7 +32,7 @@ pub enum ServeError {
     Runtime(#[source] std::io::Error),
     /// A source of the config could not be built.
     #[error(transparent)]
-    Source(#[from] SourceError),
+    Source(Box<SourceError>),
     /// The store could not be opened (a data dir held by another
     /// process, a corrupt WAL…).
     #[error("opening the store in {}", data_dir.display())]
@@ -41,7 +41,7 @@ pub enum ServeError {
         data_dir: PathBuf,
         /// The store's reason.
         #[source]
-        source: overtime_store::StoreError,
+        source: Box<overtime_store::StoreError>,
     },
     /// The WAL's recent records could not be replayed into the live
     /// diagnosis.
@@ -60,10 +60,10 @@ pub enum ServeError {
     },
     /// A Kafka consumer could not be started.
     #[error("starting a Kafka consumer")]
-    Kafka(#[source] overtime_kafka::KafkaSourceError),
+    Kafka(#[source] Box<overtime_kafka::KafkaSourceError>),
     /// The PostgreSQL wire protocol could not be started (its TLS files…).
     #[error("starting the PostgreSQL wire protocol")]
-    Postgres(#[source] overtime_server::pg::PgError),
+    Postgres(#[source] Box<overtime_server::pg::PgError>),
     /// The alert and ticket channels could not be started.
     #[error("starting the notifications")]
     Notifications(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -82,6 +82,12 @@ pub enum ServeError {
     /// The API stopped with an error.
     #[error("serving the API")]
     Api(#[source] std::io::Error),
+}
+
+impl From<SourceError> for ServeError {
+    fn from(e: SourceError) -> Self {
+        ServeError::Source(Box::new(e))
+    }
 }
 
 /// Runs the collector with `cfg` until a signal stops it, on a runtime of
@@ -106,7 +112,7 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
     let plan = sources::plan(&cfg)?;
     let store = Store::open(cfg.store.clone()).map_err(|source| ServeError::Store {
         data_dir: cfg.store.data_dir.clone(),
-        source,
+        source: Box::new(source),
     })?;
     let d = &cfg.diagnose;
     let peers = overtime_server::Peers::new(
@@ -169,7 +175,8 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
     let mut running = starting.finish();
     if let Some(l) = postgres {
         // TLS files and the catalog are checked here, before ready.
-        let pg = overtime_server::pg::PgServer::new(state.clone()).map_err(ServeError::Postgres)?;
+        let pg = overtime_server::pg::PgServer::new(state.clone())
+            .map_err(|e| ServeError::Postgres(Box::new(e)))?;
         let stop = shutdown.clone();
         running.tasks.push(tokio::spawn(
             pg.serve(l, async move { stop.cancelled().await }),

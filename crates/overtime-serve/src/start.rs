@@ -133,8 +133,8 @@ impl Starting {
             }
             Source::Kafka(k) => {
                 let (group, brokers) = (k.group_id.clone(), k.brokers.clone());
-                let c =
-                    spawn_kafka_source(k, self.sink("kafka"), stop).map_err(ServeError::Kafka)?;
+                let c = spawn_kafka_source(k, self.sink("kafka"), stop)
+                    .map_err(|e| ServeError::Kafka(Box::new(e)))?;
                 let stats = c.stats().clone();
                 self.kafka.push(LabeledStats {
                     group,
