@@ -252,7 +252,6 @@ impl<D: Deliver> Drop for Durable<D> {
     }
 }
 
-
 async fn run<D: Deliver>(
     inner: Arc<Inner<D::Event, D::Progress>>,
     deliver: Arc<D>,
@@ -279,8 +278,7 @@ async fn run<D: Deliver>(
         };
         let result = {
             let saver = inner.clone();
-            let mut persist =
-                move |e: &Entry<D::Event, D::Progress>| lock(&saver.outbox).save(e);
+            let mut persist = move |e: &Entry<D::Event, D::Progress>| lock(&saver.outbox).save(e);
             tokio::select! {
                 r = deliver.deliver(&mut entry, reference, &mut persist) => r,
                 _ = stop.changed() => return,
@@ -330,7 +328,11 @@ async fn run<D: Deliver>(
                 }
                 let max = inner.retry.max_attempts;
                 if max > 0 && entry.attempts >= max {
-                    fail(&inner, entry, &format!("gave up after {max} attempts: {why}"));
+                    fail(
+                        &inner,
+                        entry,
+                        &format!("gave up after {max} attempts: {why}"),
+                    );
                     None
                 } else {
                     entry.last_error = Some(why.clone());

@@ -49,9 +49,7 @@ pub mod pagerduty;
 mod retry;
 pub mod slack;
 
-pub use channel::{
-    Accepted, ChannelError, ChannelMetrics, IncidentChannel, StatsSource, Stopping,
-};
+pub use channel::{Accepted, ChannelError, ChannelMetrics, IncidentChannel, StatsSource, Stopping};
 pub use collector::{ChannelStats, ChannelsCollector};
 pub use config::{ChannelConfig, validate_channels};
 pub use durable::{Deliver, Done, Durable, NoticeEntry, Persist};
