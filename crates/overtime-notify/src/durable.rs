@@ -4,9 +4,10 @@
 //! attempt at delivering one — and gets the rest from here.
 //!
 //! Design rules:
-//! - `notify` returns only once the notice is fsynced in the outbox;
-//!   a notice already waiting or delivered (by [`crate::Notice::key`],
-//!   across restarts) is a duplicate and is not queued again;
+//! - `notify` (and [`Durable::queue`]) returns only once the item is
+//!   fsynced in the outbox; one already waiting or delivered (by its
+//!   [`Queued::key`], across restarts) is a duplicate and is not queued
+//!   again;
 //! - one notice at a time, oldest first; a transient failure (429, 5xx,
 //!   connection error, timeout) waits — `Retry-After` when the server gave
 //!   one, else exponential backoff with jitter ([`RetryPolicy`]) — and
