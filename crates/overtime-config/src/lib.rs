@@ -15,8 +15,8 @@
 //!   [`FileSourceSettings`], `[[kafka]]` [`KafkaSourceSettings`],
 //!   `[[model_server]]` [`ModelServerSettings`],
 //!   `[diagnose]` [`DiagnoseSettings`], `[cluster]` [`ClusterConfig`], and `[sql]`, `[slo]`, `[alerts]`,
-//!   `[jira]` likewise; the sources are also one tagged list,
-//!   [`Config::sources`] ([`SourceSettings`]), over those sections and
+//!   `[jira]` and `[[channels]]` likewise; the sources are also one tagged
+//!   list, [`Config::sources`] ([`SourceSettings`]), over those sections and
 //!   any `[[source]]` blocks. Each key, its default and its documentation are
 //!   written once, in the owning crate; the binary calls the sections'
 //!   `build()` and never copies a field from one struct to another.
@@ -102,6 +102,9 @@ pub struct Config {
     pub alerts: overtime_alert::AlertConfig,
     /// Deduplicated Jira tickets for new incidents (docs/jira.md).
     pub jira: overtime_jira::JiraConfig,
+    /// The alert channels (Slack, PagerDuty), each entry its channel's own
+    /// config type (docs/channels.md).
+    pub channels: Vec<overtime_notify::ChannelConfig>,
     /// Files to tail: the file tail's own settings type.
     #[serde(rename = "file")]
     pub files: Vec<FileSourceSettings>,
@@ -154,6 +157,7 @@ impl Config {
                 .validate()
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
+        overtime_notify::validate_channels(&self.channels).map_err(ConfigError::Invalid)?;
         self.store.validate().map_err(ConfigError::Invalid)?;
         self.sql.postgres.validate().map_err(ConfigError::Invalid)?;
         for s in self.sources() {
@@ -307,6 +311,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("http://"), "{e}");
+    }
+
+    #[test]
+    fn the_alert_channels_are_a_tagged_list_refusing_what_cannot_work() {
+        let c = Config::from_toml_str(
+            "[[channels]]\ntype = \"slack\"\nchannel = \"C0123456789\"\n[channels.retry]\nmax_attempts = 3\n[[channels]]\ntype = \"pagerduty\"\nseverity = \"warning\"\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = c.channels.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["slack", "pagerduty"]);
+        match &c.channels[0] {
+            overtime_notify::ChannelConfig::Slack(s) => assert_eq!(s.retry.max_attempts, 3),
+            other => panic!("{other:?}"),
+        }
+        let e = Config::from_toml_str("[[channels]]\ntype = \"slack\"\nchannel = \"#ops\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("channel ID"), "{e}");
+        let e = Config::from_toml_str("[[channels]]\ntype = \"pagerduty\"\nseverity = \"high\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("high"), "{e}");
     }
 
     #[test]

@@ -71,7 +71,10 @@ mod tests {
         .unwrap();
         assert_eq!(n.notify(&Notice::Page(i.clone())).unwrap(), Taken::Ignored);
         // Disabled Jira takes the ticket and files nothing.
-        assert_eq!(n.notify(&Notice::Ticket(i.clone())).unwrap(), Taken::Ignored);
+        assert_eq!(
+            n.notify(&Notice::Ticket(i.clone())).unwrap(),
+            Taken::Ignored
+        );
         let ev = IncidentEvent::from(&i);
         assert_eq!(ev.report_url.as_deref(), Some("http://o/api/incidents/x"));
         assert_eq!(ev.failures, 3);

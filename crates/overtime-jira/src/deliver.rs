@@ -24,8 +24,8 @@ use crate::client::{CallError, JiraClient};
 use crate::config::JiraConfig;
 use crate::label::{fingerprint_label, incident_label};
 use crate::outbox::{Entry, Progress};
-use overtime_notify::Failure;
 use crate::payload;
+use overtime_notify::Failure;
 use std::time::Duration;
 
 /// What a delivered incident did.

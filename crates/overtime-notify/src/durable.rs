@@ -4,9 +4,10 @@
 //! attempt at delivering one — and gets the rest from here.
 //!
 //! Design rules:
-//! - `notify` returns only once the notice is fsynced in the outbox;
-//!   a notice already waiting or delivered (by [`crate::Notice::key`],
-//!   across restarts) is a duplicate and is not queued again;
+//! - `notify` (and [`Durable::queue`]) returns only once the item is
+//!   fsynced in the outbox; one already waiting or delivered (by its
+//!   [`Queued::key`], across restarts) is a duplicate and is not queued
+//!   again;
 //! - one notice at a time, oldest first; a transient failure (429, 5xx,
 //!   connection error, timeout) waits — `Retry-After` when the server gave
 //!   one, else exponential backoff with jitter ([`RetryPolicy`]) — and
@@ -252,7 +253,6 @@ impl<D: Deliver> Drop for Durable<D> {
     }
 }
 
-
 async fn run<D: Deliver>(
     inner: Arc<Inner<D::Event, D::Progress>>,
     deliver: Arc<D>,
@@ -279,8 +279,7 @@ async fn run<D: Deliver>(
         };
         let result = {
             let saver = inner.clone();
-            let mut persist =
-                move |e: &Entry<D::Event, D::Progress>| lock(&saver.outbox).save(e);
+            let mut persist = move |e: &Entry<D::Event, D::Progress>| lock(&saver.outbox).save(e);
             tokio::select! {
                 r = deliver.deliver(&mut entry, reference, &mut persist) => r,
                 _ = stop.changed() => return,
@@ -330,7 +329,11 @@ async fn run<D: Deliver>(
                 }
                 let max = inner.retry.max_attempts;
                 if max > 0 && entry.attempts >= max {
-                    fail(&inner, entry, &format!("gave up after {max} attempts: {why}"));
+                    fail(
+                        &inner,
+                        entry,
+                        &format!("gave up after {max} attempts: {why}"),
+                    );
                     None
                 } else {
                     entry.last_error = Some(why.clone());

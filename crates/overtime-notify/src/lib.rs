@@ -14,9 +14,10 @@
 //!   across restarts ([`Notice::key`]), retries with backoff and
 //!   `Retry-After` ([`RetryPolicy`]), a `failed/` folder for refusals, and
 //!   the shared `overtime_channel_*` metrics ([`ChannelsCollector`]).
-//!   Slack ([`slack`]) and PagerDuty ([`pagerduty`]) are built this way;
-//!   Jira (`overtime-jira`) and Alertmanager pages (`overtime-alert`)
-//!   implement [`IncidentChannel`] over their own delivery.
+//!   Slack ([`slack`]) and PagerDuty ([`pagerduty`]) are built this way,
+//!   and so is Jira (`overtime-jira`, a `Deliver` of its own incident
+//!   events on the same outbox); Alertmanager pages (`overtime-alert`)
+//!   implement [`IncidentChannel`] over the alert sender's queues.
 //! - **No decisions here.** Whether a notice goes out is the policy's
 //!   (`overtime_serve::NotifyPolicy`); a channel only carries it out.
 //! - **Below `overtime-serve`.** No overtime crate is a dependency: a
@@ -49,9 +50,7 @@ pub mod pagerduty;
 mod retry;
 pub mod slack;
 
-pub use channel::{
-    Accepted, ChannelError, ChannelMetrics, IncidentChannel, StatsSource, Stopping,
-};
+pub use channel::{Accepted, ChannelError, ChannelMetrics, IncidentChannel, StatsSource, Stopping};
 pub use collector::{ChannelStats, ChannelsCollector};
 pub use config::{ChannelConfig, validate_channels};
 pub use durable::{Deliver, Done, Durable, NoticeEntry, Persist};

@@ -125,7 +125,10 @@ impl PagerDutyConfig {
             return Err("[[channels]] pagerduty: routing_key_env is empty".into());
         }
         if self.source.trim().is_empty() {
-            return Err("[[channels]] pagerduty: source is empty (PagerDuty requires payload.source)".into());
+            return Err(
+                "[[channels]] pagerduty: source is empty (PagerDuty requires payload.source)"
+                    .into(),
+            );
         }
         if self.request_timeout_secs == 0 {
             return Err("[[channels]] pagerduty: request_timeout_secs must be at least 1".into());

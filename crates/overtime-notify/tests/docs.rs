@@ -19,7 +19,10 @@ fn documented() -> BTreeMap<String, Vec<String>> {
         .filter_map(|l| l.strip_prefix("| `overtime_channel_"))
         .map(|rest| {
             let cells: Vec<&str> = rest.split('|').map(str::trim).collect();
-            let name = format!("overtime_channel_{}", &cells[0][..cells[0].find('`').unwrap()]);
+            let name = format!(
+                "overtime_channel_{}",
+                &cells[0][..cells[0].find('`').unwrap()]
+            );
             let labels = cells[2]
                 .split(',')
                 .map(|l| l.trim().trim_matches('`').to_string())
@@ -47,7 +50,10 @@ fn docs_metrics_md_lists_the_channel_families_with_their_labels() {
     let mut text = String::new();
     encode(&mut text, &registry).unwrap();
     let mut exposed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for l in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let (name, rest) = l.split_once('{').unwrap();
         let labels = rest
             .split('}')
@@ -58,7 +64,13 @@ fn docs_metrics_md_lists_the_channel_families_with_their_labels() {
             .collect();
         exposed.insert(name.to_string(), labels);
     }
-    assert_eq!(exposed, documented(), "/metrics and docs/metrics.md\n{text}");
-    assert!(text.contains("overtime_channel_deliveries_total{channel=\"slack\",action=\"updated\"} 3"));
+    assert_eq!(
+        exposed,
+        documented(),
+        "/metrics and docs/metrics.md\n{text}"
+    );
+    assert!(
+        text.contains("overtime_channel_deliveries_total{channel=\"slack\",action=\"updated\"} 3")
+    );
     assert!(text.contains("overtime_channel_notices_total{channel=\"slack\",result=\"failed\"} 1"));
 }

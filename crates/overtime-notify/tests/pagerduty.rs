@@ -37,11 +37,28 @@ async fn one_pagerduty_alert_per_fingerprint_retriggered_as_it_grows_and_resolve
     let c = start(&pd.events_url(), dir.path());
     let i = incident("llm_prefill_slow", "deepseek-v4-pro", 3);
     c.notify(&Notice::Page(i.clone())).unwrap();
-    c.notify(&Notice::Update(incident("llm_prefill_slow", "deepseek-v4-pro", 6))).unwrap();
-    c.notify(&Notice::Update(incident("llm_prefill_slow", "deepseek-v4-pro", 11))).unwrap();
-    assert_eq!(c.notify(&Notice::Page(i.clone())).unwrap(), Accepted::Duplicate);
+    c.notify(&Notice::Update(incident(
+        "llm_prefill_slow",
+        "deepseek-v4-pro",
+        6,
+    )))
+    .unwrap();
+    c.notify(&Notice::Update(incident(
+        "llm_prefill_slow",
+        "deepseek-v4-pro",
+        11,
+    )))
+    .unwrap();
     assert_eq!(
-        c.notify(&Notice::Rename { from: "a".into(), to: "b".into() }).unwrap(),
+        c.notify(&Notice::Page(i.clone())).unwrap(),
+        Accepted::Duplicate
+    );
+    assert_eq!(
+        c.notify(&Notice::Rename {
+            from: "a".into(),
+            to: "b".into()
+        })
+        .unwrap(),
         Accepted::Ignored,
         "the fingerprint is the key: a rename changes nothing"
     );
@@ -56,10 +73,20 @@ async fn one_pagerduty_alert_per_fingerprint_retriggered_as_it_grows_and_resolve
     assert_eq!(ev["payload"]["custom_details"]["failures"], 11);
     assert_eq!(ev["payload"]["class"], "llm_prefill_slow");
     assert_eq!(ev["payload"]["component"], "deepseek-v4-pro");
-    assert!(ev["links"][0]["href"].as_str().unwrap().contains("/#/incidents/"));
+    assert!(
+        ev["links"][0]["href"]
+            .as_str()
+            .unwrap()
+            .contains("/#/incidents/")
+    );
 
     c.notify(&Notice::Resolve(i)).unwrap();
-    let st = wait_for("the resolve", || c.stats(), |s| s.delivered("resolved") == 1).await;
+    let st = wait_for(
+        "the resolve",
+        || c.stats(),
+        |s| s.delivered("resolved") == 1,
+    )
+    .await;
     assert!(!pd.alerts()[0].open);
     assert_eq!(st.failed, 0);
     assert!(pd.rejections().is_empty(), "{:?}", pd.rejections());
@@ -87,11 +114,19 @@ async fn a_recurrence_after_the_resolve_opens_a_new_alert_for_the_same_fingerpri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_from_pagerduty_is_waited_out_for_its_retry_after() {
     let pd = PagerDuty::start().await;
-    pd.fault(Fault::RateLimit { retry_after_secs: 1 });
+    pd.fault(Fault::RateLimit {
+        retry_after_secs: 1,
+    });
     let dir = tempfile::tempdir().unwrap();
     let c = start(&pd.events_url(), dir.path());
-    c.notify(&Notice::Page(incident("tool_timeout", "search", 2))).unwrap();
-    let st = wait_for("the trigger", || c.stats(), |s| s.delivered("triggered") == 1).await;
+    c.notify(&Notice::Page(incident("tool_timeout", "search", 2)))
+        .unwrap();
+    let st = wait_for(
+        "the trigger",
+        || c.stats(),
+        |s| s.delivered("triggered") == 1,
+    )
+    .await;
     assert_eq!((st.rate_limited, st.retries), (1, 1));
     let log = pd.log();
     assert_eq!(log[0].status, 429);
@@ -111,7 +146,12 @@ async fn a_pagerduty_outage_and_a_restart_page_each_incident_once() {
     let c1 = start(&url, dir.path());
     c1.notify(&Notice::Page(a.clone())).unwrap();
     c1.notify(&Notice::Page(b)).unwrap();
-    wait_for("retries while PagerDuty is down", || c1.stats(), |s| s.retries >= 2).await;
+    wait_for(
+        "retries while PagerDuty is down",
+        || c1.stats(),
+        |s| s.retries >= 2,
+    )
+    .await;
     stop(c1).await;
     assert_eq!(pending_files(dir.path()), 2, "both pages are on disk");
 
@@ -119,16 +159,33 @@ async fn a_pagerduty_outage_and_a_restart_page_each_incident_once() {
     pd.fault(Fault::Status(500));
     pd.fault(Fault::Status(503));
     let c2 = start(&url, dir.path());
-    wait_for("both triggers", || c2.stats(), |s| s.delivered("triggered") == 2).await;
+    wait_for(
+        "both triggers",
+        || c2.stats(),
+        |s| s.delivered("triggered") == 2,
+    )
+    .await;
     stop(c2).await;
 
     let c3 = start(&url, dir.path());
-    assert_eq!(c3.notify(&Notice::Page(a.clone())).unwrap(), Accepted::Duplicate);
+    assert_eq!(
+        c3.notify(&Notice::Page(a.clone())).unwrap(),
+        Accepted::Duplicate
+    );
     c3.notify(&Notice::Resolve(a)).unwrap();
-    wait_for("the resolve", || c3.stats(), |s| s.delivered("resolved") == 1).await;
+    wait_for(
+        "the resolve",
+        || c3.stats(),
+        |s| s.delivered("resolved") == 1,
+    )
+    .await;
     let alerts = pd.alerts();
     assert_eq!(alerts.len(), 2, "{alerts:?}");
-    assert_eq!(alerts.iter().map(|a| a.triggers).sum::<usize>(), 2, "each page once");
+    assert_eq!(
+        alerts.iter().map(|a| a.triggers).sum::<usize>(),
+        2,
+        "each page once"
+    );
     assert!(!alerts[0].open && alerts[1].open);
     assert!(pd.rejections().is_empty(), "{:?}", pd.rejections());
     stop(c3).await;
@@ -142,7 +199,12 @@ async fn a_long_headline_is_clipped_to_pagerdutys_summary_limit() {
     let mut i = incident("tool_timeout", "search", 2);
     i.headline = "x".repeat(5000);
     c.notify(&Notice::Page(i)).unwrap();
-    wait_for("the trigger", || c.stats(), |s| s.delivered("triggered") == 1).await;
+    wait_for(
+        "the trigger",
+        || c.stats(),
+        |s| s.delivered("triggered") == 1,
+    )
+    .await;
     let summary = pd.alerts()[0].summary.clone();
     assert_eq!(summary.chars().count(), 1024);
     assert!(summary.ends_with('…'));
@@ -154,7 +216,8 @@ async fn a_wrong_routing_key_is_a_permanent_failure_never_retried() {
     let pd = PagerDuty::start().await;
     let dir = tempfile::tempdir().unwrap();
     let c = pagerduty::start(&config(&pd.events_url()), Some("wrong".into()), dir.path()).unwrap();
-    c.notify(&Notice::Page(incident("tool_timeout", "search", 2))).unwrap();
+    c.notify(&Notice::Page(incident("tool_timeout", "search", 2)))
+        .unwrap();
     let st = wait_for("the failure", || c.stats(), |s| s.failed == 1).await;
     assert_eq!(st.retries, 0);
     assert!(st.last_error.unwrap().contains("HTTP 400"));

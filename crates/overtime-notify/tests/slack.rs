@@ -37,11 +37,18 @@ async fn a_slack_message_is_posted_once_updated_as_the_incident_grows_and_marked
     let dir = tempfile::tempdir().unwrap();
     let c = start_bot(&s.api_url(), dir.path());
     let first = incident("llm_prefill_slow", "deepseek-v4-pro", 3);
-    assert_eq!(c.notify(&Notice::Page(first.clone())).unwrap(), Accepted::Queued);
+    assert_eq!(
+        c.notify(&Notice::Page(first.clone())).unwrap(),
+        Accepted::Queued
+    );
     wait_for("the post", || c.stats(), |s| s.delivered("posted") == 1).await;
     for n in [5, 9] {
-        c.notify(&Notice::Update(incident("llm_prefill_slow", "deepseek-v4-pro", n)))
-            .unwrap();
+        c.notify(&Notice::Update(incident(
+            "llm_prefill_slow",
+            "deepseek-v4-pro",
+            n,
+        )))
+        .unwrap();
     }
     // The policy pages an incident once; a second page is a duplicate.
     assert_eq!(c.notify(&Notice::Page(first)).unwrap(), Accepted::Duplicate);
@@ -50,17 +57,36 @@ async fn a_slack_message_is_posted_once_updated_as_the_incident_grows_and_marked
     assert_eq!(grown.len(), 1, "one message per incident");
     let blocks = grown[0].blocks.to_string();
     assert!(blocks.contains("*Failures*\\n9"), "{blocks}");
-    assert!(blocks.contains("#/incidents/llm_prefill_slow%3Adeepseek-v4-pro%40"), "{blocks}");
-    assert!(blocks.contains("#/trace/4bf92f3577b34da6a3ce929d0e0e4736"), "{blocks}");
-    assert_eq!(grown[0].metadata["event_payload"]["incident_id"], incident("llm_prefill_slow", "deepseek-v4-pro", 9).id);
+    assert!(
+        blocks.contains("#/incidents/llm_prefill_slow%3Adeepseek-v4-pro%40"),
+        "{blocks}"
+    );
+    assert!(
+        blocks.contains("#/trace/4bf92f3577b34da6a3ce929d0e0e4736"),
+        "{blocks}"
+    );
+    assert_eq!(
+        grown[0].metadata["event_payload"]["incident_id"],
+        incident("llm_prefill_slow", "deepseek-v4-pro", 9).id
+    );
 
     let mut closed = incident("llm_prefill_slow", "deepseek-v4-pro", 9);
     closed.open = false;
     c.notify(&Notice::Resolve(closed)).unwrap();
-    let st = wait_for("the resolution", || c.stats(), |s| s.delivered("resolved") == 1).await;
+    let st = wait_for(
+        "the resolution",
+        || c.stats(),
+        |s| s.delivered("resolved") == 1,
+    )
+    .await;
     let m = &s.messages()[0];
     assert!(m.text.starts_with("Resolved: "), "{}", m.text);
-    assert!(m.blocks[0]["text"]["text"].as_str().unwrap().contains("Resolved"));
+    assert!(
+        m.blocks[0]["text"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Resolved")
+    );
     assert_eq!(s.messages().len(), 1);
     assert_eq!(s.count("/chat.postMessage"), 1);
     assert!(st.delivered("updated") >= 1, "{st:?}");
@@ -81,7 +107,8 @@ async fn a_webhook_posts_once_and_follows_up_on_resolve_since_it_cannot_edit() {
     let i = incident("tool_timeout", "search", 4);
     c.notify(&Notice::Page(i.clone())).unwrap();
     assert_eq!(
-        c.notify(&Notice::Update(incident("tool_timeout", "search", 7))).unwrap(),
+        c.notify(&Notice::Update(incident("tool_timeout", "search", 7)))
+            .unwrap(),
         Accepted::Ignored,
         "a webhook cannot edit its message"
     );
@@ -89,7 +116,12 @@ async fn a_webhook_posts_once_and_follows_up_on_resolve_since_it_cannot_edit() {
     wait_for("post and follow-up", || c.stats(), |s| s.queued == 0).await;
     let posts = s.webhook_posts();
     assert_eq!(posts.len(), 2, "{posts:?}");
-    assert!(posts[0]["text"].as_str().unwrap().contains("tool_timeout on search"));
+    assert!(
+        posts[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("tool_timeout on search")
+    );
     assert!(posts[1]["text"].as_str().unwrap().starts_with("Resolved: "));
     assert_eq!(c.stats().delivered("followed_up"), 1);
     assert!(s.rejections().is_empty(), "{:?}", s.rejections());
@@ -99,10 +131,13 @@ async fn a_webhook_posts_once_and_follows_up_on_resolve_since_it_cannot_edit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_from_slack_is_waited_out_for_its_retry_after() {
     let s = Slack::start().await;
-    s.fault(Fault::RateLimit { retry_after_secs: 1 });
+    s.fault(Fault::RateLimit {
+        retry_after_secs: 1,
+    });
     let dir = tempfile::tempdir().unwrap();
     let c = start_bot(&s.api_url(), dir.path());
-    c.notify(&Notice::Page(incident("tool_timeout", "search", 2))).unwrap();
+    c.notify(&Notice::Page(incident("tool_timeout", "search", 2)))
+        .unwrap();
     let st = wait_for("the post", || c.stats(), |s| s.delivered("posted") == 1).await;
     assert_eq!((st.rate_limited, st.retries), (1, 1));
     let log = s.log();
@@ -123,7 +158,12 @@ async fn a_slack_outage_and_a_restart_deliver_each_message_once_and_updates_find
     let c1 = start_bot(&api, dir.path());
     c1.notify(&Notice::Page(a.clone())).unwrap();
     c1.notify(&Notice::Page(b.clone())).unwrap();
-    let st = wait_for("retries while Slack is down", || c1.stats(), |s| s.retries >= 2).await;
+    let st = wait_for(
+        "retries while Slack is down",
+        || c1.stats(),
+        |s| s.retries >= 2,
+    )
+    .await;
     assert!(st.last_error.unwrap().contains("could not connect"));
     stop(c1).await;
     assert_eq!(pending_files(dir.path()), 2, "both pages are on disk");
@@ -141,7 +181,8 @@ async fn a_slack_outage_and_a_restart_deliver_each_message_once_and_updates_find
     // edits the message posted before the restart.
     let c3 = start_bot(&api, dir.path());
     assert_eq!(c3.notify(&Notice::Page(a)).unwrap(), Accepted::Duplicate);
-    c3.notify(&Notice::Update(incident("llm_prefill_slow", "m1", 8))).unwrap();
+    c3.notify(&Notice::Update(incident("llm_prefill_slow", "m1", 8)))
+        .unwrap();
     wait_for("the update", || c3.stats(), |s| s.delivered("updated") == 1).await;
     let msgs = s.messages();
     assert_eq!(msgs.len(), 2);
@@ -163,14 +204,21 @@ async fn a_post_whose_answer_was_lost_is_found_in_the_history_not_posted_twice()
         ..bot(&s.api_url())
     };
     let c = slack::start(&cfg, Some(TOKEN.into()), dir.path()).unwrap();
-    c.notify(&Notice::Page(incident("tool_timeout", "search", 2))).unwrap();
-    let st = wait_for("the message found", || c.stats(), |s| s.delivered("found") == 1).await;
+    c.notify(&Notice::Page(incident("tool_timeout", "search", 2)))
+        .unwrap();
+    let st = wait_for(
+        "the message found",
+        || c.stats(),
+        |s| s.delivered("found") == 1,
+    )
+    .await;
     assert!(st.retries >= 1, "{st:?}");
     assert_eq!(s.messages().len(), 1, "never a second message");
     assert!(s.count("/conversations.history") >= 1);
     // The found message is the one later updates edit.
     s.state().post_delay = None;
-    c.notify(&Notice::Update(incident("tool_timeout", "search", 6))).unwrap();
+    c.notify(&Notice::Update(incident("tool_timeout", "search", 6)))
+        .unwrap();
     wait_for("the update", || c.stats(), |s| s.delivered("updated") == 1).await;
     assert_eq!(s.messages()[0].edits, 1);
     stop(c).await;
@@ -194,7 +242,12 @@ async fn a_renamed_incident_keeps_its_slack_message() {
     c.notify(&Notice::Resolve(new)).unwrap();
     let st = wait_for("all four", || c.stats(), |s| s.queued == 0).await;
     assert_eq!(
-        (st.delivered("posted"), st.delivered("renamed"), st.delivered("updated"), st.delivered("resolved")),
+        (
+            st.delivered("posted"),
+            st.delivered("renamed"),
+            st.delivered("updated"),
+            st.delivered("resolved")
+        ),
         (1, 1, 1, 1),
         "{st:?}"
     );
@@ -210,24 +263,35 @@ async fn a_wrong_token_is_a_permanent_failure_and_the_queue_moves_on() {
     let s = Slack::start().await;
     let dir = tempfile::tempdir().unwrap();
     let c = slack::start(&bot(&s.api_url()), Some("xoxb-wrong".into()), dir.path()).unwrap();
-    c.notify(&Notice::Page(incident("tool_timeout", "search", 2))).unwrap();
-    c.notify(&Notice::Page(incident("llm_prefill_slow", "m1", 2))).unwrap();
+    c.notify(&Notice::Page(incident("tool_timeout", "search", 2)))
+        .unwrap();
+    c.notify(&Notice::Page(incident("llm_prefill_slow", "m1", 2)))
+        .unwrap();
     let st = wait_for("both failed", || c.stats(), |s| s.failed == 2).await;
     assert_eq!(st.retries, 0, "invalid_auth is never retried");
     assert!(st.last_error.unwrap().contains("invalid_auth"));
-    assert_eq!(std::fs::read_dir(dir.path().join("failed")).unwrap().count(), 2);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("failed"))
+            .unwrap()
+            .count(),
+        2
+    );
     stop(c).await;
 }
 
 #[tokio::test]
 async fn start_refuses_a_missing_secret_and_a_channel_name() {
     let dir = tempfile::tempdir().unwrap();
-    let e = slack::start(&bot("http://x"), None, dir.path()).err().unwrap();
+    let e = slack::start(&bot("http://x"), None, dir.path())
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("OVERTIME_SLACK_BOT_TOKEN"), "{e}");
     let named = SlackConfig {
         channel: "#ops".into(),
         ..bot("http://x")
     };
-    let e = slack::start(&named, Some(TOKEN.into()), dir.path()).err().unwrap();
+    let e = slack::start(&named, Some(TOKEN.into()), dir.path())
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("channel ID"), "{e}");
 }

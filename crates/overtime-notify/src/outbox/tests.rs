@@ -43,16 +43,23 @@ fn notices_and_references_survive_a_reopen_and_a_delivered_page_is_never_queued_
         let (mut ob, rep) = Notices::open(dir.path()).unwrap();
         assert_eq!(rep, OpenReport::default());
         assert_eq!(ob.push(Notice::Page(inc("a", 1))).unwrap(), Pushed::Queued);
-        assert_eq!(ob.push(Notice::Page(inc("a", 2))).unwrap(), Pushed::Duplicate);
+        assert_eq!(
+            ob.push(Notice::Page(inc("a", 2))).unwrap(),
+            Pushed::Duplicate
+        );
         ob.push(Notice::Resolve(inc("a", 2))).unwrap();
         let seq = ob.front().unwrap().seq;
-        ob.complete(seq, done("page:a", "a", Some("C1/1.5"))).unwrap();
+        ob.complete(seq, done("page:a", "a", Some("C1/1.5")))
+            .unwrap();
     }
     let (mut ob, _) = Notices::open(dir.path()).unwrap();
     assert_eq!(ob.len(), 1);
     assert_eq!(ob.front().unwrap().key, "resolve:a");
     assert_eq!(ob.reference("a"), Some("C1/1.5"));
-    assert_eq!(ob.push(Notice::Page(inc("a", 3))).unwrap(), Pushed::Duplicate);
+    assert_eq!(
+        ob.push(Notice::Page(inc("a", 3))).unwrap(),
+        Pushed::Duplicate
+    );
     assert_eq!(ob.push(Notice::Page(inc("b", 1))).unwrap(), Pushed::Queued);
     assert_eq!(ob.pending.back().unwrap().seq, 3, "sequences continue");
 }
@@ -62,15 +69,28 @@ fn an_update_replaces_a_waiting_one_and_none_follows_a_resolve() {
     let dir = tempfile::tempdir().unwrap();
     let (mut ob, _) = Notices::open(dir.path()).unwrap();
     ob.push(Notice::Page(inc("a", 1))).unwrap();
-    assert_eq!(ob.push(Notice::Update(inc("a", 2))).unwrap(), Pushed::Queued);
-    assert_eq!(ob.push(Notice::Update(inc("a", 3))).unwrap(), Pushed::Merged);
+    assert_eq!(
+        ob.push(Notice::Update(inc("a", 2))).unwrap(),
+        Pushed::Queued
+    );
+    assert_eq!(
+        ob.push(Notice::Update(inc("a", 3))).unwrap(),
+        Pushed::Merged
+    );
     assert_eq!(ob.len(), 2);
-    assert_eq!(ob.pending[1].event, Notice::Update(inc("a", 3)), "the newest waits");
+    assert_eq!(
+        ob.pending[1].event,
+        Notice::Update(inc("a", 3)),
+        "the newest waits"
+    );
     let (ob2, _) = Notices::open(dir.path()).unwrap();
     assert_eq!(ob2.pending[1].event, Notice::Update(inc("a", 3)));
     let seq = ob.front().unwrap().seq;
     ob.complete(seq, done("resolve:a", "a", None)).unwrap();
-    assert_eq!(ob.push(Notice::Update(inc("a", 4))).unwrap(), Pushed::Duplicate);
+    assert_eq!(
+        ob.push(Notice::Update(inc("a", 4))).unwrap(),
+        Pushed::Duplicate
+    );
 }
 
 #[test]
@@ -165,7 +185,10 @@ fn an_outbox_written_before_keys_and_references_still_reads() {
     assert!(ob.knows("a") && ob.knows("b"));
     assert_eq!(ob.reference("a"), Some("OPS-1"));
     let front = ob.front().unwrap();
-    assert_eq!((front.key.as_str(), front.progress.create_sent), ("b", true));
+    assert_eq!(
+        (front.key.as_str(), front.progress.create_sent),
+        ("b", true)
+    );
     assert_eq!(
         ob.push(Ticket {
             incident_id: "a".into()

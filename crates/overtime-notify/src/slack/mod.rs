@@ -39,7 +39,9 @@ pub const EVENT_TYPE: &str = "overtime_incident";
 const HISTORY_SLACK_SECS: i64 = 120;
 
 enum Mode {
-    Webhook { url: String },
+    Webhook {
+        url: String,
+    },
     Bot {
         api: String,
         token: String,
@@ -88,14 +90,22 @@ pub fn start(
     } else {
         Mode::Webhook { url: secret }
     };
-    Durable::start(&cfg.name, Slack { http, mode }, outbox_dir, cfg.retry.clone())
+    Durable::start(
+        &cfg.name,
+        Slack { http, mode },
+        outbox_dir,
+        cfg.retry.clone(),
+    )
 }
 
 /// A Web API error code: retry it or not.
 fn api_failure(method: &str, error: &str) -> Failure {
     let why = format!("{method}: Slack answered error {error:?}");
     match error {
-        "ratelimited" | "internal_error" | "fatal_error" | "service_unavailable"
+        "ratelimited"
+        | "internal_error"
+        | "fatal_error"
+        | "service_unavailable"
         | "request_timeout" => Failure::retry(why),
         _ => Failure::Permanent(why),
     }

@@ -108,7 +108,12 @@ pub fn pending_files(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
         .filter(|e| {
-            let n = e.as_ref().unwrap().file_name().to_string_lossy().into_owned();
+            let n = e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
             n.ends_with(".json") && !n.starts_with('.')
         })
         .count()

@@ -103,7 +103,12 @@ impl PagerDuty {
 
     /// Events accepted (202).
     pub fn accepted(&self) -> usize {
-        self.state().common.log.iter().filter(|l| l.status == 202).count()
+        self.state()
+            .common
+            .log
+            .iter()
+            .filter(|l| l.status == 202)
+            .count()
     }
 
     pub fn fault(&self, f: Fault) {
@@ -153,7 +158,9 @@ pub fn check_event(v: &Value) -> Vec<String> {
             errors.push(format!("'payload.severity' is invalid: {}", p["severity"]));
         }
         if let Some(t) = p.get("timestamp")
-            && t.as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_none()
+            && t.as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_none()
         {
             errors.push(format!("'payload.timestamp' is not ISO 8601: {t}"));
         }
@@ -176,7 +183,13 @@ pub fn check_event(v: &Value) -> Vec<String> {
     errors
 }
 
-fn handle(st: Arc<Mutex<State>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+fn handle(
+    st: Arc<Mutex<State>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
     let fault = lock(&st).common.faults.pop_front();
     let resp = match fault {
@@ -198,7 +211,13 @@ fn handle(st: Arc<Mutex<State>>, method: Method, uri: Uri, headers: HeaderMap, b
     resp
 }
 
-fn route(st: &Mutex<State>, method: &Method, path: &str, headers: &HeaderMap, body: &Bytes) -> Response {
+fn route(
+    st: &Mutex<State>,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let reject = |why: String| lock(st).common.rejections.push(why);
     if path != PATH || method != Method::POST {
         reject(format!("{method} {path}: no such endpoint"));

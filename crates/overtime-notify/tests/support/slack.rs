@@ -187,7 +187,9 @@ pub fn check_blocks(blocks: &Value) -> Result<(), String> {
                             text_of(x, 2000, &format!("block {n} field {k}"))?;
                         }
                     }
-                    None if !has_text => return Err(format!("block {n}: section without text or fields")),
+                    None if !has_text => {
+                        return Err(format!("block {n}: section without text or fields"));
+                    }
                     None => {}
                 }
             }
@@ -207,16 +209,22 @@ pub fn check_blocks(blocks: &Value) -> Result<(), String> {
                 }
                 for x in e {
                     if x["type"] != "button" || x["text"]["type"] != "plain_text" {
-                        return Err(format!("block {n}: an element that is not a plain-text button"));
+                        return Err(format!(
+                            "block {n}: an element that is not a plain-text button"
+                        ));
                     }
                     text_of(&x["text"], 75, &format!("block {n} button"))?;
                     let id = x["action_id"].as_str().unwrap_or("");
                     if id.is_empty() || id.len() > 255 || !action_ids.insert(id.to_string()) {
-                        return Err(format!("block {n}: action_id {id:?} missing, too long or repeated"));
+                        return Err(format!(
+                            "block {n}: action_id {id:?} missing, too long or repeated"
+                        ));
                     }
                     if let Some(u) = x.get("url") {
                         let u = u.as_str().ok_or("url not a string")?;
-                        if u.len() > 3000 || !(u.starts_with("http://") || u.starts_with("https://")) {
+                        if u.len() > 3000
+                            || !(u.starts_with("http://") || u.starts_with("https://"))
+                        {
                             return Err(format!("block {n}: url {u:?}"));
                         }
                     }
@@ -238,7 +246,9 @@ fn check_message(v: &Value) -> Result<(), (&'static str, String)> {
         return Err(("no_text", "neither text nor blocks".into()));
     }
     if let Some(t) = text {
-        let t = t.as_str().ok_or(("invalid_arguments", "text not a string".to_string()))?;
+        let t = t
+            .as_str()
+            .ok_or(("invalid_arguments", "text not a string".to_string()))?;
         if t.chars().count() > 40_000 {
             return Err(("msg_too_long", "text over 40000 characters".into()));
         }
@@ -253,7 +263,13 @@ fn api(v: Value) -> Response {
     (StatusCode::OK, axum::Json(v)).into_response()
 }
 
-async fn handle(st: Arc<Mutex<State>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    st: Arc<Mutex<State>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
     let fault = lock(&st).common.faults.pop_front();
     let (status, resp) = match fault {
@@ -285,7 +301,13 @@ fn reject(st: &Mutex<State>, what: String) {
     lock(st).common.rejections.push(what);
 }
 
-async fn route(st: &Mutex<State>, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Response {
+async fn route(
+    st: &Mutex<State>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let path = uri.path();
     let ct = headers
         .get("content-type")
@@ -387,7 +409,10 @@ async fn route(st: &Mutex<State>, method: &Method, uri: &Uri, headers: &HeaderMa
         if let Some(md) = v.get("metadata")
             && (!md["event_type"].is_string() || !md["event_payload"].is_object())
         {
-            reject(st, format!("{m}: metadata needs event_type and event_payload"));
+            reject(
+                st,
+                format!("{m}: metadata needs event_type and event_payload"),
+            );
             return api(json!({"ok": false, "error": "invalid_metadata_format"}));
         }
         let (ts, delay) = {

@@ -15,6 +15,12 @@
 //!   cause that early verdicts got wrong never reaches Jira. An incident
 //!   that stops being open before then starts its wait again if it comes
 //!   back.
+//! - A paged incident that grows (more failures, or another headline) is
+//!   updated ([`Action::Update`]: a Slack message edited, a PagerDuty
+//!   alert re-triggered), at most once per [`UPDATE_EVERY`] so a storm of
+//!   verdicts edits a message a few times a minute, not every step. The
+//!   resolution carries the last state, so nothing waits for the next
+//!   update.
 //! - Each incident id is paged once and ticketed once for the life of the
 //!   process (Jira's outbox remembers across restarts, so a restart never
 //!   files twice).
@@ -48,6 +54,9 @@ use overtime_diagnose::IncidentReport;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+/// The least time between two updates of one paged incident.
+pub const UPDATE_EVERY: Duration = Duration::from_secs(30);
+
 /// What the policy reads of an incident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sighting<'a> {
@@ -62,6 +71,10 @@ pub struct Sighting<'a> {
     pub gateway_504: usize,
     /// This collector speaks for the fingerprint (always, alone).
     pub owned: bool,
+    /// Failing traces in the incident.
+    pub failures: usize,
+    /// The report's headline.
+    pub headline: &'a str,
 }
 
 impl<'a> From<&'a IncidentReport> for Sighting<'a> {
@@ -72,6 +85,8 @@ impl<'a> From<&'a IncidentReport> for Sighting<'a> {
             open: r.status == "open",
             gateway_504: r.totals.gateway_504,
             owned: true,
+            failures: r.trace_count,
+            headline: &r.headline,
         }
     }
 }
@@ -87,6 +102,12 @@ pub enum Action {
     /// Resolve the page of this incident: it closed or disappeared.
     ResolvePage {
         /// The id of the incident whose page resolves.
+        incident_id: String,
+    },
+    /// This paged incident grew (more failures, another headline): update
+    /// what its page sent (a Slack message, a PagerDuty alert).
+    Update {
+        /// The incident's id.
         incident_id: String,
     },
     /// Stop re-sending this incident's page without resolving it: another
@@ -126,6 +147,10 @@ pub struct NotifyPolicy {
     firing: BTreeSet<String>,
     /// The ids listed at the last step, with their fingerprints.
     listed: HashMap<String, String>,
+    /// Of each firing incident: the failures and headline last sent (page
+    /// or update) and when.
+    shown: HashMap<String, (usize, String, Instant)>,
+    update_every: Duration,
 }
 
 impl NotifyPolicy {
@@ -139,7 +164,16 @@ impl NotifyPolicy {
             paged: HashSet::new(),
             firing: BTreeSet::new(),
             listed: HashMap::new(),
+            shown: HashMap::new(),
+            update_every: UPDATE_EVERY,
         }
+    }
+
+    /// The same policy with another least time between two updates of an
+    /// incident (default [`UPDATE_EVERY`]).
+    pub fn update_every(mut self, every: Duration) -> NotifyPolicy {
+        self.update_every = every;
+        self
     }
 
     /// Does the policy hold anything for `id`?
@@ -184,6 +218,9 @@ impl NotifyPolicy {
                 if self.firing.remove(&old) {
                     self.firing.insert(to.clone());
                 }
+                if let Some(shown) = self.shown.remove(&old) {
+                    self.shown.insert(to.clone(), shown);
+                }
                 if self.ticketed.remove(&old) {
                     self.ticketed.insert(to.clone());
                 }
@@ -218,6 +255,7 @@ impl NotifyPolicy {
             .collect();
         for id in gone {
             self.firing.remove(&id);
+            self.shown.remove(&id);
             actions.push(Action::ResolvePage { incident_id: id });
         }
         self.first_seen.retain(|id, _| open.contains(id.as_str()));
@@ -225,6 +263,7 @@ impl NotifyPolicy {
             if !s.owned {
                 if self.firing.remove(s.id) {
                     self.paged.remove(s.id);
+                    self.shown.remove(s.id);
                     actions.push(Action::HandOverPage {
                         incident_id: s.id.to_string(),
                     });
@@ -237,9 +276,21 @@ impl NotifyPolicy {
             }
             if s.gateway_504 > 0 && self.paged.insert(s.id.to_string()) {
                 self.firing.insert(s.id.to_string());
+                self.shown
+                    .insert(s.id.to_string(), (s.failures, s.headline.to_string(), now));
                 actions.push(Action::Page {
                     incident_id: s.id.to_string(),
                 });
+            } else if let Some((failures, headline, at)) = self.shown.get_mut(s.id) {
+                let grew = *failures != s.failures || headline != s.headline;
+                if grew && now.saturating_duration_since(*at) >= self.update_every {
+                    *failures = s.failures;
+                    *headline = s.headline.to_string();
+                    *at = now;
+                    actions.push(Action::Update {
+                        incident_id: s.id.to_string(),
+                    });
+                }
             }
             if self.ticketed.contains(s.id) {
                 continue;
@@ -258,315 +309,4 @@ impl NotifyPolicy {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GRACE: Duration = Duration::from_secs(30);
-
-    fn open(id: &str, gateway_504: usize) -> Sighting<'_> {
-        Sighting {
-            id,
-            fingerprint: "llm_prefill_slow|llm",
-            open: true,
-            gateway_504,
-            owned: true,
-        }
-    }
-
-    /// `s` with another cause's fingerprint.
-    fn cause<'a>(fingerprint: &'a str, s: Sighting<'a>) -> Sighting<'a> {
-        Sighting { fingerprint, ..s }
-    }
-
-    fn closed(id: &str) -> Sighting<'_> {
-        Sighting {
-            open: false,
-            ..open(id, 3)
-        }
-    }
-
-    fn page(id: &str) -> Action {
-        Action::Page {
-            incident_id: id.into(),
-        }
-    }
-
-    fn resolve(id: &str) -> Action {
-        Action::ResolvePage {
-            incident_id: id.into(),
-        }
-    }
-
-    fn ticket(id: &str) -> Action {
-        Action::Ticket {
-            incident_id: id.into(),
-        }
-    }
-
-    fn secs(t0: Instant, s: u64) -> Instant {
-        t0 + Duration::from_secs(s)
-    }
-
-    #[test]
-    fn a_page_goes_out_the_first_time_an_incident_with_504s_is_seen_open() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("i1", 1)]), [page("i1")]);
-    }
-
-    #[test]
-    fn an_incident_without_504s_is_not_paged() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("i1", 0)]), []);
-        assert_eq!(p.step(secs(t0, 2), &[closed("i1")]), []);
-    }
-
-    #[test]
-    fn a_closed_incident_is_neither_paged_nor_ticketed() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[closed("i1")]), []);
-        assert_eq!(p.step(secs(t0, 60), &[closed("i1")]), []);
-    }
-
-    #[test]
-    fn a_page_is_resolved_when_its_incident_closes() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        p.step(t0, &[open("i1", 1)]);
-        assert_eq!(p.step(secs(t0, 2), &[closed("i1")]), [resolve("i1")]);
-        assert_eq!(p.step(secs(t0, 4), &[closed("i1")]), []);
-    }
-
-    #[test]
-    fn a_page_is_resolved_when_its_incident_disappears() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        p.step(t0, &[open("i1", 1)]);
-        assert_eq!(p.step(secs(t0, 2), &[]), [resolve("i1")]);
-    }
-
-    #[test]
-    fn a_ticket_waits_until_the_incident_has_been_open_for_the_full_grace_period() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("i1", 0)]), []);
-        assert_eq!(p.step(secs(t0, 29), &[open("i1", 0)]), []);
-        assert_eq!(p.step(secs(t0, 30), &[open("i1", 0)]), [ticket("i1")]);
-    }
-
-    #[test]
-    fn an_incident_with_504s_is_paged_at_once_and_ticketed_after_the_grace() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("i1", 2)]), [page("i1")]);
-        assert_eq!(p.step(secs(t0, 31), &[open("i1", 2)]), [ticket("i1")]);
-    }
-
-    #[test]
-    fn a_zero_grace_tickets_on_first_sight_after_the_page() {
-        let mut p = NotifyPolicy::new(Duration::ZERO);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("i1", 1)]), [page("i1"), ticket("i1")]);
-    }
-
-    #[test]
-    fn each_incident_id_is_paged_once_and_ticketed_once() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        let mut all = Vec::new();
-        for s in [0, 10, 40, 80] {
-            all.extend(p.step(secs(t0, s), &[open("i1", 1)]));
-        }
-        // Closed, then open again: still no second page or ticket.
-        all.extend(p.step(secs(t0, 90), &[closed("i1")]));
-        all.extend(p.step(secs(t0, 100), &[open("i1", 1)]));
-        all.extend(p.step(secs(t0, 200), &[open("i1", 1)]));
-        assert_eq!(all, [page("i1"), ticket("i1"), resolve("i1")]);
-    }
-
-    #[test]
-    fn an_incident_whose_cause_changed_before_the_grace_never_reaches_jira() {
-        // Early verdicts blamed one cause; late spans moved the traces to
-        // another, whose incident has a new id.
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        let fin = |id| cause("tool_timeout|search", open(id, 3));
-        assert_eq!(p.step(t0, &[open("early", 3)]), [page("early")]);
-        assert_eq!(
-            p.step(secs(t0, 10), &[fin("final")]),
-            [resolve("early"), page("final")]
-        );
-        assert_eq!(p.step(secs(t0, 40), &[fin("final")]), [ticket("final")]);
-        assert_eq!(p.step(secs(t0, 100), &[fin("final")]), []);
-    }
-
-    #[test]
-    fn an_incident_that_stops_being_open_waits_the_full_grace_again() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        p.step(t0, &[open("i1", 0)]);
-        p.step(secs(t0, 20), &[closed("i1")]);
-        assert_eq!(p.step(secs(t0, 25), &[open("i1", 0)]), []);
-        assert_eq!(p.step(secs(t0, 50), &[open("i1", 0)]), []);
-        assert_eq!(p.step(secs(t0, 55), &[open("i1", 0)]), [ticket("i1")]);
-    }
-
-    #[test]
-    fn resolutions_come_before_new_pages_and_incidents_keep_their_order() {
-        let mut p = NotifyPolicy::new(Duration::ZERO);
-        let t0 = Instant::now();
-        p.step(t0, &[open("b", 1), open("a", 1)]);
-        assert_eq!(
-            p.step(
-                secs(t0, 1),
-                &[cause("d", open("d", 1)), cause("c", open("c", 0))]
-            ),
-            [
-                resolve("a"),
-                resolve("b"),
-                page("d"),
-                ticket("d"),
-                ticket("c")
-            ]
-        );
-    }
-
-    #[test]
-    fn a_sighting_reads_status_and_504s_of_an_incident_report() {
-        let r: IncidentReport = serde_json::from_value(serde_json::json!({
-            "id": "inc-1", "fingerprint": "fp", "kind": "llm_prefill_slow",
-            "component": "llm", "status": "open",
-            "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:05:00Z"},
-            "headline": "h",
-            "headline_share": {"of": "failures", "count": 2, "total": 2,
-                "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:05:00Z"}},
-            "totals": {"requests": 4, "failures": 2, "gateway_504": 2, "gateway_503": 0, "timeouts": 2},
-            "causes": [], "cause_stats": {}, "llm_latency_by_input_tokens": [],
-            "findings": [], "example_trace_ids": [], "trace_count": 2
-        }))
-        .expect("an incident report");
-        assert_eq!(
-            Sighting::from(&r),
-            Sighting {
-                id: "inc-1",
-                fingerprint: "fp",
-                open: true,
-                gateway_504: 2,
-                owned: true,
-            }
-        );
-    }
-
-    fn rename(from: &str, to: &str) -> Action {
-        Action::Rename {
-            from: from.into(),
-            to: to.into(),
-        }
-    }
-
-    #[test]
-    fn an_incident_renamed_by_an_earlier_late_failure_keeps_its_page_and_ticket() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("fp@10:00:05", 3)]), [page("fp@10:00:05")]);
-        assert_eq!(
-            p.step(secs(t0, 30), &[open("fp@10:00:05", 3)]),
-            [ticket("fp@10:00:05")]
-        );
-        // A failure that started earlier joins: the incident's id changes.
-        assert_eq!(
-            p.step(secs(t0, 31), &[open("fp@10:00:01", 4)]),
-            [rename("fp@10:00:05", "fp@10:00:01")]
-        );
-        assert_eq!(p.step(secs(t0, 90), &[open("fp@10:00:01", 4)]), []);
-        // Its page is still the one to resolve.
-        assert_eq!(
-            p.step(secs(t0, 95), &[closed("fp@10:00:01")]),
-            [resolve("fp@10:00:01")]
-        );
-    }
-
-    #[test]
-    fn a_renamed_incident_not_yet_ticketed_keeps_its_first_sightings_clock() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("a", 1)]), [page("a")]);
-        assert_eq!(p.step(secs(t0, 20), &[open("b", 1)]), [rename("a", "b")]);
-        assert_eq!(p.step(secs(t0, 30), &[open("b", 1)]), [ticket("b")]);
-    }
-
-    #[test]
-    fn a_recurrence_while_the_first_incident_is_listed_is_a_new_incident() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        p.step(t0, &[open("i1", 1)]);
-        p.step(secs(t0, 30), &[open("i1", 1)]);
-        assert_eq!(
-            p.step(secs(t0, 40), &[closed("i1"), open("i2", 1)]),
-            [resolve("i1"), page("i2")]
-        );
-        assert_eq!(
-            p.step(secs(t0, 70), &[closed("i1"), open("i2", 1)]),
-            [ticket("i2")]
-        );
-    }
-
-    #[test]
-    fn an_incident_gone_for_a_while_is_not_inherited_by_a_later_one() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        p.step(t0, &[open("i1", 1)]);
-        p.step(secs(t0, 30), &[open("i1", 1)]);
-        assert_eq!(p.step(secs(t0, 40), &[]), [resolve("i1")]);
-        assert_eq!(p.step(secs(t0, 50), &[open("i2", 1)]), [page("i2")]);
-    }
-
-    fn elsewhere(id: &str, gateway_504: usize) -> Sighting<'_> {
-        Sighting {
-            owned: false,
-            ..open(id, gateway_504)
-        }
-    }
-
-    #[test]
-    fn an_incident_another_collector_owns_is_neither_paged_nor_ticketed() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[elsewhere("i1", 3)]), []);
-        assert_eq!(p.step(secs(t0, 60), &[elsewhere("i1", 3)]), []);
-    }
-
-    #[test]
-    fn taking_over_from_a_dead_owner_pages_at_once_and_tickets_on_the_first_sightings_clock() {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[elsewhere("i1", 3)]), []);
-        // 10 s later the owner stops answering: this collector owns it now.
-        assert_eq!(p.step(secs(t0, 10), &[open("i1", 3)]), [page("i1")]);
-        // The grace period counts from the first sighting, not the takeover.
-        assert_eq!(p.step(secs(t0, 30), &[open("i1", 3)]), [ticket("i1")]);
-        assert_eq!(p.step(secs(t0, 90), &[open("i1", 3)]), []);
-    }
-
-    #[test]
-    fn a_collector_that_loses_a_paged_fingerprint_hands_the_page_over_and_pages_again_if_it_wins_it_back()
-     {
-        let mut p = NotifyPolicy::new(GRACE);
-        let t0 = Instant::now();
-        assert_eq!(p.step(t0, &[open("i1", 3)]), [page("i1")]);
-        // The owner it took over from is back: stop re-sending, no resolve.
-        assert_eq!(
-            p.step(secs(t0, 5), &[elsewhere("i1", 3)]),
-            [Action::HandOverPage {
-                incident_id: "i1".into()
-            }]
-        );
-        assert_eq!(p.step(secs(t0, 10), &[elsewhere("i1", 3)]), []);
-        // The incident closing elsewhere resolves nothing here.
-        assert_eq!(p.step(secs(t0, 15), &[]), []);
-        // Back to this collector: its page again, at once.
-        assert_eq!(p.step(secs(t0, 20), &[open("i1", 3)]), [page("i1")]);
-    }
-}
+mod tests;
