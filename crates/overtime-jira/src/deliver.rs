@@ -133,7 +133,7 @@ pub(crate) async fn deliver(
             match reopen(client, cfg, entry, persist, &old.key, &old.status).await {
                 Ok(()) => return comment(client, cfg, entry, persist, &old.key).await,
                 Err(Refused(why)) => {
-                    eprintln!(
+                    tracing::warn!(
                         "overtime-jira: could not reopen {}: {why}; opening a new issue",
                         old.key
                     );

@@ -152,7 +152,7 @@ impl Deliver for Jira {
         persist: &mut crate::deliver::Persist<'_>,
     ) -> Result<Done, Failure> {
         let done = deliver(&self.client, &self.cfg, entry, persist).await?;
-        eprintln!(
+        tracing::warn!(
             "overtime-jira: incident {}: {} {}",
             entry.event.incident_id,
             done.action.as_str(),
@@ -231,9 +231,10 @@ impl Notifier {
         };
         if !ev.is_actionable() {
             self.stats.skipped_unknown.fetch_add(1, Relaxed);
-            eprintln!(
+            tracing::warn!(
                 "overtime-jira: no ticket for incident {:?}: root-cause kind {:?} is not a known cause",
-                ev.incident_id, ev.kind
+                ev.incident_id,
+                ev.kind
             );
             return Ok(Accepted::Skipped);
         }

@@ -143,7 +143,7 @@ impl<D: Deliver> Durable<D> {
             .map_err(|_| ChannelError::NoRuntime(name.to_string()))?;
         let (outbox, report) = Outbox::<D::Event, D::Progress>::open(dir)?;
         if report != Default::default() {
-            eprintln!(
+            tracing::warn!(
                 "overtime: {name} outbox {}: {} unreadable file(s) moved to failed/, {} torn journal line(s) and {} unfinished write(s) dropped",
                 dir.display(),
                 report.bad_files,
@@ -152,7 +152,7 @@ impl<D: Deliver> Durable<D> {
             );
         }
         if !outbox.is_empty() {
-            eprintln!(
+            tracing::warn!(
                 "overtime: {name}: {} waiting in the outbox from before the restart",
                 outbox.len()
             );
@@ -305,7 +305,7 @@ async fn run<D: Deliver>(
                     Err(e) => {
                         // Delivered but not recorded: the next attempt looks first.
                         drop(outbox);
-                        eprintln!("overtime: {name}: {} delivered but {e}", entry.key);
+                        tracing::warn!("overtime: {name}: {} delivered but {e}", entry.key);
                         lock(&inner.counters).last_error = Some(e.to_string());
                         Some(inner.retry.backoff(entry.attempts + 1))
                     }
@@ -338,10 +338,10 @@ async fn run<D: Deliver>(
                 } else {
                     entry.last_error = Some(why.clone());
                     if let Err(e) = lock(&inner.outbox).save(&entry) {
-                        eprintln!("overtime: {name}: {e}");
+                        tracing::warn!("overtime: {name}: {e}");
                     }
                     let wait = inner.retry.wait(entry.attempts, retry_after);
-                    eprintln!(
+                    tracing::warn!(
                         "overtime: {name}: {} attempt {} failed ({why}); retrying in {:.1} s",
                         entry.key,
                         entry.attempts,
@@ -361,13 +361,14 @@ async fn run<D: Deliver>(
 }
 
 fn fail<E: Queued, P: Progress>(inner: &Inner<E, P>, entry: Entry<E, P>, why: &str) {
-    eprintln!(
+    tracing::warn!(
         "overtime: {}: {} not delivered: {why} (kept in the outbox's failed/ folder)",
-        inner.name, entry.key
+        inner.name,
+        entry.key
     );
     let mut outbox = lock(&inner.outbox);
     if let Err(e) = outbox.dead_letter(entry, why) {
-        eprintln!("overtime: {}: {e}", inner.name);
+        tracing::warn!("overtime: {}: {e}", inner.name);
     }
     let mut c = lock(&inner.counters);
     c.failed += 1;

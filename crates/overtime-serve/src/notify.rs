@@ -156,7 +156,7 @@ impl Notifications {
     fn tell(&self, notice: &Notice) {
         for c in &self.channels {
             if let Err(e) = c.notify(notice) {
-                eprintln!(
+                tracing::warn!(
                     "overtime: {} of {} not taken by {}: {e}",
                     notice.name(),
                     notice.about(),

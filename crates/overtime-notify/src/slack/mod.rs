@@ -208,7 +208,7 @@ impl Slack {
                         Err(Failure::Permanent(why)) => {
                             // Without the history scope it cannot look:
                             // posting again is better than losing the page.
-                            eprintln!("overtime: slack: {why}; posting {} again", i.id);
+                            tracing::warn!("overtime: slack: {why}; posting {} again", i.id);
                         }
                         Err(retry) => return Err(retry),
                     }
