@@ -17,6 +17,7 @@
 //! `1500ms`, `2m`, `1h`; a bare number is seconds.
 
 use crate::AdviseError;
+use overtime_model::DurationMs;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -44,8 +45,8 @@ fn err(msg: impl Into<String>) -> AdviseError {
     AdviseError::Proposal(msg.into())
 }
 
-/// `45s`, `1500ms`, `2m`, `1h`, a bare number of seconds; `None` for
-/// `none`/`off`.
+/// A duration as [`DurationMs`] reads it (`45s`, `1500ms`, `2m`, `1h`, a
+/// bare number of seconds); `None` for `none`/`off`.
 pub(crate) fn parse_timeout(v: &str) -> Result<Timeout, AdviseError> {
     let v = v.trim().trim_matches('"');
     if matches!(
@@ -54,22 +55,11 @@ pub(crate) fn parse_timeout(v: &str) -> Result<Timeout, AdviseError> {
     ) {
         return Ok(None);
     }
-    let split = v
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| err(format!("{v:?} is not a duration (45s, 1500ms, 2m) or none")))?;
-    let factor = match unit.trim() {
-        "" | "s" | "sec" => 1_000.0,
-        "ms" => 1.0,
-        "m" | "min" => 60_000.0,
-        "h" => 3_600_000.0,
-        u => return Err(err(format!("{v:?}: unknown unit {u:?} (ms, s, m, h)"))),
-    };
-    let ms = n * factor;
-    if !(ms.is_finite() && ms > 0.0) {
+    let ms = v
+        .parse::<DurationMs>()
+        .map_err(|e| err(format!("{e} or none")))?
+        .ms();
+    if ms <= 0.0 {
         return Err(err(format!(
             "{v:?}: a timeout must be more than 0 (or `none`)"
         )));

@@ -12,7 +12,9 @@
 //! [`AlertConfig`]; [`AlertBook`], the pure diff of active sets into
 //! [`Notice`]s; [`alertmanager_body`] / [`webhook_bodies`], the JSON; the
 //! [`AlertSender`] with bounded per-target queues, retries and
-//! [`AlertStats`]. Delivery semantics are described in docs/alerts.md.
+//! [`AlertStats`]; [`PageChannel`], the incident pages as one of
+//! overtime's alert channels. Delivery semantics are described in
+//! docs/alerts.md.
 //!
 //! ```
 //! use overtime_alert::{Alert, AlertBook, AlertConfig, Status};
@@ -30,6 +32,7 @@
 
 mod alert;
 mod book;
+mod channel;
 mod collector;
 mod config;
 mod deliver;
@@ -38,6 +41,7 @@ mod sender;
 
 pub use alert::{Alert, fingerprint};
 pub use book::{AlertBook, BookSettings, Notice, Outgoing, Status};
+pub use channel::PageChannel;
 pub use collector::AlertCollector;
 pub use config::{AlertConfig, ConfigError};
 pub use deliver::TargetStats;

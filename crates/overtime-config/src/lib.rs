@@ -15,7 +15,9 @@
 //!   [`FileSourceSettings`], `[[kafka]]` [`KafkaSourceSettings`],
 //!   `[[model_server]]` [`ModelServerSettings`],
 //!   `[diagnose]` [`DiagnoseSettings`], `[cluster]` [`ClusterConfig`], and `[sql]`, `[slo]`, `[alerts]`,
-//!   `[jira]` likewise. Each key, its default and its documentation are
+//!   `[jira]` and `[[channels]]` likewise; the sources are also one tagged
+//!   list, [`Config::sources`] ([`SourceSettings`]), over those sections and
+//!   any `[[source]]` blocks. Each key, its default and its documentation are
 //!   written once, in the owning crate; the binary calls the sections'
 //!   `build()` and never copies a field from one struct to another.
 //! - Loading checks what can be checked without the environment or the
@@ -37,10 +39,14 @@ pub use overtime_ingest::file_tail::FileSourceSettings;
 pub use overtime_ingest::otlp::OtlpSettings;
 pub use overtime_ingest::scrape::ModelServerSettings;
 pub use overtime_kafka::KafkaSourceSettings;
+pub use overtime_parse::record::FormatName;
 pub use overtime_server::ClusterConfig;
 pub use overtime_server::SqlConfig;
 pub use overtime_slo::SloConfig;
 pub use overtime_store::StoreConfig;
+pub use sources::SourceSettings;
+
+mod sources;
 
 /// The embedded default configuration, every option written out.
 pub const DEFAULT_TOML: &str = include_str!("default.toml");
@@ -96,6 +102,9 @@ pub struct Config {
     pub alerts: overtime_alert::AlertConfig,
     /// Deduplicated Jira tickets for new incidents (docs/jira.md).
     pub jira: overtime_jira::JiraConfig,
+    /// The alert channels (Slack, PagerDuty), each entry its channel's own
+    /// config type (docs/channels.md).
+    pub channels: Vec<overtime_notify::ChannelConfig>,
     /// Files to tail: the file tail's own settings type.
     #[serde(rename = "file")]
     pub files: Vec<FileSourceSettings>,
@@ -106,6 +115,10 @@ pub struct Config {
     /// settings type (docs/inputs.md, "Model-server metrics").
     #[serde(rename = "model_server")]
     pub model_servers: Vec<ModelServerSettings>,
+    /// More sources, each `[[source]]` with its `type` (`file`, `kafka`,
+    /// `model_server`) and its settings; [`Config::sources`] lists them
+    /// after the sections above.
+    pub source: Vec<SourceSettings>,
 }
 
 impl Config {
@@ -144,19 +157,11 @@ impl Config {
                 .validate()
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
+        overtime_notify::validate_channels(&self.channels).map_err(ConfigError::Invalid)?;
         self.store.validate().map_err(ConfigError::Invalid)?;
         self.sql.postgres.validate().map_err(ConfigError::Invalid)?;
-        for f in &self.files {
-            f.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
-        for k in &self.kafka {
-            k.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
-        for m in &self.model_servers {
-            m.validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        for s in self.sources() {
+            s.validate().map_err(ConfigError::Invalid)?;
         }
         Ok(())
     }
@@ -272,6 +277,29 @@ mod tests {
     }
 
     #[test]
+    fn every_format_name_is_read_by_the_file_and_kafka_blocks_of_the_config() {
+        for f in FormatName::ALL {
+            for alias in f.aliases() {
+                let text = format!(
+                    "[[file]]\npath = \"a.log\"\nkind = \"{alias}\"\nformat = \"overtime\"\n\
+                     [[kafka]]\nbrokers = \"b:9092\"\n[[kafka.topics]]\ntopic = \"t\"\nformat = \"{alias}\"\n"
+                );
+                match Config::from_toml_str(&text) {
+                    Ok(c) => {
+                        assert_eq!((c.files[0].kind, c.kafka[0].topics[0].format), (f, f));
+                        assert!(f.is_line_based(), "{alias}");
+                    }
+                    // A tailed file holds lines: only OTLP protobuf is refused, by name.
+                    Err(e) => {
+                        assert_eq!(f, FormatName::OtlpProto, "{alias}: {e}");
+                        assert!(e.to_string().contains("not otlp-proto"), "{e}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_model_server_block_reads_with_its_defaults_and_a_bad_url_is_refused() {
         let c = Config::from_toml_str(
             "[[model_server]]\nurl = \"http://vllm-0:8000/metrics\"\nmodel = \"qwen\"\n",
@@ -283,6 +311,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("http://"), "{e}");
+    }
+
+    #[test]
+    fn the_alert_channels_are_a_tagged_list_refusing_what_cannot_work() {
+        let c = Config::from_toml_str(
+            "[[channels]]\ntype = \"slack\"\nchannel = \"C0123456789\"\n[channels.retry]\nmax_attempts = 3\n[[channels]]\ntype = \"pagerduty\"\nseverity = \"warning\"\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = c.channels.iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["slack", "pagerduty"]);
+        match &c.channels[0] {
+            overtime_notify::ChannelConfig::Slack(s) => assert_eq!(s.retry.max_attempts, 3),
+            other => panic!("{other:?}"),
+        }
+        let e = Config::from_toml_str("[[channels]]\ntype = \"slack\"\nchannel = \"#ops\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("channel ID"), "{e}");
+        let e = Config::from_toml_str("[[channels]]\ntype = \"pagerduty\"\nseverity = \"high\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("high"), "{e}");
     }
 
     #[test]

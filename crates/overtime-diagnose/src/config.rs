@@ -35,6 +35,8 @@ pub struct DiagnoseConfig {
     pub max_examples: usize,
     /// The thresholds of the root-cause rules (`[diagnose.rules]`).
     pub rules: crate::rules::RuleThresholds,
+    /// The root-cause rules switched off (`[diagnose] disabled_rules`).
+    pub disabled_rules: crate::rules::DisabledRules,
 }
 
 impl Default for DiagnoseConfig {
@@ -48,6 +50,7 @@ impl Default for DiagnoseConfig {
             all_verdicts: false,
             max_examples: 5,
             rules: crate::rules::RuleThresholds::default(),
+            disabled_rules: crate::rules::DisabledRules::default(),
         }
     }
 }

@@ -20,7 +20,9 @@
 //! What other crates use is re-exported here: [`diagnose`] and its
 //! variants over rows or Arrow batches with a [`DiagnoseConfig`] (built
 //! from the TOML's [`DiagnoseSettings`], its layers numbered by
-//! [`layer_index`], its thresholds a [`RuleThresholds`]); the
+//! [`layer_index`], its thresholds a [`RuleThresholds`], the rules it
+//! switches off a [`DisabledRules`]); the root-cause kinds as people see
+//! them, from their rules, in rule order ([`root_cause_kinds`]); the
 //! [`IncidentReport`]s and the latency table's [`BucketRow`]s with its
 //! input-token [`BUCKETS`]; [`assemble_tables`] for the assembled
 //! [`Trace`]s; the gateway layers' [`layer_timeouts`]. The modules that stay public are
@@ -61,7 +63,7 @@ pub mod verdict;
 pub use assemble::{Assembled, AssemblyStats, Trace, assemble_tables};
 pub use config::{DiagnoseConfig, LayerConfig, layer_index};
 pub use report::{BUCKETS, BucketRow, IncidentReport, bucket_of};
-pub use rules::RuleThresholds;
+pub use rules::{DisabledRules, KindInfo, RuleNameError, RuleThresholds, root_cause_kinds};
 pub use settings::DiagnoseSettings;
 pub use timeouts::{LayerTimeout, layer_timeouts};
 

@@ -11,11 +11,13 @@
 //! - The gateway layers are not in this section: they are the sources'
 //!   (`[[file]]`, `[[kafka]]`), numbered by [`layer_index`](crate::layer_index)
 //!   in config order, and handed to `build`.
-//! - Unknown keys are refused (`deny_unknown_fields`).
+//! - Unknown keys are refused (`deny_unknown_fields`), and so is a rule
+//!   name in `disabled_rules` that is no rule's ([`DisabledRules`]): the
+//!   error names the key's line and lists the rules.
 
 use crate::config::{DiagnoseConfig, LayerConfig};
 use crate::live::LiveDiagnoser;
-use crate::rules::RuleThresholds;
+use crate::rules::{DisabledRules, RuleThresholds};
 use serde::{Deserialize, Serialize};
 
 /// The `[diagnose]` section: when a live trace gets its verdict, how much
@@ -50,6 +52,10 @@ pub struct DiagnoseSettings {
     /// traces are forgotten, then the quietest waiting ones diagnosed early.
     /// Default 1 000 000.
     pub max_live_records: usize,
+    /// The root-cause rules switched off, by name (docs/diagnosis.md,
+    /// "Root-cause kinds"): a trace is judged as if they were not listed.
+    /// Default none.
+    pub disabled_rules: DisabledRules,
     /// The root-cause rules' thresholds (`[diagnose.rules]`), owned by the
     /// rules themselves.
     pub rules: RuleThresholds,
@@ -68,6 +74,7 @@ impl Default for DiagnoseSettings {
             default_budget_ms: engine.default_budget_ms,
             max_traces: 1_000_000,
             max_live_records: 1_000_000,
+            disabled_rules: engine.disabled_rules,
             rules: engine.rules,
         }
     }
@@ -96,6 +103,7 @@ impl DiagnoseSettings {
             layers,
             default_budget_ms: self.default_budget_ms,
             rules: self.rules.clone(),
+            disabled_rules: self.disabled_rules.clone(),
             ..Default::default()
         }
     }
@@ -140,6 +148,7 @@ mod tests {
             default_budget_ms = 90000.0
             max_traces = 10
             max_live_records = 20
+            disabled_rules = ["retry_amplification", "tool_slow"]
             [rules]
             dominant_share = 0.5
             "#,
@@ -160,6 +169,8 @@ mod tests {
         );
         assert_eq!(cfg.default_budget_ms, Some(90_000.0));
         assert_eq!(cfg.rules.dominant_share, 0.5);
+        assert!(cfg.disabled_rules.contains("tool_slow"));
+        assert!(!cfg.disabled_rules.contains("tool_no_timeout"));
         assert_eq!(cfg.layers, layers);
     }
 
@@ -176,5 +187,22 @@ dominant = 0.5",
         .unwrap_err()
         .to_string();
         assert!(e.contains("dominant"), "{e}");
+    }
+
+    #[test]
+    fn a_rule_name_that_is_no_rules_is_refused_with_the_list_of_rules() {
+        let e =
+            toml::from_str::<DiagnoseSettings>("disabled_rules = [\"tool_slow\", \"slow_tool\"]")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("disabled_rules"), "the error names the key: {e}");
+        assert!(e.contains("no rule is named \"slow_tool\""), "{e}");
+        for r in crate::rules::RULES {
+            assert!(e.contains(r.name()), "the error lists {}: {e}", r.name());
+        }
+        let e = toml::from_str::<DiagnoseSettings>("disabled_rules = [\"unknown\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot be switched off"), "{e}");
     }
 }

@@ -11,9 +11,8 @@ use crate::phasebook::PhaseBook;
 use crate::rules::{Facts, root_cause};
 use crate::timeouts::LayerTimeout;
 use crate::tree::{self, TraceTree};
-use chrono::{DateTime, SecondsFormat, Utc};
 use overtime_model::{
-    BudgetView, GatewayView, Outcome, RootCauseKind, Stage, TimelineEntry, Verdict,
+    BudgetView, GatewayView, Outcome, RootCauseKind, Stage, TimelineEntry, Timestamp, Verdict,
 };
 use std::collections::BTreeMap;
 
@@ -106,11 +105,9 @@ pub(crate) fn record_count(trace: &Trace) -> u32 {
     u32::try_from(trace.gateway.len() + trace.spans.len()).unwrap_or(u32::MAX)
 }
 
-/// RFC 3339 with milliseconds, UTC.
+/// RFC 3339 with milliseconds, UTC ([`Timestamp`]'s text).
 pub fn rfc3339(us: i64) -> String {
-    DateTime::<Utc>::from_timestamp_micros(us)
-        .unwrap_or_default()
-        .to_rfc3339_opts(SecondsFormat::Millis, true)
+    Timestamp::from_us(us).to_string()
 }
 
 /// Diagnoses one trace. Returns its summary, and its verdict when it
@@ -208,6 +205,7 @@ fn build_verdict(
         stream_component,
         threshold_tokens: cfg.threshold_tokens,
         thresholds: &cfg.rules,
+        disabled: &cfg.disabled_rules,
     };
     let (mut root_cause, contributing) = if outcome == Outcome::Ok {
         let (mut rc, c) = root_cause(&facts);
@@ -240,7 +238,7 @@ fn build_verdict(
         request_id: gw
             .and_then(|g| g.request_id.clone())
             .or_else(|| trace.spans.iter().find_map(|s| s.request_id.clone())),
-        started_at: rfc3339(tree.origin_us()),
+        started_at: Timestamp::from_us(tree.origin_us()).floor_ms(),
         outcome,
         gateway: gw.map(|g| GatewayView {
             source: g.source.clone(),

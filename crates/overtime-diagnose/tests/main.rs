@@ -11,6 +11,7 @@ mod cuts_and_layers;
 mod findings_and_incidents;
 mod headlines;
 mod invariance;
+mod kinds_doc;
 mod live_bounded;
 mod live_early;
 mod live_parity;

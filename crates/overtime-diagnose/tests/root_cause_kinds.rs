@@ -3,7 +3,7 @@
 
 use crate::common;
 use common::*;
-use overtime_diagnose::DiagnoseConfig;
+use overtime_diagnose::{DiagnoseConfig, DisabledRules};
 use overtime_model::{Outcome, RootCauseKind as K, SpanStatus, Stage};
 
 #[test]
@@ -177,6 +177,25 @@ fn retry_amplification_when_attempts_add_up() {
     assert_eq!(v.root_cause.kind, K::RetryAmplification);
     assert_eq!(v.root_cause.component, "search_api");
     assert_evidence(&v, "3 attempts");
+}
+
+#[test]
+fn a_switched_off_rule_leaves_the_trace_to_the_next_rule_that_holds() {
+    let cfg = DiagnoseConfig {
+        disabled_rules: DisabledRules::new(["retry_amplification"]).unwrap(),
+        ..cfg_with_timeout(10_000.0)
+    };
+    let d = run(vec![three_attempts(24, SpanStatus::Error, true)], &cfg);
+    let v = only(&d);
+    assert_eq!(v.root_cause.kind, K::ToolSlow);
+    assert_eq!(v.root_cause.component, "search_api");
+    assert!(
+        v.contributing
+            .iter()
+            .all(|c| c.kind != K::RetryAmplification),
+        "a switched-off kind is not listed as contributing either: {:?}",
+        v.contributing
+    );
 }
 
 fn tool_trace(n: u32, timeout: Option<f64>) -> Builder {

@@ -102,15 +102,7 @@ pub(crate) fn jira_messages(body: &[u8]) -> String {
     }
 }
 
-/// `Retry-After` as delta-seconds or an HTTP date.
-pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    if let Ok(secs) = v.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = DateTime::parse_from_rfc2822(v).ok()?.with_timezone(&Utc);
-    Some((at - Utc::now()).to_std().unwrap_or(Duration::ZERO))
-}
+use overtime_notify::parse_retry_after;
 
 /// Collects the text of a comment body: a v2 wiki string (with its escape
 /// backslashes removed) or every `text` of a v3 ADF document.

@@ -24,13 +24,12 @@
 //! assert!(text.contains("overtime_jira_outbox_queued 1\n"));
 //! ```
 
-use crate::notifier::{Inner, JiraStats, Notifier, stats_of};
+use crate::notifier::{JiraStats, Notifier, StatsHandle};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use std::sync::Arc;
 
 impl Collector for JiraStats {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -82,20 +81,20 @@ impl Collector for JiraStats {
 /// A notifier's families, from its counters at each scrape
 /// ([`Notifier::collector`]).
 pub struct JiraCollector {
-    inner: Option<Arc<Inner>>,
+    stats: StatsHandle,
 }
 
 impl std::fmt::Debug for JiraCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JiraCollector")
-            .field("enabled", &self.inner.is_some())
+            .field("enabled", &self.stats.enabled())
             .finish()
     }
 }
 
 impl Collector for JiraCollector {
     fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        stats_of(self.inner.as_deref()).encode(encoder)
+        self.stats.stats().encode(encoder)
     }
 }
 
@@ -105,7 +104,7 @@ impl Notifier {
     /// counters stay as they ended).
     pub fn collector(&self) -> JiraCollector {
         JiraCollector {
-            inner: self.inner.clone(),
+            stats: self.stats.clone(),
         }
     }
 }

@@ -8,7 +8,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Which Jira product the notifier talks to: it decides the auth scheme
 /// and the search endpoint.
@@ -24,60 +23,9 @@ pub enum Deployment {
     DataCenter,
 }
 
-/// How transient failures (429, 5xx, connection errors, timeouts) are
-/// retried. 4xx answers other than 429 are never retried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RetryPolicy {
-    /// Delivery attempts per incident before it is moved to the outbox's
-    /// `failed/` folder. `0` (the default): no limit — an outage of Jira,
-    /// however long, loses no ticket; the event waits in the outbox.
-    pub max_attempts: u32,
-    /// First backoff after a transient failure, in milliseconds; doubled
-    /// on each further failure of the same event, with jitter (each wait
-    /// is drawn between half and all of the exponential value).
-    pub base_backoff_ms: u64,
-    /// Ceiling of the exponential backoff, in seconds.
-    pub max_backoff_secs: u64,
-    /// Ceiling on a 429's `Retry-After`, in seconds (a misbehaving proxy
-    /// cannot park the notifier for days).
-    pub max_retry_after_secs: u64,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 0,
-            base_backoff_ms: 500,
-            max_backoff_secs: 300,
-            max_retry_after_secs: 3600,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait before attempt `failures + 1` after `failures` transient
-    /// failures in a row, jittered between half and all of
-    /// `base × 2^(failures−1)`, capped at `max_backoff_secs`.
-    ///
-    /// ```
-    /// use overtime_jira::RetryPolicy;
-    /// let p = RetryPolicy { base_backoff_ms: 1000, max_backoff_secs: 3, ..Default::default() };
-    /// let d = p.backoff(1).as_millis();
-    /// assert!((500..=1000).contains(&d));
-    /// assert!(p.backoff(10).as_millis() <= 3000);
-    /// ```
-    pub fn backoff(&self, failures: u32) -> Duration {
-        let exp = failures.saturating_sub(1).min(30);
-        let full = self
-            .base_backoff_ms
-            .max(1)
-            .saturating_mul(1u64 << exp)
-            .min(self.max_backoff_secs.saturating_mul(1000).max(1));
-        let half = full / 2;
-        Duration::from_millis(half + fastrand::u64(0..=full - half))
-    }
-}
+/// How transient failures are retried: the policy every alert channel
+/// shares (`[jira.retry]`, like `[slack.retry]` and `[pagerduty.retry]`).
+pub use overtime_notify::RetryPolicy;
 
 /// The Jira notifier's configuration (`[jira]` in overtime's TOML).
 ///
@@ -326,21 +274,5 @@ mod tests {
     fn unknown_fields_are_refused() {
         let r: Result<JiraConfig, _> = serde_json::from_str(r#"{"projectkey": "OPS"}"#);
         assert!(r.unwrap_err().to_string().contains("projectkey"));
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let p = RetryPolicy {
-            base_backoff_ms: 100,
-            max_backoff_secs: 1,
-            ..Default::default()
-        };
-        for _ in 0..50 {
-            let d1 = p.backoff(1).as_millis();
-            assert!((50..=100).contains(&d1), "{d1}");
-            let d3 = p.backoff(3).as_millis();
-            assert!((200..=400).contains(&d3), "{d3}");
-            assert!(p.backoff(40).as_millis() <= 1000);
-        }
     }
 }

@@ -23,8 +23,9 @@
 use crate::client::{CallError, JiraClient};
 use crate::config::JiraConfig;
 use crate::label::{fingerprint_label, incident_label};
-use crate::outbox::{Entry, OutboxError};
+use crate::outbox::{Entry, Progress};
 use crate::payload;
+use overtime_notify::Failure;
 use std::time::Duration;
 
 /// What a delivered incident did.
@@ -56,19 +57,6 @@ pub(crate) struct Done {
     pub(crate) action: Action,
 }
 
-/// Why an attempt did not deliver.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Try again later (after `retry_after` when Jira said so).
-    Retry {
-        why: String,
-        retry_after: Option<Duration>,
-        rate_limited: bool,
-    },
-    /// Jira refused for good (4xx other than 429).
-    Permanent(String),
-}
-
 impl From<CallError> for Failure {
     fn from(e: CallError) -> Self {
         match e {
@@ -77,28 +65,14 @@ impl From<CallError> for Failure {
                 retry_after,
                 rate_limited: true,
             },
-            CallError::Transient { .. } => Failure::Retry {
-                why: e.to_string(),
-                retry_after: None,
-                rate_limited: false,
-            },
+            CallError::Transient { .. } => Failure::retry(e.to_string()),
             CallError::Permanent { .. } => Failure::Permanent(e.to_string()),
         }
     }
 }
 
-impl From<OutboxError> for Failure {
-    fn from(e: OutboxError) -> Self {
-        Failure::Retry {
-            why: e.to_string(),
-            retry_after: None,
-            rate_limited: false,
-        }
-    }
-}
-
 /// Saves an entry's progress durably.
-pub(crate) type Persist<'a> = dyn FnMut(&Entry) -> Result<(), OutboxError> + Send + 'a;
+pub(crate) type Persist<'a> = overtime_notify::Persist<'a, crate::event::IncidentEvent, Progress>;
 
 /// One delivery attempt of `entry`.
 pub(crate) async fn deliver(
@@ -159,7 +133,7 @@ pub(crate) async fn deliver(
             match reopen(client, cfg, entry, persist, &old.key, &old.status).await {
                 Ok(()) => return comment(client, cfg, entry, persist, &old.key).await,
                 Err(Refused(why)) => {
-                    eprintln!(
+                    tracing::warn!(
                         "overtime-jira: could not reopen {}: {why}; opening a new issue",
                         old.key
                     );

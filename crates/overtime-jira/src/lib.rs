@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 mod adf;
+mod channel;
 mod client;
 mod collector;
 mod config;

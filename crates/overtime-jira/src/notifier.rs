@@ -1,5 +1,5 @@
-//! The notifier: takes new incidents (durably, into the outbox) and a
-//! background tokio task that delivers them to Jira in order.
+//! The notifier: takes new incidents durably and delivers them to Jira in
+//! order, on overtime's shared durable outbox ([`overtime_notify::Durable`]).
 //!
 //! Design rules:
 //! - `incident_opened` returns only once the event is fsynced in the
@@ -15,19 +15,21 @@
 //! - the delivery journal is written before the pending file is removed,
 //!   and each delivery re-reads Jira first (see [`crate::deliver`]), so a
 //!   crash or restart at any point never opens a second ticket.
+//!
+//! What is Jira's own here: which events become tickets, the counters'
+//! names ([`JiraStats`]) and one attempt at a delivery ([`Jira`]); the
+//! queue, the retries and the journal are the shared outbox's.
 
 use crate::client::JiraClient;
 use crate::config::{ConfigError, JiraConfig};
-use crate::deliver::{Action, Failure, deliver};
+use crate::deliver::deliver;
 use crate::event::IncidentEvent;
-use crate::outbox::{Delivered, Entry, Outbox, OutboxError};
+use crate::outbox::{Entry, OutboxError, Progress};
+use overtime_notify::{ChannelError, ChannelStats, Deliver, Done, Durable, Failure, StatsSource};
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
-use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
 
 /// Why the notifier could not start or take an event.
 #[derive(Debug, thiserror::Error)]
@@ -93,38 +95,81 @@ pub struct JiraStats {
     pub last_error: Option<String>,
 }
 
-#[derive(Default)]
-struct Counters {
-    created: AtomicU64,
-    commented: AtomicU64,
-    reopened: AtomicU64,
-    found_existing: AtomicU64,
-    failed: AtomicU64,
-    retries: AtomicU64,
-    rate_limited: AtomicU64,
-    skipped_unknown: AtomicU64,
-    skipped_duplicate: AtomicU64,
-    bad_outbox_files: AtomicU64,
-    last_error: Mutex<Option<String>>,
+/// Where the counters are read from (shared with the collector, which
+/// outlives the notifier).
+#[derive(Clone, Default)]
+pub(crate) struct StatsHandle {
+    /// The outbox's counters; `None`: Jira disabled.
+    source: Option<StatsSource>,
+    skipped_unknown: Arc<AtomicU64>,
 }
 
-pub(crate) struct Inner {
+impl StatsHandle {
+    pub(crate) fn enabled(&self) -> bool {
+        self.source.is_some()
+    }
+
+    pub(crate) fn stats(&self) -> JiraStats {
+        let Some(source) = &self.source else {
+            return JiraStats::default();
+        };
+        let s: ChannelStats = source();
+        JiraStats {
+            created: s.delivered("created"),
+            commented: s.delivered("commented"),
+            reopened: s.delivered("reopened"),
+            found_existing: s.delivered("found"),
+            failed: s.failed,
+            retries: s.retries,
+            rate_limited: s.rate_limited,
+            queued: s.queued,
+            skipped_unknown: self.skipped_unknown.load(Relaxed),
+            skipped_duplicate: s.duplicates,
+            bad_outbox_files: s.bad_outbox_files,
+            last_error: s.last_error,
+        }
+    }
+}
+
+/// One attempt at filing an event in Jira (see [`crate::deliver`]).
+pub(crate) struct Jira {
+    client: JiraClient,
     cfg: JiraConfig,
-    outbox: Mutex<Outbox>,
-    wake: Notify,
-    counters: Counters,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+impl Deliver for Jira {
+    type Event = IncidentEvent;
+    type Progress = Progress;
+
+    fn wants(&self, event: &IncidentEvent) -> bool {
+        event.is_actionable()
+    }
+
+    async fn deliver(
+        &self,
+        entry: &mut Entry,
+        _reference: Option<String>,
+        persist: &mut crate::deliver::Persist<'_>,
+    ) -> Result<Done, Failure> {
+        let done = deliver(&self.client, &self.cfg, entry, persist).await?;
+        tracing::warn!(
+            "overtime-jira: incident {}: {} {}",
+            entry.event.incident_id,
+            done.action.as_str(),
+            done.key
+        );
+        Ok(Done {
+            action: done.action.as_str(),
+            reference: Some(done.key),
+        })
+    }
 }
 
 /// Files incidents in Jira through a durable outbox.
 pub struct Notifier {
-    pub(crate) inner: Option<Arc<Inner>>,
+    durable: Option<Durable<Jira>>,
+    pub(crate) stats: StatsHandle,
     disabled_skips: AtomicU64,
-    stop: Option<watch::Sender<bool>>,
-    task: Option<JoinHandle<()>>,
 }
 
 impl Notifier {
@@ -147,50 +192,32 @@ impl Notifier {
     ) -> Result<Notifier, JiraError> {
         if !cfg.enabled {
             return Ok(Notifier {
-                inner: None,
+                durable: None,
+                stats: StatsHandle::default(),
                 disabled_skips: AtomicU64::new(0),
-                stop: None,
-                task: None,
             });
         }
         cfg.validate()?;
-        let handle = tokio::runtime::Handle::try_current().map_err(|_| JiraError::NoRuntime)?;
+        tokio::runtime::Handle::try_current().map_err(|_| JiraError::NoRuntime)?;
         let token = token
             .filter(|t| !t.trim().is_empty())
             .ok_or_else(|| JiraError::MissingToken(cfg.token_env.clone()))?;
         let client = JiraClient::new(&cfg, token.trim()).map_err(JiraError::Client)?;
-        let (outbox, report) = Outbox::open(&outbox_dir)?;
-        if report.bad_journal_lines > 0 || report.removed_tmp > 0 {
-            eprintln!(
-                "overtime-jira: outbox {}: dropped {} torn journal line(s) and {} unfinished write(s) left by a crash",
-                outbox_dir.display(),
-                report.bad_journal_lines,
-                report.removed_tmp
-            );
-        }
-        if !outbox.is_empty() {
-            eprintln!(
-                "overtime-jira: {} incident(s) waiting in the outbox from before the restart",
-                outbox.len()
-            );
-        }
-        let counters = Counters::default();
-        counters
-            .bad_outbox_files
-            .store(report.bad_files as u64, Relaxed);
-        let inner = Arc::new(Inner {
-            cfg,
-            outbox: Mutex::new(outbox),
-            wake: Notify::new(),
-            counters,
-        });
-        let (stop, stop_rx) = watch::channel(false);
-        let task = handle.spawn(run(inner.clone(), client, stop_rx));
+        let retry = cfg.retry.clone();
+        let durable = Durable::start("jira", Jira { client, cfg }, &outbox_dir, retry).map_err(
+            |e| match e {
+                ChannelError::Outbox(o) => JiraError::Outbox(o),
+                ChannelError::NoRuntime(_) => JiraError::NoRuntime,
+                other => JiraError::Client(other.to_string()),
+            },
+        )?;
         Ok(Notifier {
-            inner: Some(inner),
+            stats: StatsHandle {
+                source: Some(durable.stats_source()),
+                skipped_unknown: Arc::new(AtomicU64::new(0)),
+            },
+            durable: Some(durable),
             disabled_skips: AtomicU64::new(0),
-            stop: Some(stop),
-            task: Some(task),
         })
     }
 
@@ -198,207 +225,40 @@ impl Notifier {
     /// (blocking file I/O: a write and two fsyncs); delivery happens in
     /// the background.
     pub fn incident_opened(&self, ev: IncidentEvent) -> Result<Accepted, JiraError> {
-        let Some(inner) = &self.inner else {
+        let Some(durable) = &self.durable else {
             self.disabled_skips.fetch_add(1, Relaxed);
             return Ok(Accepted::Disabled);
         };
-        let c = &inner.counters;
         if !ev.is_actionable() {
-            c.skipped_unknown.fetch_add(1, Relaxed);
-            eprintln!(
+            self.stats.skipped_unknown.fetch_add(1, Relaxed);
+            tracing::warn!(
                 "overtime-jira: no ticket for incident {:?}: root-cause kind {:?} is not a known cause",
-                ev.incident_id, ev.kind
+                ev.incident_id,
+                ev.kind
             );
             return Ok(Accepted::Skipped);
         }
-        let mut outbox = lock(&inner.outbox);
-        if outbox.knows(&ev.incident_id) {
-            c.skipped_duplicate.fetch_add(1, Relaxed);
-            return Ok(Accepted::Duplicate);
-        }
-        outbox.push(ev)?;
-        drop(outbox);
-        inner.wake.notify_one();
-        Ok(Accepted::Queued)
+        Ok(match durable.queue(ev)? {
+            overtime_notify::Accepted::Queued => Accepted::Queued,
+            overtime_notify::Accepted::Duplicate => Accepted::Duplicate,
+            overtime_notify::Accepted::Ignored | overtime_notify::Accepted::Done => {
+                Accepted::Skipped
+            }
+        })
     }
 
     /// The counters now.
     pub fn stats(&self) -> JiraStats {
-        stats_of(self.inner.as_deref())
+        self.stats.stats()
     }
 
     /// Stops the background task promptly (an HTTP call in flight is
     /// abandoned: its intent is in the outbox, and the next start
     /// resolves it without a duplicate). Pending events stay queued.
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
+        if let Some(d) = self.durable.take() {
+            d.stop().await;
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for Notifier {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
-        }
-    }
-}
-
-/// The counters of a notifier (`None`: disabled, all zero).
-pub(crate) fn stats_of(inner: Option<&Inner>) -> JiraStats {
-    let Some(inner) = inner else {
-        return JiraStats::default();
-    };
-    let c = &inner.counters;
-    let outbox = lock(&inner.outbox); // counters and queue move together under it
-    JiraStats {
-        created: c.created.load(Relaxed),
-        commented: c.commented.load(Relaxed),
-        reopened: c.reopened.load(Relaxed),
-        found_existing: c.found_existing.load(Relaxed),
-        failed: c.failed.load(Relaxed),
-        retries: c.retries.load(Relaxed),
-        rate_limited: c.rate_limited.load(Relaxed),
-        queued: outbox.len() as u64,
-        skipped_unknown: c.skipped_unknown.load(Relaxed),
-        skipped_duplicate: c.skipped_duplicate.load(Relaxed),
-        bad_outbox_files: c.bad_outbox_files.load(Relaxed),
-        last_error: lock(&c.last_error).clone(),
-    }
-}
-
-async fn run(inner: Arc<Inner>, client: JiraClient, mut stop: watch::Receiver<bool>) {
-    let cfg = &inner.cfg;
-    let c = &inner.counters;
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        let head = lock(&inner.outbox).front().cloned();
-        let Some(mut entry) = head else {
-            tokio::select! {
-                _ = inner.wake.notified() => {}
-                _ = stop.changed() => return,
-            }
-            continue;
-        };
-        let result = {
-            let saver = inner.clone();
-            let mut persist = move |e: &Entry| lock(&saver.outbox).save(e);
-            tokio::select! {
-                r = deliver(&client, cfg, &mut entry, &mut persist) => r,
-                _ = stop.changed() => return,
-            }
-        };
-        let id = entry.event.incident_id.clone();
-        let delay = match result {
-            Ok(done) => {
-                let record = Delivered {
-                    incident_id: id.clone(),
-                    issue_key: done.key.clone(),
-                    action: done.action.as_str().into(),
-                    at: chrono::Utc::now(),
-                };
-                // Counters move under the outbox lock, as the queue does, so
-                // that `stats` never sees an event gone and not yet counted.
-                let mut outbox = lock(&inner.outbox);
-                let completed = outbox.complete(entry.seq, record);
-                if completed.is_ok() {
-                    let counter = match done.action {
-                        Action::Created => &c.created,
-                        Action::Commented => &c.commented,
-                        Action::Reopened => &c.reopened,
-                        Action::Found => &c.found_existing,
-                    };
-                    counter.fetch_add(1, Relaxed);
-                }
-                drop(outbox);
-                match completed {
-                    Ok(()) => {
-                        *lock(&c.last_error) = None;
-                        eprintln!(
-                            "overtime-jira: incident {id}: {} {}",
-                            done.action.as_str(),
-                            done.key
-                        );
-                        None
-                    }
-                    Err(e) => {
-                        // Delivered but not recorded: the next attempt finds it.
-                        eprintln!(
-                            "overtime-jira: incident {id} delivered as {} but {e}",
-                            done.key
-                        );
-                        *lock(&c.last_error) = Some(e.to_string());
-                        Some(cfg.retry.backoff(entry.attempts + 1))
-                    }
-                }
-            }
-            Err(Failure::Permanent(why)) => {
-                fail(&inner, entry, &why);
-                None
-            }
-            Err(Failure::Retry {
-                why,
-                retry_after,
-                rate_limited,
-            }) => {
-                entry.attempts += 1;
-                c.retries.fetch_add(1, Relaxed);
-                if rate_limited {
-                    c.rate_limited.fetch_add(1, Relaxed);
-                }
-                *lock(&c.last_error) = Some(why.clone());
-                let max = cfg.retry.max_attempts;
-                if max > 0 && entry.attempts >= max {
-                    fail(
-                        &inner,
-                        entry,
-                        &format!("gave up after {max} attempts: {why}"),
-                    );
-                    None
-                } else {
-                    entry.last_error = Some(why.clone());
-                    if let Err(e) = lock(&inner.outbox).save(&entry) {
-                        eprintln!("overtime-jira: {e}");
-                    }
-                    let wait = match retry_after {
-                        Some(d) => d.min(Duration::from_secs(cfg.retry.max_retry_after_secs)),
-                        None => cfg.retry.backoff(entry.attempts),
-                    };
-                    eprintln!(
-                        "overtime-jira: incident {id}: attempt {} failed ({why}); retrying in {:.1} s",
-                        entry.attempts,
-                        wait.as_secs_f64()
-                    );
-                    Some(wait)
-                }
-            }
-        };
-        if let Some(wait) = delay {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = stop.changed() => return,
-            }
-        }
-    }
-}
-
-fn fail(inner: &Inner, entry: Entry, why: &str) {
-    let c = &inner.counters;
-    *lock(&c.last_error) = Some(why.to_string());
-    eprintln!(
-        "overtime-jira: incident {}: not filed: {why} (event kept in the outbox's failed/ folder)",
-        entry.event.incident_id
-    );
-    let mut outbox = lock(&inner.outbox);
-    c.failed.fetch_add(1, Relaxed);
-    if let Err(e) = outbox.dead_letter(entry, why) {
-        eprintln!("overtime-jira: {e}");
     }
 }
 

@@ -114,9 +114,10 @@ pub enum ConfigError {
         /// What is wrong, in words.
         reason: String,
     },
-    /// A topic's `format` is not one of the names the config accepts.
-    #[error("kafka topic {0}: format must be nginx, jsonl or otlp-proto")]
-    UnknownFormat(String),
+    /// A span topic with `log_format` or `layer`, which only an nginx
+    /// topic has.
+    #[error("kafka topic {0}: `log_format` and `layer` apply to nginx topics only")]
+    NginxOnly(String),
     /// A `librdkafka_options` value `env:NAME` whose variable is unset or
     /// empty. Names the option and the variable, never a value.
     #[error("kafka option {option}: environment variable {variable} is not set")]

@@ -5,7 +5,7 @@
 //! - A partition starts at the latest of the group's committed offset,
 //!   the sink's checkpoint for it, and the furthest position any collector
 //!   sharing the sink's files has published for it
-//!   ([`RecordSink::shared_checkpoints`]: a collector killed between its
+//!   ([`CommitPoints::shared_checkpoints`]: a collector killed between its
 //!   flush and its commit has its rows in the bucket, so the next owner
 //!   starts after them). The sink's checkpoint is written in the
 //!   same durable record as the data, the commit only after: a crash in
@@ -13,7 +13,7 @@
 //!   nothing twice. The committed offset can be ahead too (another
 //!   collector with its own store held the partition since): starting from
 //!   the later one never re-reads what the group already stored.
-//! - What is committed is the sink's [`RecordSink::commit_point`], and
+//! - What is committed is the sink's [`CommitPoints::commit_point`], and
 //!   only past what the group has committed (never back): with a store on
 //!   object storage that is what its last flush holds, so when this
 //!   collector dies the partition's next owner reads again everything the
@@ -27,7 +27,7 @@
 
 use crate::source_name;
 use crate::stats::KafkaStats;
-use overtime_model::RecordSink;
+use overtime_model::CommitPoints;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaError;
@@ -65,7 +65,7 @@ pub(crate) enum Event {
 /// The consumer's context.
 pub(crate) struct SourceContext {
     group: String,
-    sink: Arc<dyn RecordSink>,
+    sink: Arc<dyn CommitPoints>,
     stats: Arc<KafkaStats>,
     events: Mutex<Vec<Event>>,
     /// Per assigned partition, the offset the group has committed as far
@@ -74,7 +74,7 @@ pub(crate) struct SourceContext {
 }
 
 impl SourceContext {
-    pub(crate) fn new(group: &str, sink: Arc<dyn RecordSink>, stats: Arc<KafkaStats>) -> Self {
+    pub(crate) fn new(group: &str, sink: Arc<dyn CommitPoints>, stats: Arc<KafkaStats>) -> Self {
         SourceContext {
             group: group.to_string(),
             sink,

@@ -60,8 +60,9 @@ pub(crate) fn message_position(topic: &str, partition: i32, offset: i64) -> Stri
 }
 
 impl Decoder {
-    /// A decoder for `topic`'s messages of `format`.
-    pub fn new(topic: &str, format: &RecordFormat) -> Self {
+    /// A decoder of `format` for `topic`'s messages: the format first, then
+    /// where the records come from, as [`record::Decoder::new`] takes them.
+    pub fn new(format: &RecordFormat, topic: &str) -> Self {
         let span_source = format!("kafka:{topic}");
         let reject_source = match format.nginx_log() {
             Some(n) => n.layer.clone(),
@@ -90,7 +91,7 @@ impl Decoder {
     /// ```
     /// use overtime_kafka::{Decoder, Msg};
     /// use overtime_parse::{record::RecordFormat, spans::SpanFormat};
-    /// let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
+    /// let mut d = Decoder::new(&RecordFormat::Spans(SpanFormat::Jsonl), "spans");
     /// let out = d.decode(3, &[Msg { offset: 17, payload: Some(b"{not json".to_vec()) }]);
     /// let bad = overtime_model::rejected_records(&out.rejected).unwrap();
     /// assert_eq!(bad[0].position, "spans/3@17");
@@ -160,7 +161,7 @@ mod tests {
             "edge",
             0,
         );
-        let mut d = Decoder::new("edge-access", &format);
+        let mut d = Decoder::new(&format, "edge-access");
         let out = d.decode(
             2,
             &[
@@ -204,7 +205,7 @@ mod tests {
     #[test]
     fn jsonl_and_otlp_spans() {
         let span = br#"{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","service":"agent","name":"root","start_time":1714561200000,"duration_ms":5}"#;
-        let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
+        let mut d = Decoder::new(&RecordFormat::Spans(SpanFormat::Jsonl), "spans");
         let out = d.decode(
             0,
             &[msg(0, span), msg(1, b"  "), msg(2, b"{\"trace_id\":1}")],
@@ -220,7 +221,7 @@ mod tests {
         );
         assert_eq!(bad[1].position, "spans/0@2");
 
-        let mut d = Decoder::new("otlp", &RecordFormat::Spans(SpanFormat::OtlpProto));
+        let mut d = Decoder::new(&RecordFormat::Spans(SpanFormat::OtlpProto), "otlp");
         let out = d.decode(1, &[msg(5, b"\xff\xff\xff"), msg(6, b"")]);
         let bad = rejected_records(&out.rejected).unwrap();
         assert_eq!(

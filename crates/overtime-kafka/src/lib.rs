@@ -2,8 +2,10 @@
 //!
 //! The Kafka source (docs/inputs.md#spans, ARCHITECTURE "Durability before
 //! acknowledgement"): one consumer in a consumer group reads the configured
-//! topics, each in its format (nginx line, JSONL span, OTLP protobuf — one
-//! record per message), and delivers them to a [`RecordSink`].
+//! topics, each in its format (nginx line, JSONL span, OTLP JSON or protobuf — one
+//! record per message), and delivers them to a
+//! [`RecordSink`](overtime_model::RecordSink) that also
+//! tells where to commit ([`CommitPoints`]).
 //!
 //! Design rules:
 //! - At-least-once made exactly-once by the sink's checkpoint: a
@@ -13,7 +15,7 @@
 //!   order per partition. With a local store that is the durable (WAL)
 //!   checkpoint; with a store on object storage, what its last flush put
 //!   in the bucket — Kafka keeps the rest, so the partition's next owner
-//!   reads it again if this collector dies ([`RecordSink::commit_point`]).
+//!   reads it again if this collector dies ([`CommitPoints::commit_point`]).
 //!   On assign a partition starts at the later of the committed offset and
 //!   the checkpoint, so a crash between the write and the commit reads
 //!   nothing twice.
@@ -55,7 +57,7 @@ pub use decode::{Decoded, Decoder, Msg};
 pub use settings::{KafkaSourceSettings, TopicSettings};
 pub use stats::KafkaStats;
 
-use overtime_model::RecordSink;
+use overtime_model::CommitPoints;
 use rdkafka::error::KafkaError;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -118,7 +120,7 @@ impl KafkaSource {
 /// Panics only if the OS cannot start a thread.
 pub fn spawn_kafka_source(
     cfg: KafkaSourceConfig,
-    sink: Arc<dyn RecordSink>,
+    sink: Arc<dyn CommitPoints>,
     shutdown: CancellationToken,
 ) -> Result<KafkaSource, KafkaSourceError> {
     cfg.validate()?;

@@ -25,7 +25,7 @@ use crate::decode::{Decoder, Msg};
 use crate::stats::KafkaStats;
 use crate::{KafkaSourceConfig, KafkaSourceError, source_name};
 use arrow::record_batch::RecordBatch;
-use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
+use overtime_model::{Checkpoint, CommitPoints, SinkError, Table};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::TopicPartitionList;
@@ -74,7 +74,7 @@ struct Partition {
 pub(crate) struct Runner {
     cfg: KafkaSourceConfig,
     consumer: BaseConsumer<SourceContext>,
-    sink: Arc<dyn RecordSink>,
+    sink: Arc<dyn CommitPoints>,
     stats: Arc<KafkaStats>,
     shutdown: CancellationToken,
     decoders: HashMap<String, Decoder>,
@@ -87,14 +87,14 @@ impl Runner {
     pub(crate) fn new(
         cfg: KafkaSourceConfig,
         consumer: BaseConsumer<SourceContext>,
-        sink: Arc<dyn RecordSink>,
+        sink: Arc<dyn CommitPoints>,
         stats: Arc<KafkaStats>,
         shutdown: CancellationToken,
     ) -> Self {
         let decoders = cfg
             .topics
             .iter()
-            .map(|t| (t.topic.clone(), Decoder::new(&t.topic, &t.format)))
+            .map(|t| (t.topic.clone(), Decoder::new(&t.format, &t.topic)))
             .collect();
         Runner {
             cfg,
@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn rejected_rows_first_checkpoint_last() {
         let key = ("spans".to_string(), 2);
-        let mut d = Decoder::new("spans", &RecordFormat::Spans(SpanFormat::Jsonl));
+        let mut d = Decoder::new(&RecordFormat::Spans(SpanFormat::Jsonl), "spans");
         let p = prepare("g", &key, &mut d, &[msg(7, SPAN), msg(8, b"{oops")]);
         assert_eq!(
             shape(&p),

@@ -8,6 +8,10 @@
 //!   every key, its default and its documentation are written once, in
 //!   this file. Unknown keys are refused (`deny_unknown_fields`): a
 //!   misspelt option is an error at load, not a silent default.
+//! - A topic's `format` is a [`FormatName`]: every spelling any reader
+//!   takes, read by serde (one alias set, in `overtime-parse`); a message
+//!   is one record, so every format is taken (OTLP JSON: one request per
+//!   message).
 //! - [`KafkaSourceSettings::validate`] is what can be checked when the file
 //!   is read (no environment, no formats compiled); `build` does the rest
 //!   at start and its result is validated
@@ -25,8 +29,7 @@ use crate::config::{
     DEFAULT_GROUP_ID, DEFAULT_LOG_FORMAT, DEFAULT_PREFETCH_KBYTES, KafkaSourceConfig, TopicConfig,
 };
 use overtime_parse::nginx::LogFormat;
-use overtime_parse::record::RecordFormat;
-use overtime_parse::spans::SpanFormat;
+use overtime_parse::record::{FormatName, RecordFormat};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -93,8 +96,9 @@ pub struct KafkaSourceSettings {
 pub struct TopicSettings {
     /// The topic's name, as the brokers know it.
     pub topic: String,
-    /// `nginx`, `jsonl` or `otlp-proto`.
-    pub format: String,
+    /// `nginx`, `jsonl`, `otlp-json` or `otlp-proto` (or another
+    /// spelling of them, [`FormatName::aliases`]).
+    pub format: FormatName,
     /// nginx only: a built-in format name or a `log_format` body
     /// (default `overtime`).
     #[serde(default)]
@@ -130,15 +134,11 @@ impl KafkaSourceSettings {
         LogFormat::named_or_body(text).map_err(|e| e.to_string())
     }
 
-    /// What is checked when the config is read: each topic's `format` is
-    /// one of `nginx`, `jsonl`, `otlp-proto`.
+    /// What is checked when the config is read (the format names were
+    /// checked by serde): only nginx topics have `log_format` and `layer`.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        match self
-            .topics
-            .iter()
-            .find(|t| !matches!(t.format.as_str(), "nginx" | "jsonl" | "otlp-proto"))
-        {
-            Some(t) => Err(ConfigError::UnknownFormat(t.topic.clone())),
+        match self.topics.iter().find(|t| t.nginx_only_keys_misused()) {
+            Some(t) => Err(ConfigError::NginxOnly(t.topic.clone())),
             None => Ok(()),
         }
     }
@@ -203,6 +203,10 @@ impl KafkaSourceSettings {
 }
 
 impl TopicSettings {
+    fn nginx_only_keys_misused(&self) -> bool {
+        self.format != FormatName::Nginx && (self.log_format.is_some() || self.layer.is_some())
+    }
+
     fn build(
         self,
         resolve: &dyn Fn(&str) -> Result<LogFormat, String>,
@@ -212,29 +216,16 @@ impl TopicSettings {
             topic: self.topic.clone(),
             reason,
         };
-        let nginx_only = self.log_format.is_some() || self.layer.is_some();
-        let format = match self.format.trim().to_ascii_lowercase().as_str() {
-            "nginx" | "nginx-line" | "nginx_line" => {
+        if self.nginx_only_keys_misused() {
+            return Err(ConfigError::NginxOnly(self.topic.clone()));
+        }
+        let format = match self.format.span_format() {
+            Some(spans) => RecordFormat::Spans(spans),
+            None => {
                 let text = self.log_format.as_deref().unwrap_or(DEFAULT_LOG_FORMAT);
                 let layer = self.layer.clone().unwrap_or_else(|| self.topic.clone());
                 let format = resolve(text).map_err(bad)?;
                 RecordFormat::nginx(format, &layer, layer_index(&layer))
-            }
-            "jsonl" | "jsonl-span" | "jsonl_span" if !nginx_only => {
-                RecordFormat::Spans(SpanFormat::Jsonl)
-            }
-            "otlp-proto" | "otlp_proto" | "otlp" if !nginx_only => {
-                RecordFormat::Spans(SpanFormat::OtlpProto)
-            }
-            "jsonl" | "jsonl-span" | "jsonl_span" | "otlp-proto" | "otlp_proto" | "otlp" => {
-                return Err(bad(
-                    "`log_format` and `layer` apply to nginx topics only".to_string()
-                ));
-            }
-            other => {
-                return Err(bad(format!(
-                    "unknown format `{other}`: expected nginx, jsonl or otlp-proto"
-                )));
             }
         };
         Ok(TopicConfig {
@@ -269,6 +260,7 @@ fn expand_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use overtime_parse::spans::SpanFormat;
 
     fn settings(toml_text: &str) -> KafkaSourceSettings {
         toml::from_str(toml_text).unwrap()
@@ -457,12 +449,37 @@ mod tests {
 
     #[test]
     fn formats_are_checked_at_load() {
-        let s = settings("brokers = \"b\"\n[[topics]]\ntopic = \"t\"\nformat = \"otlp\"\n");
-        assert_eq!(s.validate(), Err(ConfigError::UnknownFormat("t".into())));
+        let e = toml::from_str::<KafkaSourceSettings>(
+            "brokers = \"b\"\n[[topics]]\ntopic = \"t\"\nformat = \"xml\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("unknown format `xml`: expected nginx, jsonl, otlp-json or otlp-proto"),
+            "{e}"
+        );
+        let s = settings(
+            "brokers = \"b\"\n[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\nlayer = \"edge\"\n",
+        );
         assert_eq!(
             s.validate().unwrap_err().to_string(),
-            "kafka topic t: format must be nginx, jsonl or otlp-proto"
+            "kafka topic t: `log_format` and `layer` apply to nginx topics only"
         );
+    }
+
+    #[test]
+    fn every_spelling_of_every_format_is_a_topic_format() {
+        for f in FormatName::ALL {
+            for alias in f.aliases() {
+                let s = settings(&format!(
+                    "brokers = \"b\"\n[[topics]]\ntopic = \"t\"\nformat = \"{}\"\n",
+                    alias.replace('-', "_")
+                ));
+                s.validate().unwrap();
+                let cfg = build_from(s, 0).unwrap();
+                assert_eq!(cfg.topics[0].format.format_name(), f, "{alias}");
+            }
+        }
     }
 
     #[test]
@@ -473,12 +490,12 @@ mod tests {
         "#;
         let build = |extra: &str| build_from(settings(&format!("{base}{extra}")), 0);
         assert_eq!(build("topics = []"), Err(ConfigError::NoTopics));
-        assert!(matches!(
-            build("[[topics]]\ntopic = \"t\"\nformat = \"xml\""),
-            Err(ConfigError::Topic { .. })
-        ));
-        assert!(matches!(
+        assert_eq!(
             build("[[topics]]\ntopic = \"t\"\nformat = \"jsonl\"\nlayer = \"edge\""),
+            Err(ConfigError::NginxOnly("t".into()))
+        );
+        assert!(matches!(
+            build("[[topics]]\ntopic = \"t\"\nformat = \"nginx\"\nlog_format = \"'$status\""),
             Err(ConfigError::Topic { .. })
         ));
         assert_eq!(

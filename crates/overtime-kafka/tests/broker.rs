@@ -9,7 +9,7 @@ use common::{Broker, jsonl_span, nginx_line, otlp_request};
 use overtime_kafka::{
     KafkaSource, KafkaSourceConfig, TopicConfig, source_name, spawn_kafka_source,
 };
-use overtime_model::RecordSink;
+use overtime_model::CommitPoints;
 use overtime_parse::nginx::LogFormat;
 use overtime_parse::record::RecordFormat;
 use overtime_parse::spans::SpanFormat;
@@ -86,7 +86,7 @@ pub(crate) fn start(cfg: &KafkaSourceConfig, sink: &Arc<RecordingSink>) -> Runni
     start_with(cfg, sink.clone())
 }
 
-pub(crate) fn start_with(cfg: &KafkaSourceConfig, sink: Arc<dyn RecordSink>) -> Running {
+pub(crate) fn start_with(cfg: &KafkaSourceConfig, sink: Arc<dyn CommitPoints>) -> Running {
     let stop = CancellationToken::new();
     let source =
         spawn_kafka_source(cfg.clone(), sink, stop.clone()).expect("spawning the kafka source");

@@ -10,7 +10,7 @@ use crate::broker::{Running, WAIT, assert_exactly, config, produce, setup, start
 use crate::common::Broker;
 use arrow::record_batch::RecordBatch;
 use overtime_kafka::KafkaSourceConfig;
-use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
+use overtime_model::{Checkpoint, CommitPoints, RecordSink, SinkError, Table};
 use overtime_test_support::net::wait_until;
 use overtime_test_support::sink::RecordingSink;
 use std::collections::HashMap;
@@ -119,7 +119,9 @@ impl RecordSink for Collector {
     fn checkpoint(&self, source: &str) -> Option<String> {
         self.checkpoints.lock().unwrap().get(source).cloned()
     }
+}
 
+impl CommitPoints for Collector {
     fn commit_point(&self, source: &str) -> Option<String> {
         if let Some(held) = &*self.held.lock().unwrap() {
             return held.get(source).cloned();

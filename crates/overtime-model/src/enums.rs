@@ -105,7 +105,10 @@ named_enum!(
 );
 
 named_enum!(
-    /// Root-cause kinds, in rule order (docs/diagnosis.md#root-cause-kinds): the first that matches wins.
+    /// Root-cause kinds (docs/diagnosis.md#root-cause-kinds). Each is decided, worded and
+    /// counted by its one rule in `overtime-diagnose/src/rules/` (a test there fails for a
+    /// kind with no rule); the order the rules are tried is that registry's. The order here
+    /// is the kinds' sort order (reports list causes by it): a new kind goes before `Unknown`.
     RootCauseKind {
         /// A streamed response went silent longer than the gateway's read timeout.
         StreamIdleGap => "stream_idle_gap",

@@ -3,7 +3,9 @@
 //! The data model every other overtime crate shares: the Arrow tables
 //! `gateway_requests`, `spans` and `rejected` (schemas, builders and row
 //! readers), the verdict types of docs/diagnosis.md, and the closed vocabularies
-//! (stages, outcomes, root-cause kinds, findings). No I/O.
+//! (stages, outcomes, root-cause kinds, findings), and the one duration
+//! and one time type every reader parses ([`DurationMs`], [`Timestamp`]).
+//! No I/O.
 //!
 //! ```
 //! use overtime_model::{GatewayColumns, GatewayRecord, gateway_records};
@@ -27,6 +29,7 @@ mod sink;
 mod span;
 mod span_columns;
 mod span_links;
+mod time;
 mod verdict;
 
 pub use enums::{FindingKind, Outcome, RootCauseKind, SpanStatus, Stage};
@@ -36,9 +39,10 @@ pub use gateway_rows::GatewayRows;
 pub use metric::{MetricColumns, MetricSample, metric_samples, metric_schema};
 pub use observation::{CallObservation, GatewayStatus, RequestObservation, input_bucket};
 pub use rejected::{RAW_KEEP, RejectedColumns, RejectedRecord, rejected_records, rejected_schema};
-pub use sink::{Checkpoint, RecordSink, SinkError, Table};
+pub use sink::{Checkpoint, CommitPoints, RecordSink, SinkError, Table};
 pub use span::{LlmPhases, SpanEvent, SpanLink, SpanRecord};
 pub use span_columns::{SpanColumns, span_records, span_schema};
+pub use time::{BadDuration, BadTime, DurationMs, Timestamp};
 pub use verdict::{
     BudgetView, CallPhases, Contributing, Finding, GatewayView, PhaseNeighbours, RootCause,
     TimelineEntry, Verdict,

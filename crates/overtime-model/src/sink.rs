@@ -1,5 +1,7 @@
 //! Where sources deliver records: the contract between every source (file
-//! tail, OTLP, Kafka) and the durable store.
+//! tail, OTLP, Kafka) and the durable store — [`RecordSink`], how records
+//! are written, and [`CommitPoints`], what a source whose upstream keeps
+//! records until it commits them (Kafka) may commit.
 //!
 //! Design rules:
 //! - `write` returns `Ok` only once the batch is durable (in the WAL):
@@ -8,15 +10,17 @@
 //! - A source's position travels with its data: the store keeps the
 //!   checkpoint in the same WAL record, so after a crash a source resumes
 //!   exactly after the last durable batch — no loss, no duplicate.
-//! - A source whose upstream keeps records until it commits them (a Kafka
-//!   consumer group) commits at [`RecordSink::commit_point`], not at the
-//!   durable checkpoint: for a store whose files other collectors read
-//!   (object storage) that is what its last flush holds, so a collector
-//!   that dies loses nothing the group committed — the partition's next
-//!   owner reads again from there. Such a source writes with
+//! - Writing and committing are two traits: every source writes to a
+//!   [`RecordSink`]; only a source whose upstream keeps records until it
+//!   commits them (a Kafka consumer group) needs [`CommitPoints`], and it
+//!   commits at [`CommitPoints::commit_point`], not at the durable
+//!   checkpoint: for a store whose files other collectors read (object
+//!   storage) that is what its last flush holds, so a collector that dies
+//!   loses nothing the group committed — the partition's next owner reads
+//!   again from there. Such a source writes with
 //!   [`RecordSink::write_replayable`] (no second durable copy of what
 //!   Kafka still holds, so nothing to replay twice after a crash) and
-//!   calls [`RecordSink::publish`] before it hands its partitions over.
+//!   calls [`CommitPoints::publish`] before it hands its partitions over.
 //! - `Full` is backpressure, not failure: the source waits `retry_after_ms`
 //!   (OTLP answers 429 with Retry-After, Kafka pauses its partitions, the
 //!   file tail sleeps) and tries the same batch again.
@@ -106,7 +110,7 @@ pub trait RecordSink: Send + Sync {
     /// The last durable position of `source`, if any.
     fn checkpoint(&self, source: &str) -> Option<String>;
     /// Stores `batch` for a source that can read it again until
-    /// [`RecordSink::commit_point`] passes `checkpoint`: a store whose
+    /// [`CommitPoints::commit_point`] passes `checkpoint`: a store whose
     /// files are shared keeps it in memory until its next flush, without a
     /// durable copy of its own (the source's upstream is that copy). The
     /// default is [`RecordSink::write`].
@@ -118,15 +122,31 @@ pub trait RecordSink: Send + Sync {
     ) -> Result<(), SinkError> {
         self.write(table, batch, checkpoint)
     }
-    /// Where a source whose upstream keeps its records until they are
-    /// committed may commit `source` to: the position of the last batch
+    /// `Some(retry_after_ms)` when a write now would most likely be refused
+    /// with [`SinkError::Full`]: a cheap check a source makes before it
+    /// spends CPU and memory decoding a request it would then refuse (an
+    /// OTLP receiver answers 429 at once). Advisory: `None` does not
+    /// promise the next write succeeds, and `write` stays the authority.
+    /// The default never pushes back early.
+    fn backpressure(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// The commit semantics of a sink, for a source whose upstream keeps its
+/// records until they are committed (a Kafka consumer group): where it may
+/// commit, and what the collectors sharing the sink's files (a bucket)
+/// have published. Every method has a default for a sink whose durable
+/// checkpoint is all there is (nothing shared).
+pub trait CommitPoints: RecordSink {
+    /// Where `source` may be committed to: the position of the last batch
     /// that outlives this process *for every reader*. A store whose files
     /// other collectors read answers what its last flush holds; the
     /// default is the durable [`RecordSink::checkpoint`].
     fn commit_point(&self, source: &str) -> Option<String> {
         self.checkpoint(source)
     }
-    /// Brings every [`RecordSink::commit_point`] up to the checkpoint (a
+    /// Brings every [`CommitPoints::commit_point`] up to the checkpoint (a
     /// store flushes): called before a source hands its work to another
     /// collector, which then reads nothing this one already holds. The
     /// default has nothing to do.
@@ -140,14 +160,5 @@ pub trait RecordSink: Send + Sync {
     /// those records. The default has none (nothing is shared).
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         Ok(Vec::new())
-    }
-    /// `Some(retry_after_ms)` when a write now would most likely be refused
-    /// with [`SinkError::Full`]: a cheap check a source makes before it
-    /// spends CPU and memory decoding a request it would then refuse (an
-    /// OTLP receiver answers 429 at once). Advisory: `None` does not
-    /// promise the next write succeeds, and `write` stays the authority.
-    /// The default never pushes back early.
-    fn backpressure(&self) -> Option<u64> {
-        None
     }
 }

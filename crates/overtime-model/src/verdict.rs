@@ -11,8 +11,9 @@ pub struct Verdict {
     pub trace_id: String,
     /// The gateway's `X-Request-ID` (or equivalent), when one was logged.
     pub request_id: Option<String>,
-    /// RFC 3339.
-    pub started_at: String,
+    /// When the trace started, to the millisecond; written as RFC 3339 in
+    /// UTC with milliseconds (`2026-11-29T10:00:00.250Z`).
+    pub started_at: crate::Timestamp,
     /// What the user saw: a gateway timeout, a service timeout, an error, or ok.
     pub outcome: Outcome,
     /// The gateway layer that gave up first (else the outermost); `None` when no gateway record joined the trace.

@@ -1,5 +1,9 @@
 //! Durations as services write them: `47.2s`, `350ms`, `120us`, `2m`, or a
-//! bare number in a caller-chosen unit.
+//! bare number in a caller-chosen unit — the grammar of
+//! [`overtime_model::DurationMs`], the one duration type, here as the
+//! plain `f64` the record parsers fill their columns with.
+
+use overtime_model::DurationMs;
 
 /// Parses `47.2s`, `350ms`, `900us`/`900µs`, `2m`, `1h` into milliseconds.
 /// A bare number is taken in `bare_unit_ms` milliseconds per unit
@@ -14,37 +18,7 @@
 /// assert_eq!(parse_duration_ms("fast", 1000.0), None);
 /// ```
 pub fn parse_duration_ms(s: &str, bare_unit_ms: f64) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| {
-            !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')
-        })
-        .unwrap_or(s.len());
-    // `e` inside a unit such as "sec" is not an exponent: only accept the
-    // numeric prefix when it parses.
-    let (num, unit) = s.split_at(split);
-    let (num, unit) = match num.parse::<f64>() {
-        Ok(_) => (num, unit),
-        Err(_) => {
-            let k = s
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(s.len());
-            s.split_at(k)
-        }
-    };
-    let v: f64 = num.parse().ok()?;
-    let factor = match unit.trim() {
-        "" => bare_unit_ms,
-        "ms" => 1.0,
-        "s" | "sec" | "secs" => 1000.0,
-        "us" | "µs" | "μs" => 0.001,
-        "ns" => 0.000_001,
-        "m" | "min" => 60_000.0,
-        "h" => 3_600_000.0,
-        _ => return None,
-    };
-    let ms = v * factor;
-    (ms.is_finite() && ms >= 0.0).then_some(ms)
+    DurationMs::parse_with_bare_unit(s, bare_unit_ms).map(DurationMs::ms)
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //!   (docs/inputs.md#nginx-access-logs) into `gateway_requests`;
 //! - [`spans`]: JSONL span logs, OTLP JSON lines and OTLP protobuf (docs/inputs.md#spans)
 //!   into `spans`;
-//! - [`record`]: the one [`record::RecordFormat`] every source names and
+//! - [`record`]: the one [`record::RecordFormat`] every source names (by
+//!   its [`record::FormatName`]) and
 //!   the one [`record::Decoder`] that turns its bytes into those tables;
 //! - [`llm_reason`]: `X-LLM-Reason` / `X-LLM-Duration` (docs/inputs.md#x-llm-reason);
 //! - [`duration`]: `47.2s`-style durations;
@@ -24,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod duration;
+mod format_name;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod llm_reason;
@@ -35,5 +37,5 @@ pub mod spans;
 pub use duration::parse_duration_ms;
 pub use llm_reason::parse_llm_reason;
 pub use nginx::{GatewayParser, LogFormat};
-pub use record::{Decoder, RecordFormat};
+pub use record::{Decoder, FormatName, RecordFormat};
 pub use spans::{ParsedSpans, SpanFormat, parse_span_bytes};

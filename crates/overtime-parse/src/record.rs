@@ -2,6 +2,9 @@
 //! Kafka consumer and `diagnose`'s offline reader all say what their bytes
 //! hold with a [`RecordFormat`] and turn them into rows with a [`Decoder`].
 //!
+//! What users write to name a format is a [`FormatName`] (one alias set,
+//! `FromStr` + serde), read by the config's file and Kafka blocks.
+//!
 //! Design rules:
 //! - A new input format is one variant here (and its parser beside
 //!   `nginx/` or `spans/`); no source matches on formats itself.
@@ -12,6 +15,7 @@
 //! - Nothing is dropped: every record pushed is a row or a rejection,
 //!   except blank lines of a line-based format (docs/inputs.md#bad-input).
 
+pub use crate::format_name::{FormatName, UnknownFormat};
 use crate::nginx::{GatewayParser, LogFormat};
 use crate::spans::{ParsedSpans, SpanFormat, parse_otlp_proto, parse_span_bytes, parse_span_line};
 use arrow::record_batch::RecordBatch;
@@ -67,9 +71,14 @@ impl RecordFormat {
     /// The short name used in logs and the config: `nginx`, `jsonl`,
     /// `otlp-json` or `otlp-proto`.
     pub fn name(&self) -> &'static str {
+        self.format_name().as_str()
+    }
+
+    /// Its [`FormatName`].
+    pub fn format_name(&self) -> FormatName {
         match self {
-            RecordFormat::Nginx(_) => "nginx",
-            RecordFormat::Spans(f) => f.as_str(),
+            RecordFormat::Nginx(_) => FormatName::Nginx,
+            RecordFormat::Spans(f) => FormatName::from(*f),
         }
     }
 

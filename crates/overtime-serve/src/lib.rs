@@ -22,19 +22,23 @@
 //! - **One diagnosis.** The gateway layers are numbered across the file
 //!   and Kafka sources in config order ([`diagnose_config`]); `overtime
 //!   query` diagnoses stored records with the same configuration.
-//! - **The notification policy is pure.** Whether a page, its resolution
-//!   or a Jira ticket goes out is decided by [`NotifyPolicy`], a state
-//!   machine shown the incidents and the time, with no runtime, I/O or
-//!   clock; the alert sender and the Jira notifier only carry its
+//! - **The notification policy is pure.** Whether a page, its update, its
+//!   resolution or a Jira ticket goes out is decided by [`NotifyPolicy`],
+//!   a state machine shown the incidents and the time, with no runtime,
+//!   I/O or clock; the alert channels (`overtime_notify::IncidentChannel`:
+//!   Alertmanager pages, Jira, each `[[channels]]` entry) only carry its
 //!   [`Action`]s out. A new notification rule goes there; a new alert
-//!   channel goes in `overtime-alert`.
+//!   channel is a module of `overtime-notify`.
 //!
 //! ```
 //! use overtime_serve::{Action, NotifyPolicy, Sighting};
 //! use std::time::{Duration, Instant};
 //!
 //! let mut policy = NotifyPolicy::new(Duration::from_secs(30));
-//! let incident = Sighting { id: "i1", fingerprint: "fp", open: true, gateway_504: 1, owned: true };
+//! let incident = Sighting {
+//!     id: "i1", fingerprint: "fp", open: true, gateway_504: 1, owned: true,
+//!     failures: 1, headline: "all 504s: tool_timeout on search",
+//! };
 //! let t0 = Instant::now();
 //! assert_eq!(policy.step(t0, &[incident]), [Action::Page { incident_id: "i1".into() }]);
 //! assert_eq!(
@@ -51,8 +55,9 @@ mod ready;
 mod schedule;
 mod serve;
 mod sources;
+mod start;
 
-pub use policy::{Action, NotifyPolicy, Sighting};
+pub use policy::{Action, NotifyPolicy, Sighting, UPDATE_EVERY};
 pub use ready::{Bound, ReadyFileError};
-pub use serve::run;
+pub use serve::{ServeError, run};
 pub use sources::{SourceError, diagnose_config};

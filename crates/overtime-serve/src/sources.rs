@@ -1,19 +1,27 @@
-//! The sources of `overtime serve`, built from their own settings types:
-//! tailed files (`[[file]]`) and Kafka consumers (`[[kafka]]`), and the
-//! diagnosis over their gateway layers — which `overtime query` uses too,
-//! to diagnose what a collector stored the way the collector did.
+//! The sources of `overtime serve`, built from the config's one list of
+//! them ([`Config::sources`]): tailed files, Kafka consumers, model-server
+//! scrapes and the OTLP receivers, and the diagnosis over their gateway
+//! layers — which `overtime query` uses too, to diagnose what a collector
+//! stored the way the collector did.
 //!
 //! Design rules:
-//! - Wiring only: each section's `build()` (in the crate that owns it)
-//!   reads its fields; nothing here copies one.
+//! - One list, one loop: [`plan`] turns each
+//!   [`SourceSettings`] into a [`Source`] with its section's own
+//!   `build()`, and `serve` binds then starts them in order
+//!   ([`crate::start`]); nothing here copies a field.
+//! - A new kind of source is a variant of `SourceSettings` (its settings
+//!   type owned by its crate), of [`Source`] here, and its arms in
+//!   [`plan`] and `start.rs`.
 //! - nginx files and nginx topics are gateway layers, numbered by
 //!   [`layer_index`] (the one function that orders layers, shared with
-//!   `overtime diagnose`): outermost first, in config order, files before
-//!   topics, a layer added on first sight.
+//!   `overtime diagnose`): outermost first, in the order of the list, a
+//!   layer added on first sight.
 
-use overtime_config::Config;
+use overtime_config::{Config, SourceSettings};
 use overtime_diagnose::{DiagnoseConfig, layer_index};
 use overtime_ingest::file_tail::{FileSettingsError, FileSourceConfig};
+use overtime_ingest::otlp::OtlpSettings;
+use overtime_ingest::scrape::ModelServerSettings;
 use overtime_kafka::{KafkaSourceConfig, KafkaSourceSettings};
 
 /// A source of the config that cannot be built (an nginx.conf that cannot
@@ -37,10 +45,21 @@ pub enum SourceError {
     },
 }
 
+/// A source built from its settings, ready to be started.
+pub(crate) enum Source {
+    /// A file to tail.
+    File(FileSourceConfig),
+    /// A Kafka consumer.
+    Kafka(KafkaSourceConfig),
+    /// A model server to scrape.
+    ModelServer(ModelServerSettings),
+    /// The OTLP receivers (their token comes from the secrets at start).
+    Otlp(OtlpSettings),
+}
+
 /// The sources as resolved from the config, before anything starts.
 pub(crate) struct Plan {
-    pub files: Vec<FileSourceConfig>,
-    pub kafka: Vec<KafkaSourceConfig>,
+    pub sources: Vec<Source>,
     pub diagnose: DiagnoseConfig,
 }
 
@@ -48,31 +67,32 @@ pub(crate) struct Plan {
 /// environment's `env:NAME` values) and the diagnosis over their layers.
 pub(crate) fn plan(cfg: &Config) -> Result<Plan, SourceError> {
     let mut layers = Vec::new();
-    let mut files = Vec::with_capacity(cfg.files.len());
-    for f in &cfg.files {
-        files.push(
-            f.clone()
-                .build(&mut |name, timeout| layer_index(&mut layers, name, timeout))?,
-        );
-    }
     let env = |name: &str| std::env::var(name).ok();
-    let mut kafka = Vec::with_capacity(cfg.kafka.len());
-    for k in &cfg.kafka {
-        let built = k
-            .clone()
-            .build(&env, &KafkaSourceSettings::builtin_or_body, &mut |name| {
-                layer_index(&mut layers, name, None)
-            })
-            .map_err(|source| SourceError::Kafka {
-                brokers: k.brokers.clone(),
-                group_id: k.group_id.clone(),
-                source,
-            })?;
-        kafka.push(built);
+    let mut sources = Vec::new();
+    for s in cfg.sources() {
+        sources.push(match s {
+            SourceSettings::File(f) => {
+                Source::File(f.build(&mut |name, timeout| layer_index(&mut layers, name, timeout))?)
+            }
+            SourceSettings::Kafka(k) => {
+                let (brokers, group_id) = (k.brokers.clone(), k.group_id.clone());
+                let built = k
+                    .build(&env, &KafkaSourceSettings::builtin_or_body, &mut |name| {
+                        layer_index(&mut layers, name, None)
+                    })
+                    .map_err(|source| SourceError::Kafka {
+                        brokers,
+                        group_id,
+                        source,
+                    })?;
+                Source::Kafka(built)
+            }
+            SourceSettings::ModelServer(m) => Source::ModelServer(m),
+            SourceSettings::Otlp(o) => Source::Otlp(o),
+        });
     }
     Ok(Plan {
-        files,
-        kafka,
+        sources,
         diagnose: cfg.diagnose.build(layers),
     })
 }
@@ -111,18 +131,41 @@ mod tests {
             [[kafka.topics]]
             topic = "spans"
             format = "otlp-proto"
+            [[source]]
+            type = "file"
+            path = "/var/log/nginx/mesh.log"
+            kind = "nginx"
+            format = "overtime"
             "#,
         )
         .unwrap();
         let p = plan(&cfg).unwrap();
         let names: Vec<_> = p.diagnose.layers.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["edge", "ingress-access"]);
+        assert_eq!(names, ["edge", "ingress-access", "mesh"]);
         assert_eq!(p.diagnose.layer_timeout_ms("edge"), Some(60_000.0));
-        let depth = |t: usize| match &p.kafka[0].topics[t].format {
+        let kafka = p
+            .sources
+            .iter()
+            .find_map(|s| match s {
+                Source::Kafka(k) => Some(k),
+                _ => None,
+            })
+            .unwrap();
+        let depth = |t: usize| match &kafka.topics[t].format {
             overtime_parse::record::RecordFormat::Nginx(n) => n.layer_index,
             other => panic!("{other:?}"),
         };
         assert_eq!((depth(0), depth(1)), (1, 0));
-        assert_eq!(p.files.len(), 2);
+        let kinds: Vec<&str> = p
+            .sources
+            .iter()
+            .map(|s| match s {
+                Source::File(_) => "file",
+                Source::Kafka(_) => "kafka",
+                Source::ModelServer(_) => "model_server",
+                Source::Otlp(_) => "otlp",
+            })
+            .collect();
+        assert_eq!(kinds, ["file", "file", "kafka", "otlp", "file"]);
     }
 }

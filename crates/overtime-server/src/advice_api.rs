@@ -21,20 +21,7 @@ const DEFAULT_WINDOW_US: i64 = 24 * 3600 * 1_000_000;
 pub(crate) const MAX_SPAN_ROWS: usize = 2_000_000;
 
 fn parse_time(v: Option<&str>, name: &str) -> Result<Option<i64>, ApiError> {
-    let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    if let Ok(ms) = v.parse::<i64>() {
-        return Ok(Some(ms * 1000));
-    }
-    chrono::DateTime::parse_from_rfc3339(v)
-        .map(|t| Some(t.timestamp_micros()))
-        .map_err(|_| {
-            ApiError::bad_request(
-                "bad_time",
-                format!("{name}={v:?}: use RFC 3339 or epoch milliseconds"),
-            )
-        })
+    Ok(crate::api::time_param(v, name)?.map(|t| t.us()))
 }
 
 fn window(from: Option<&str>, to: Option<&str>) -> Result<(i64, Option<i64>), ApiError> {

@@ -16,6 +16,10 @@ use overtime_store::PeerSource;
 /// With `format=arrow`, the peers a query asked and those that did not
 /// answer (the JSON of `peers` in a JSON answer).
 pub const PEERS_HEADER: &str = "x-overtime-peers";
+/// With `format=arrow`, present (value `true`) when the answer was cut at
+/// `[sql] max_rows` (the `truncated` of a JSON answer): an Arrow stream
+/// has no field of its own to say so.
+pub const TRUNCATED_HEADER: &str = "x-overtime-truncated";
 use serde::Deserialize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -48,6 +52,21 @@ pub(crate) async fn readyz(State(s): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// A query parameter naming an instant (`from`, `to`): RFC 3339 or epoch
+/// milliseconds, read as [`overtime_model::Timestamp`] reads them (the one
+/// time type); empty or absent is `None`.
+pub(crate) fn time_param(
+    v: Option<&str>,
+    name: &str,
+) -> Result<Option<overtime_model::Timestamp>, ApiError> {
+    let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.parse()
+        .map(Some)
+        .map_err(|e| ApiError::bad_request("bad_time", format!("{name}={e}")))
+}
+
 pub(crate) fn is_local(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("1" | "true"))
 }
@@ -70,6 +89,23 @@ pub(crate) async fn list_incidents(State(s): State<Arc<AppState>>) -> Response {
         })
         .collect();
     Json(serde_json::json!({"incidents": items})).into_response()
+}
+
+/// `GET /api/kinds`: every root-cause kind as its rule describes it
+/// (`name`, `label`, `description`, `color`), in the order the rules are
+/// tried, and whether this collector's rule for it is `enabled`
+/// (`[diagnose] disabled_rules`). The UI's menus and charts read it.
+pub(crate) async fn list_kinds(State(s): State<Arc<AppState>>) -> Response {
+    let kinds: Vec<serde_json::Value> = overtime_diagnose::root_cause_kinds()
+        .into_iter()
+        .map(|k| {
+            let enabled = !s.diagnose.disabled_rules.contains(k.name);
+            let mut v = serde_json::to_value(&k).expect("a kind is plain strings");
+            v["enabled"] = enabled.into();
+            v
+        })
+        .collect();
+    Json(serde_json::json!({"kinds": kinds})).into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -180,6 +216,10 @@ pub(crate) async fn post_sql(
                 if let Ok(v) = header::HeaderValue::from_str(&v) {
                     resp.headers_mut().insert(PEERS_HEADER, v);
                 }
+            }
+            if result.truncated {
+                resp.headers_mut()
+                    .insert(TRUNCATED_HEADER, header::HeaderValue::from_static("true"));
             }
             Ok(resp)
         }

@@ -116,9 +116,10 @@ impl Buckets {
 }
 
 fn us_of(rfc3339: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(rfc3339)
+    rfc3339
+        .parse::<overtime_model::Timestamp>()
         .ok()
-        .map(|t| t.timestamp_micros())
+        .map(|t| t.us())
 }
 
 /// Requests, failures (5xx) and 504s per bucket from the outermost
@@ -246,7 +247,7 @@ pub(crate) async fn incident_timeline(
             if v.outcome == Outcome::Ok || !seen.insert(v.trace_id.clone()) {
                 continue;
             }
-            if let Some(i) = us_of(&v.started_at).and_then(|t| b.index(t)) {
+            if let Some(i) = b.index(v.started_at.us()) {
                 causes
                     .entry(v.root_cause.kind.as_str().to_string())
                     .or_insert_with(|| vec![0; b.n])[i] += 1;
@@ -304,16 +305,8 @@ pub(crate) async fn overview(
         ));
     }
     let (health, alerts, watermark) = s.metrics.slo_history();
-    let to = match q.to.as_deref().filter(|t| !t.is_empty()) {
-        Some(t) => match t.parse::<i64>() {
-            Ok(ms) => ms * 1000,
-            Err(_) => us_of(t).ok_or_else(|| {
-                ApiError::bad_request(
-                    "bad_time",
-                    format!("to={t:?}: use RFC 3339 or epoch milliseconds"),
-                )
-            })?,
-        },
+    let to = match crate::api::time_param(q.to.as_deref(), "to")? {
+        Some(t) => t.us(),
         None => match newest(&s).await? {
             Some(t) => t,
             None if watermark > 0 => watermark,

@@ -99,7 +99,9 @@ pub(crate) fn join_requests(state: &AppState) {
                     .expect("live state lock")
                     .adopt_rows(&trace, gw, spans, now_us());
             }
-            Err(e) => eprintln!("overtime: pulling trace {trace} for a line of its request: {e}"),
+            Err(e) => {
+                tracing::warn!("overtime: pulling trace {trace} for a line of its request: {e}")
+            }
         }
     }
 }
@@ -124,11 +126,11 @@ async fn by_request(state: &AppState, table: Table, due: &[RequestLookup]) -> Ve
     match read {
         Ok(Ok(rows)) => rows,
         Ok(Err(e)) => {
-            eprintln!("overtime: looking up {table} by request id: {e}");
+            tracing::warn!("overtime: looking up {table} by request id: {e}");
             Vec::new()
         }
         Err(e) => {
-            eprintln!("overtime: looking up {table} by request id: {e}");
+            tracing::warn!("overtime: looking up {table} by request id: {e}");
             Vec::new()
         }
     }
@@ -147,7 +149,7 @@ fn decode<T, E: std::fmt::Display>(
             Ok(rows) => out.extend(rows),
             Err(e) => {
                 state.metrics.count_live_decode_failure(table);
-                eprintln!("overtime: {table} rows found by request id: {e}");
+                tracing::warn!("overtime: {table} rows found by request id: {e}");
             }
         }
     }

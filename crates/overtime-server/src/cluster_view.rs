@@ -163,7 +163,7 @@ pub async fn refresh_peers(state: &crate::AppState) {
             n
         });
         if !held.silent.contains(&u.peer) {
-            eprintln!(
+            tracing::warn!(
                 "overtime: peer {} stopped answering ({}); serving its last state ({} traces)",
                 u.peer,
                 u.error,

@@ -23,7 +23,8 @@
 //!   the other parts register their families;
 //! - [`ClusterConfig`] (`[cluster]`), [`Peers`] and what one query learns
 //!   of them ([`PeerQuery`], [`PeerReport`], [`Unanswered`]), and the
-//!   [`PEERS_HEADER`] an Arrow answer carries that report in.
+//!   [`PEERS_HEADER`] an Arrow answer carries that report in (and
+//!   [`TRUNCATED_HEADER`], its flag for a result cut at `max_rows`).
 
 #![warn(missing_docs)]
 
@@ -48,7 +49,7 @@ mod tables;
 mod traces_api;
 mod ui_routes;
 
-pub use api::PEERS_HEADER;
+pub use api::{PEERS_HEADER, TRUNCATED_HEADER};
 pub use cluster::{ClusterConfig, PeerQuery, PeerReport, Peers, SloAlertsFrom, Unanswered};
 pub use cluster_view::{ClusterView, fingerprint_owner, refresh_peers};
 pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
@@ -182,6 +183,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/traces", get(traces_api::list_traces))
         .route("/api/traces/{id}", get(traces_api::get_trace))
         .route("/api/incidents", get(api::list_incidents))
+        .route("/api/kinds", get(api::list_kinds))
         .route("/api/incidents/{id}", get(api::get_incident))
         .route(
             "/api/incidents/{id}/timeline",

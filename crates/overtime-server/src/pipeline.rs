@@ -7,7 +7,8 @@ use crate::AppState;
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
 use overtime_model::{
-    Checkpoint, RecordSink, SinkError, Table, gateway_records, metric_samples, span_records,
+    Checkpoint, CommitPoints, RecordSink, SinkError, Table, gateway_records, metric_samples,
+    span_records,
 };
 use std::sync::Arc;
 
@@ -58,7 +59,7 @@ impl DiagnosingSink {
         if let Err(e) = decoded {
             let name = table.as_str();
             state.metrics.count_live_decode_failure(name);
-            eprintln!(
+            tracing::error!(
                 "overtime: a stored {name} batch of {} rows could not be decoded for the live diagnosis: {e}",
                 batch.num_rows()
             );
@@ -156,6 +157,13 @@ impl RecordSink for DiagnosingSink {
         self.state.store.checkpoint(source)
     }
 
+    fn backpressure(&self) -> Option<u64> {
+        self.state.store.backpressure()
+    }
+}
+
+/// The store's commit semantics, as they are.
+impl CommitPoints for DiagnosingSink {
     fn commit_point(&self, source: &str) -> Option<String> {
         self.state.store.commit_point(source)
     }
@@ -166,10 +174,6 @@ impl RecordSink for DiagnosingSink {
 
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         self.state.store.shared_checkpoints()
-    }
-
-    fn backpressure(&self) -> Option<u64> {
-        self.state.store.backpressure()
     }
 }
 
@@ -207,6 +211,16 @@ impl RecordSink for SourceSink {
         self.state.store.checkpoint(source)
     }
 
+    /// The store's early push-back, counted as backpressure of this source.
+    fn backpressure(&self) -> Option<u64> {
+        let retry = self.state.store.backpressure()?;
+        self.state.metrics.count_backpressure(self.source);
+        Some(retry)
+    }
+}
+
+/// The store's commit semantics, as they are.
+impl CommitPoints for SourceSink {
     fn commit_point(&self, source: &str) -> Option<String> {
         self.state.store.commit_point(source)
     }
@@ -217,13 +231,6 @@ impl RecordSink for SourceSink {
 
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         self.state.store.shared_checkpoints()
-    }
-
-    /// The store's early push-back, counted as backpressure of this source.
-    fn backpressure(&self) -> Option<u64> {
-        let retry = self.state.store.backpressure()?;
-        self.state.metrics.count_backpressure(self.source);
-        Some(retry)
     }
 }
 
@@ -291,7 +298,9 @@ fn complete_from_store(state: &AppState) {
         let (gateway, spans) = match state.store.trace(&id) {
             Ok(rows) => rows,
             Err(e) => {
-                eprintln!("overtime: looking up trace {id} in the store before its verdict: {e}");
+                tracing::warn!(
+                    "overtime: looking up trace {id} in the store before its verdict: {e}"
+                );
                 continue;
             }
         };
@@ -330,7 +339,7 @@ fn decode_found<T, E: std::fmt::Display>(
             Ok(r) => rows.extend(r),
             Err(e) => {
                 state.metrics.count_live_decode_failure(table.as_str());
-                eprintln!("overtime: trace {id}'s {table} rows from the store: {e}");
+                tracing::warn!("overtime: trace {id}'s {table} rows from the store: {e}");
                 return None;
             }
         }

@@ -19,21 +19,21 @@ pub(crate) fn log_changes(store: &Store) {
     let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
     match (failing, *st) {
         (Some(why), None) => {
-            eprintln!(
+            tracing::warn!(
                 "overtime: the store in {} cannot take data: {why}; sources are pushed back (OTLP 503, file tails and Kafka wait) until it can",
                 store.data_dir().display()
             );
             *st = Some((Instant::now(), Instant::now()));
         }
         (Some(why), Some((since, logged))) if logged.elapsed() >= REMIND => {
-            eprintln!(
+            tracing::warn!(
                 "overtime: the store still cannot take data ({} s): {why}",
                 since.elapsed().as_secs()
             );
             *st = Some((since, Instant::now()));
         }
         (None, Some((since, _))) => {
-            eprintln!(
+            tracing::info!(
                 "overtime: the store takes data again (it could not for {} s)",
                 since.elapsed().as_secs()
             );

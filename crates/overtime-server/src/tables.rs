@@ -32,9 +32,10 @@ use overtime_model::Verdict;
 use std::sync::{Arc, LazyLock};
 
 fn ts_us(rfc3339: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(rfc3339)
+    rfc3339
+        .parse::<overtime_model::Timestamp>()
         .ok()
-        .map(|t| t.timestamp_micros())
+        .map(|t| t.us())
 }
 
 fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
@@ -142,7 +143,7 @@ pub(crate) fn verdicts_batch<'a>(
     for (rev, v) in verdicts {
         id.append_value(&v.trace_id);
         rid.append_option(v.request_id.as_deref());
-        started.append_option(ts_us(&v.started_at));
+        started.append_value(v.started_at.us());
         out.append_value(v.outcome.as_str());
         kind.append_value(v.root_cause.kind.as_str());
         comp.append_value(&v.root_cause.component);

@@ -64,24 +64,6 @@ pub(crate) struct LocalQuery {
     pub local: Option<String>,
 }
 
-/// `2026-11-29T10:00:00Z` or epoch milliseconds.
-fn time_param(v: &Option<String>, name: &str) -> Result<Option<String>, ApiError> {
-    let Some(v) = v.as_deref().filter(|v| !v.is_empty()) else {
-        return Ok(None);
-    };
-    if let Ok(ms) = v.parse::<i64>() {
-        return Ok(Some(overtime_diagnose::verdict::rfc3339(ms * 1000)));
-    }
-    chrono::DateTime::parse_from_rfc3339(v)
-        .map(|t| Some(overtime_diagnose::verdict::rfc3339(t.timestamp_micros())))
-        .map_err(|_| {
-            ApiError::bad_request(
-                "bad_time",
-                format!("{name}={v:?}: use RFC 3339 or epoch milliseconds"),
-            )
-        })
-}
-
 /// One row of the trace listing.
 fn list_item(rev: u32, v: &Verdict) -> Value {
     serde_json::json!({
@@ -132,7 +114,11 @@ pub(crate) async fn list_traces(
         })?),
         None => None,
     };
-    let (from, to) = (time_param(&q.from, "from")?, time_param(&q.to, "to")?);
+    // A verdict's start is kept to the millisecond: so are the bounds.
+    let (from, to) = (
+        crate::api::time_param(q.from.as_deref(), "from")?.map(|t| t.floor_ms()),
+        crate::api::time_param(q.to.as_deref(), "to")?.map(|t| t.floor_ms()),
+    );
     let limit = q.limit.unwrap_or(100).min(10_000);
     let trace_prefix = q
         .trace_id
@@ -155,8 +141,8 @@ pub(crate) async fn list_traces(
                 .is_none_or(|t| v.trace_id.starts_with(t))
             && request_prefix
                 .is_none_or(|r| v.request_id.as_deref().is_some_and(|id| id.starts_with(r)))
-            && from.as_deref().is_none_or(|f| v.started_at.as_str() >= f)
-            && to.as_deref().is_none_or(|t| v.started_at.as_str() < t)
+            && from.is_none_or(|f| v.started_at >= f)
+            && to.is_none_or(|t| v.started_at < t)
     };
     let mut items: Vec<Value> = {
         let live = s.live.lock().expect("live state lock");

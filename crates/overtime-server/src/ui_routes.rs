@@ -117,7 +117,7 @@ async fn login(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
     }
     if !crate::auth::constant_time_eq(given.trim().as_bytes(), want.as_bytes()) {
         let n = FAILED_SIGN_INS.fetch_add(1, Ordering::Relaxed) + 1;
-        eprintln!("overtime: UI sign-in refused: wrong token ({n} refused since start)");
+        tracing::warn!("overtime: UI sign-in refused: wrong token ({n} refused since start)");
         return overtime_ui::login_response(StatusCode::UNAUTHORIZED, Some("that token is wrong"));
     }
     let mut resp = see_other("/");

@@ -211,6 +211,22 @@ async fn sql_is_read_only_and_bounded() {
         (r["row_count"].as_u64(), r["truncated"].as_bool()),
         (Some(10), Some(true))
     );
+    // An Arrow answer says the same in a header; a whole one does not.
+    for (sql, cut) in [
+        ("SELECT * FROM spans", Some("true")),
+        ("SELECT * FROM spans LIMIT 3", None),
+    ] {
+        let body = serde_json::json!({"sql": sql, "format": "arrow"}).to_string();
+        let req = Request::builder()
+            .method("POST")
+            .uri("/api/sql")
+            .body(Body::from(body))
+            .unwrap();
+        let resp = router(s.clone()).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let flag = resp.headers().get(overtime_server::TRUNCATED_HEADER);
+        assert_eq!(flag.and_then(|v| v.to_str().ok()), cut, "{sql}");
+    }
     // A cross join far beyond the limits ends with an error or a cut, never a hang.
     let (st, _) = call(
         &s,
@@ -241,7 +257,7 @@ async fn bearer_token_on_everything_but_health() {
         StatusCode::OK
     );
     assert_eq!(call(&s, "GET", "/readyz", "", None).await.0, StatusCode::OK);
-    for uri in ["/api/traces", "/api/incidents"] {
+    for uri in ["/api/traces", "/api/incidents", "/api/kinds"] {
         let (st, body) = call(&s, "GET", uri, "", None).await;
         assert_eq!(
             (st, json(&body)["reason"].as_str().unwrap().to_string()),
@@ -277,4 +293,48 @@ async fn a_trace_out_of_the_live_window_is_diagnosed_from_the_store() {
     let (st, body) = call(&s, "GET", &format!("/api/traces/{id}"), "", None).await;
     assert_eq!(st, StatusCode::OK, "{body}");
     assert_eq!(json(&body)["root_cause"]["kind"], "upstream_connect_slow");
+}
+
+#[tokio::test]
+async fn the_kinds_are_served_from_the_rules_with_the_switched_off_ones_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(StoreConfig {
+        data_dir: dir.path().to_path_buf(),
+        ..Default::default()
+    })
+    .unwrap();
+    let s = Arc::new(AppState {
+        diagnose: DiagnoseConfig {
+            disabled_rules: overtime_diagnose::DisabledRules::new(["tool_slow"]).unwrap(),
+            ..Default::default()
+        },
+        ..AppState::with_defaults(store)
+    });
+    let (st, body) = call(&s, "GET", "/api/kinds", "", None).await;
+    assert_eq!(st, StatusCode::OK);
+    let kinds = json(&body)["kinds"].as_array().unwrap().clone();
+    let names: Vec<&str> = kinds.iter().map(|k| k["name"].as_str().unwrap()).collect();
+    // Every kind of the verdicts' vocabulary, in the order the rules are tried.
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    let mut all: Vec<&str> = overtime_model::RootCauseKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(sorted, all);
+    assert_eq!(names[0], "stream_idle_gap");
+    let tool = kinds
+        .iter()
+        .find(|k| k["name"] == "tool_no_timeout")
+        .unwrap();
+    assert_eq!(tool["label"], "tool call with no timeout");
+    assert!(
+        tool["description"].as_str().unwrap().contains("no timeout"),
+        "{tool}"
+    );
+    assert!(tool["color"].as_str().unwrap().starts_with('#'), "{tool}");
+    assert_eq!(tool["enabled"], true);
+    let off = kinds.iter().find(|k| k["name"] == "tool_slow").unwrap();
+    assert_eq!(off["enabled"], false);
 }

@@ -5,7 +5,7 @@
 //! answers that differ from the defaults, so a sink that did not pass a
 //! question on fails here.
 
-use overtime_model::{Checkpoint, RecordSink, SpanColumns, SpanRecord, Table};
+use overtime_model::{Checkpoint, CommitPoints, SpanColumns, SpanRecord, Table};
 use overtime_server::AppState;
 use overtime_server::pipeline::{DiagnosingSink, SourceSink};
 use overtime_store::{Store, StoreConfig};
@@ -37,7 +37,7 @@ fn the_pipelines_sinks_answer_a_kafka_sources_questions_as_the_store_does() {
     })
     .unwrap();
     let state = Arc::new(AppState::with_defaults(store));
-    let sinks: Vec<(&str, Box<dyn RecordSink>)> = vec![
+    let sinks: Vec<(&str, Box<dyn CommitPoints>)> = vec![
         (
             "SourceSink",
             Box::new(SourceSink {

@@ -65,28 +65,12 @@ impl TimeScale {
     }
 }
 
-/// Parses `60s`, `1.5m`, `500ms`, `2h` or a bare number of seconds.
+/// Parses `60s`, `1.5m`, `500ms`, `2h` or a bare number of seconds (the
+/// one duration grammar, [`overtime_model::DurationMs`]).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad duration {text:?} (use e.g. 60s, 500ms, 2m)"))?;
-    let secs = match unit.trim() {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("bad duration unit in {text:?} (ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("bad duration {text:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    text.parse::<overtime_model::DurationMs>()
+        .map(overtime_model::DurationMs::as_std)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

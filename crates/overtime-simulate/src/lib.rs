@@ -291,14 +291,14 @@ fn simulate_inner(
     };
     let gateway_url = format!("http://127.0.0.1:{}", gw.port());
     if cli && !args.quiet {
-        eprintln!(
+        tracing::info!(
             "overtime simulate: `{scenario_name}` at {} req/s, time scale {} (gateway read timeout {:.0} ms), {} gateway on {gateway_url}",
             s.rate,
             scale.factor(),
             read_timeout.as_secs_f64() * 1000.0,
             gw.kind(),
         );
-        eprintln!(
+        tracing::info!(
             "  access log {}{}{}{}",
             args.access_log.display(),
             tel.otlp_url()
@@ -331,7 +331,7 @@ fn simulate_inner(
                 r = term.recv() => r.is_some(),
             };
             if first {
-                eprintln!("overtime simulate: stopping (requests in flight finish; a second Ctrl-C quits now)");
+                tracing::info!("overtime simulate: stopping (requests in flight finish; a second Ctrl-C quits now)");
                 stop.store(true, SeqCst);
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => std::process::exit(130),

@@ -14,7 +14,7 @@
 //!     read again from Kafka by the next owner, so reading the object too
 //!     would count them twice;
 //!   - a Kafka partition's next owner starts after the furthest position
-//!     any collector published ([`RecordSink::shared_checkpoints`]), so a
+//!     any collector published ([`CommitPoints::shared_checkpoints`]), so a
 //!     collector killed after a flush and before committing its offsets
 //!     leaves nothing to be read twice;
 //!   - a collector reopening its data dir takes the later of its two
@@ -34,7 +34,7 @@
 //! - The directory starts with `_`, outside every table's directory: an
 //!   engine reading `<prefix>/<table>/` never sees it.
 //!
-//! [`RecordSink::shared_checkpoints`]: overtime_model::RecordSink::shared_checkpoints
+//! [`CommitPoints::shared_checkpoints`]: overtime_model::CommitPoints::shared_checkpoints
 //!
 //! ```
 //! use overtime_store::format::{manifest_key, parse_manifest_key};

@@ -17,7 +17,7 @@ use crate::tables::{conform, idx};
 use crate::wal::{self, Wal};
 use crate::{StoreConfig, StoreError};
 use arrow::record_batch::RecordBatch;
-use overtime_model::{Checkpoint, RecordSink, SinkError, Table};
+use overtime_model::{Checkpoint, CommitPoints, RecordSink, SinkError, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;
@@ -84,7 +84,7 @@ pub(crate) struct State {
     pub checkpoints: BTreeMap<String, String>,
     /// The checkpoints as of the last published flush (the manifest's):
     /// with a bucket, what every collector can read back
-    /// ([`RecordSink::commit_point`]).
+    /// ([`CommitPoints::commit_point`]).
     pub flushed_checkpoints: BTreeMap<String, String>,
     /// The flush sequence of the newest published flush (the manifest's
     /// `flushed_through`): our files up to it are visible, rows after it
@@ -372,7 +372,7 @@ impl RecordSink for Store {
 
     /// With a bucket: into the memtable only, visible at once and flushed
     /// with the rest, but with no WAL record — the source reads it again
-    /// after a crash, from [`RecordSink::commit_point`], so a restart never
+    /// after a crash, from [`CommitPoints::commit_point`], so a restart never
     /// replays rows another collector has read again meanwhile. Without a
     /// bucket: [`RecordSink::write`].
     fn write_replayable(
@@ -385,6 +385,25 @@ impl RecordSink for Store {
         self.write_gated(table, batch, checkpoint, durable)
     }
 
+    /// Pushes back early when less than an eighth of the memtable budget
+    /// is free: a request of typical size would be refused anyway, and
+    /// refusing it before it is decoded keeps overload cheap. Kicks the
+    /// flusher, which frees the budget.
+    fn backpressure(&self) -> Option<u64> {
+        let i = &self.inner;
+        let budget = i.cfg.memtable_bytes;
+        let free = budget.saturating_sub(i.memtable_bytes());
+        if free >= budget / 8 {
+            return None;
+        }
+        i.kick_flusher_now();
+        Some(RETRY_AFTER_MS)
+    }
+}
+
+/// Kafka's commit semantics over the store: with a bucket, what the last
+/// flush published; without one, the durable checkpoint.
+impl CommitPoints for Store {
     /// With a bucket, the checkpoint as of the last flush: what the other
     /// collectors read. Without one, the durable checkpoint.
     fn commit_point(&self, source: &str) -> Option<String> {
@@ -412,21 +431,6 @@ impl RecordSink for Store {
         self.inner
             .shared_checkpoints()
             .map_err(|e| SinkError::Failed(e.to_string()))
-    }
-
-    /// Pushes back early when less than an eighth of the memtable budget
-    /// is free: a request of typical size would be refused anyway, and
-    /// refusing it before it is decoded keeps overload cheap. Kicks the
-    /// flusher, which frees the budget.
-    fn backpressure(&self) -> Option<u64> {
-        let i = &self.inner;
-        let budget = i.cfg.memtable_bytes;
-        let free = budget.saturating_sub(i.memtable_bytes());
-        if free >= budget / 8 {
-            return None;
-        }
-        i.kick_flusher_now();
-        Some(RETRY_AFTER_MS)
     }
 }
 

@@ -17,7 +17,7 @@ use arrow::record_batch::RecordBatch;
 use arrow::util::pretty::pretty_format_batches;
 use common::*;
 use datafusion::prelude::SessionContext;
-use overtime_model::{Checkpoint, RecordSink, Table};
+use overtime_model::{Checkpoint, CommitPoints, RecordSink, Table};
 use overtime_store::format::{Bucket, manifest_key, parse_key};
 use overtime_store::{Store, StoreConfig};
 use overtime_test_support::s3rver::S3rver;

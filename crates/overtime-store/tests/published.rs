@@ -9,7 +9,7 @@
 //! code runs against S3 in `object_store.rs` and the cluster tests.
 
 use crate::common::*;
-use overtime_model::{Checkpoint, RecordSink, Table};
+use overtime_model::{Checkpoint, CommitPoints, RecordSink, Table};
 use overtime_store::format::manifest_key;
 use overtime_store::{Store, StoreConfig};
 use std::fs;

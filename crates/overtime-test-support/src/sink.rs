@@ -13,8 +13,8 @@
 
 use arrow::record_batch::RecordBatch;
 use overtime_model::{
-    Checkpoint, GatewayRecord, RecordSink, RejectedRecord, SinkError, SpanRecord, Table,
-    gateway_records, rejected_records, span_records,
+    Checkpoint, CommitPoints, GatewayRecord, RecordSink, RejectedRecord, SinkError, SpanRecord,
+    Table, gateway_records, rejected_records, span_records,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -211,6 +211,10 @@ impl RecordSink for RecordingSink {
             .then(|| self.retry_after_ms.load(SeqCst))
     }
 }
+
+/// A sink with nothing shared: a source commits at the recorded
+/// checkpoint (the defaults).
+impl CommitPoints for RecordingSink {}
 
 /// The identities of what a sink holds, each with how often it was seen.
 #[derive(Default, Debug)]

@@ -1,12 +1,11 @@
 // overtime UI: trace search, the waterfall of one trace against its budget,
 // incident reports. Vanilla JS, no dependencies; talks to the docs/interfaces.md API
 // (same origin, the sign-in cookie rides along) and to
-// /api/traces/{id}/events for stream chunks and DNS/connect phases.
+// /api/traces/{id}/events for stream chunks and DNS/connect phases. The
+// root-cause kinds (menu, labels, chart colours) are the server's rules',
+// from /api/kinds: no list of them here.
 'use strict';
 (() => {
-  const KINDS = ['stream_idle_gap', 'gateway_timeout_mismatch', 'serial_budget_exhaustion', 'pool_saturation',
-    'judge_slow', 'llm_queueing', 'llm_prefill_slow', 'llm_decode_slow', 'llm_slow', 'upstream_connect_slow',
-    'retry_amplification', 'tool_no_timeout', 'tool_slow', 'unknown'];
   const OUTCOMES = ['gateway_timeout', 'service_timeout', 'error', 'ok'];
   const CALL_STAGES = new Set(['llm', 'judge', 'tool', 'memory', 'network', 'queue']);
   const STAGES = ['gateway', 'service', 'llm', 'judge', 'tool', 'memory', 'network', 'queue', 'other'];
@@ -53,6 +52,14 @@
     try { body = await r.json(); } catch (_) { /* not JSON */ }
     if (!r.ok) throw new ApiError(r.status, (body && body.error) || `${r.status} ${r.statusText}`);
     return body;
+  }
+  // The root-cause kinds as the server's rules describe them (GET /api/kinds):
+  // [{name, label, description, color, enabled}], in rule order. Asked once;
+  // asked again after a failure.
+  let kindsAsked = null;
+  function kinds() {
+    if (!kindsAsked) kindsAsked = api('/api/kinds').then((d) => d.kinds).catch((e) => { kindsAsked = null; throw e; });
+    return kindsAsked;
   }
   function showError(e) {
     main().innerHTML = e.status === 401
@@ -101,16 +108,18 @@
 
   // ---------- search
   const SEARCH_FIELDS = ['trace_id', 'request_id', 'outcome', 'kind', 'from', 'to'];
-  function searchForm(params) {
+  function searchForm(params, kindList) {
     const v = (k) => esc(params.get(k) || '');
     const opts = (list, sel, any) => `<option value="">${any}</option>` +
       list.map((o) => `<option value="${o}"${o === sel ? ' selected' : ''}>${o}</option>`).join('');
+    const kindOpts = (sel) => '<option value="">any</option>' + kindList.map((k) =>
+      `<option value="${esc(k.name)}" title="${esc(k.name)}: ${esc(k.description)}"${k.name === sel ? ' selected' : ''}>${esc(k.label)}</option>`).join('');
     return `<h1>Traces</h1>
 <form class="search card" id="search" role="search" autocomplete="off">
   <label>Trace id or prefix<input id="q-trace" name="trace_id" value="${v('trace_id')}" spellcheck="false" placeholder="32 hex"></label>
   <label>Request id or prefix<input id="q-request" name="request_id" value="${v('request_id')}" spellcheck="false"></label>
   <label>Outcome<select id="q-outcome" name="outcome">${opts(OUTCOMES, params.get('outcome'), 'any')}</select></label>
-  <label>Root cause<select id="q-kind" name="kind">${opts(KINDS, params.get('kind'), 'any')}</select></label>
+  <label>Root cause<select id="q-kind" name="kind">${kindOpts(params.get('kind'))}</select></label>
   <label>From (UTC)<input id="q-from" name="from" type="datetime-local" step="1" value="${v('from')}"></label>
   <label>To (UTC)<input id="q-to" name="to" type="datetime-local" step="1" value="${v('to')}"></label>
   <button class="primary" id="q-go" type="submit">Search</button>
@@ -123,7 +132,9 @@
   }
   async function viewSearch(params, gen) {
     if (!$('#search')) {
-      main().innerHTML = searchForm(params);
+      const kindList = await kinds();
+      if (gen !== generation) return;
+      main().innerHTML = searchForm(params, kindList);
       $('#search').addEventListener('submit', (e) => {
         e.preventDefault();
         const q = new URLSearchParams();
@@ -704,5 +715,5 @@
   // For tests and the curious: the pure parts.
   window.overtimeUi = { buildRows, retryUnits, streamGaps, dur };
   // The helpers advice.js (the #/advice page) renders with.
-  window.overtime = { api, esc, dur, pct, main };
+  window.overtime = { api, esc, dur, pct, main, kinds };
 })();

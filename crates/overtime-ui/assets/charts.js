@@ -5,7 +5,8 @@
 // minutes — and the overview page (#/overview): requests and failures per
 // minute, chain health per minute, the early warnings and alerts that
 // fired marked on both. Talks to GET /api/incidents/{id}/timeline and
-// GET /api/overview; uses app.js's helpers (window.overtime).
+// GET /api/overview; uses app.js's helpers (window.overtime), and its
+// kinds (GET /api/kinds) for the colours of the causes.
 //
 // Every drawn mark carries what it shows in data attributes (data-t: the
 // minute, epoch ms; data-n / data-v: the value; data-cause, data-series),
@@ -15,14 +16,10 @@
 (() => {
   const W = 1100;
   const M = { l: 52, r: 14, t: 16, b: 26 };
-  const COLORS = {
-    stream_idle_gap: '#0b7285', gateway_timeout_mismatch: '#495057', serial_budget_exhaustion: '#5f3dc4',
-    pool_saturation: '#a61e4d', judge_slow: '#c2185b', llm_queueing: '#c99700', llm_prefill_slow: '#5b2bb5',
-    llm_decode_slow: '#3f7be8', llm_slow: '#7b3fe4', upstream_connect_slow: '#4d6a8f', retry_amplification: '#e8590c',
-    tool_no_timeout: '#d9730d', tool_slow: '#b35c00', unknown: '#9aa3b2',
-  };
+  // A kind's colour is its rule's (GET /api/kinds, through app.js); a kind
+  // the server did not list (a peer's newer rule) gets one of these.
   const EXTRA = ['#2b8a3e', '#862e9c', '#1864ab', '#e67700'];
-  const color = (k, i) => COLORS[k] || EXTRA[i % EXTRA.length];
+  const colorOf = (colors) => (k, i) => colors[k] || EXTRA[i % EXTRA.length];
   const pad2 = (n) => String(n).padStart(2, '0');
   const hhmm = (ms) => { const d = new Date(ms); return `${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}`; };
   const num = (x) => typeof x === 'number' && isFinite(x);
@@ -94,7 +91,7 @@
         const y1 = f.y(acc);
         const y0 = f.y(acc + n);
         body += `<rect class="cbar" x="${f.x(tm).toFixed(1)}" y="${y0.toFixed(2)}" width="${bw.toFixed(1)}" height="${(y1 - y0).toFixed(2)}"` +
-          ` fill="${s.color || color(s.key, k)}" data-t="${tm}" data-cause="${esc(s.key)}" data-n="${n}"><title>${hhmm(tm)} UTC · ${esc(s.key)}: ${n}</title></rect>`;
+          ` fill="${s.color || EXTRA[k % EXTRA.length]}" data-t="${tm}" data-cause="${esc(s.key)}" data-n="${n}"><title>${hhmm(tm)} UTC · ${esc(s.key)}: ${n}</title></rect>`;
         acc += n;
       });
     });
@@ -161,7 +158,9 @@
       if (live()) box.innerHTML = `<p class="error">Charts unavailable: ${esc(e.message)}</p>`;
       return;
     }
+    const known = await window.overtime.kinds().catch(() => []);
     if (!live()) return;
+    const color = colorOf(Object.fromEntries(known.map((k) => [k.name, k.color])));
     const { t_ms: t, step_ms: step, window: win } = d;
     const windowBand = (f) => band(f, win.start_ms, win.end_ms + step, 'window', 'incident window',
       `data-start="${win.start_ms}" data-end="${win.end_ms}"`);

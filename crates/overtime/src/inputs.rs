@@ -10,7 +10,7 @@ use anyhow::Result;
 use overtime_diagnose::DiagnoseConfig;
 use overtime_diagnose::batch::TraceHook;
 use overtime_ingest::offline::{self, Inputs, NginxLogInput, OfflineError};
-use overtime_parse::duration::parse_duration_ms;
+use overtime_model::DurationMs;
 use overtime_parse::spans::SpanFormat;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -40,11 +40,9 @@ fn pick<T: Clone>(v: &[T], i: usize) -> Option<T> {
 }
 
 fn duration_arg(v: &str, flag: &str) -> Result<f64> {
-    parse_duration_ms(v, 1000.0).ok_or_else(|| {
-        usage(format!(
-            "{flag} {v:?}: not a duration (e.g. 60s, 1500ms, 5m)"
-        ))
-    })
+    v.parse::<DurationMs>()
+        .map(DurationMs::ms)
+        .map_err(|e| usage(format!("{flag} {e}")))
 }
 
 /// `512M`, `2G`, `1.5GiB`, `800000000` → bytes (K, M, G, T are powers of 1024).

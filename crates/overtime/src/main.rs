@@ -39,7 +39,28 @@ fn is_snippet(line: &str) -> bool {
         .starts_with('|')
 }
 
+/// The libraries' `tracing` events (a source that stopped, a file cut
+/// short, the address served on) on stderr, one plain line each — the
+/// message as written, nothing added — as the collector and the CLI have
+/// always printed them. Only overtime's own crates: a dependency's events
+/// stay off.
+fn log_to_stderr() {
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    use tracing_subscriber::util::SubscriberInitExt;
+    let ours =
+        tracing_subscriber::filter::Targets::new().with_target("overtime", tracing::Level::INFO);
+    let lines = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_level(false)
+        .with_target(false);
+    tracing_subscriber::registry()
+        .with(lines.with_filter(ours))
+        .init();
+}
+
 fn main() -> ExitCode {
+    log_to_stderr();
     let cli = match cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {

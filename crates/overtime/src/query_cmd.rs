@@ -154,6 +154,10 @@ async fn remote(
         .await
         .with_context(|| format!("POST {endpoint}"))?;
     let status = resp.status();
+    let truncated = resp
+        .headers()
+        .get(overtime_server::TRUNCATED_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"true");
     if let Some(report) = resp
         .headers()
         .get(overtime_server::PEERS_HEADER)
@@ -179,14 +183,14 @@ async fn remote(
         anyhow::bail!("the server answered {status}: {reason}");
     }
     if body.is_empty() {
-        return Ok((Vec::new(), false));
+        return Ok((Vec::new(), truncated));
     }
     let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
         .context("reading the Arrow answer")?;
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .context("reading the Arrow answer")?;
-    Ok((batches, false))
+    Ok((batches, truncated))
 }
 
 fn print(batches: &[RecordBatch], output: QueryOutput) -> Result<()> {

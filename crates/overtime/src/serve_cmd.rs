@@ -16,5 +16,5 @@ pub fn run(config: Option<PathBuf>, ready_file: Option<PathBuf>) -> Result<()> {
         Some(p) => Config::load(p).map_err(|e| UsageError(e.to_string()))?,
         None => Config::default(),
     };
-    overtime_serve::run(cfg, ready_file.as_deref())
+    overtime_serve::run(cfg, ready_file.as_deref()).map_err(Into::into)
 }

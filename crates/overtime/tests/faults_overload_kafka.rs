@@ -220,7 +220,7 @@ fn produce_in(n: u64, addr: &str, traces: std::ops::Range<u64>) -> u64 {
 /// batches the Kafka source builds from them (`BATCH` messages, its
 /// largest), in all and the largest batch.
 fn arrow_bytes(traces: std::ops::Range<u64>) -> (u64, u64) {
-    let mut d = Decoder::new(TOPIC, &RecordFormat::Spans(SpanFormat::Jsonl));
+    let mut d = Decoder::new(&RecordFormat::Spans(SpanFormat::Jsonl), TOPIC);
     let msgs: Vec<Msg> = traces
         .flat_map(|i| (0..SPANS_PER_TRACE).map(move |j| (i, j)))
         .enumerate()

@@ -18,7 +18,7 @@ fn serve_gives_the_verdicts_of_diagnose() {
     let dir = tempfile::tempdir().unwrap();
     let format = std::fs::read_to_string(fixture("log_format.txt")).unwrap();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nfsync = false\n[otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n\n[[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = {format:?}\nlayer = \"access\"\n\n[[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\n[store]\ndata_dir = {data:?}\nfsync = false\n[otlp]\nhttp_listen = \"\"\ngrpc_listen = \"\"\n[diagnose]\ngrace_ms = 1000\n[sql]\nmax_rows = 5\n\n[[file]]\npath = {log:?}\nkind = \"nginx\"\nformat = {format:?}\nlayer = \"access\"\n\n[[file]]\npath = {spans:?}\nkind = \"jsonl\"\n",
         data = dir.path().join("data").display().to_string(),
         log = fixture("access.log").display().to_string(),
         spans = fixture("spans.jsonl").display().to_string(),
@@ -81,6 +81,28 @@ fn serve_gives_the_verdicts_of_diagnose() {
         batch["incidents"][0]["headline"]
     );
     assert_eq!(get(port, "/healthz").unwrap().0, 200);
+
+    // Asked of the server, a result cut at its max_rows says so, as a
+    // local one does; a whole one does not.
+    for (sql, rows, cut) in [
+        ("SELECT span_id FROM spans", 5, true),
+        ("SELECT span_id FROM spans LIMIT 2", 2, false),
+    ] {
+        let out = Command::new(BIN)
+            .args(["query", "--server", &format!("http://127.0.0.1:{port}")])
+            .args(["-o", "json", sql])
+            .env_remove("OVERTIME_TOKEN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), rows);
+        assert_eq!(
+            err.contains("the result was cut at the row limit"),
+            cut,
+            "{sql}: {err}"
+        );
+    }
 
     // The data dir belongs to the running collector: a local query is
     // refused with the way out named, and goes through once it stopped.

@@ -19,7 +19,7 @@ fn producers_key_the_collectors_topics_by_trace_id_alike() {
         cfg.kafka[0]
             .topics
             .iter()
-            .find(|t| t.format == format)
+            .find(|t| t.format.as_str() == format)
             .unwrap()
             .topic
             .clone()

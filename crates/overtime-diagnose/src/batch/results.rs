@@ -11,7 +11,7 @@ use crate::batch::spill::{SpillDir, Stream, frame};
 use crate::batch::spill_file::{SpillReader, SpillWriter, open_frames};
 use crate::report::{SummaryLite, bucket_of};
 use crate::verdict::TraceSummary;
-use overtime_model::{BudgetView, GatewayView, Outcome, RootCauseKind, Verdict};
+use overtime_model::{BudgetView, GatewayView, Outcome, RootCauseKind, Timestamp, Verdict};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{Read, Write};
@@ -21,8 +21,8 @@ use std::path::PathBuf;
 pub const UNKNOWN_SHOWN: usize = 10;
 
 /// The order verdicts are printed in.
-fn order(v: &Verdict) -> (&str, &str) {
-    (v.started_at.as_str(), v.trace_id.as_str())
+fn order(v: &Verdict) -> (Timestamp, &str) {
+    (v.started_at, v.trace_id.as_str())
 }
 
 /// A failing trace as the incident reports read it, boxed: a day can hold
@@ -70,7 +70,7 @@ fn slim(v: &Verdict) -> Verdict {
     let mut s = Verdict {
         trace_id: v.trace_id.clone(),
         request_id: None,
-        started_at: v.started_at.clone(),
+        started_at: v.started_at,
         outcome: v.outcome,
         gateway: v.gateway.as_ref().map(|g| GatewayView {
             source: String::new(),
@@ -170,7 +170,7 @@ impl SpillRuns {
                 rec.clear();
                 framed.clear();
                 let mut o = Out(&mut rec);
-                o.bytes(v.started_at.as_bytes());
+                o.zig(v.started_at.us());
                 o.bytes(v.trace_id.as_bytes());
                 o.bytes(&verdict_json(v));
                 frame(&mut framed, &rec);
@@ -193,7 +193,7 @@ pub struct Collector {
     files: usize,
     runs: Vec<Run>,
     pub failing: Vec<Failing>,
-    pub unknown: Vec<(String, String, String)>,
+    pub unknown: Vec<(Timestamp, String, String)>,
     pub unknown_count: usize,
     pub failed: usize,
     pub verdict_count: usize,
@@ -243,7 +243,7 @@ impl Collector {
                     shown += 1;
                     if shown <= UNKNOWN_SHOWN {
                         self.unknown.push((
-                            v.started_at.clone(),
+                            v.started_at,
                             v.trace_id.clone(),
                             v.root_cause.summary.clone(),
                         ));
@@ -343,7 +343,7 @@ enum Item {
 }
 
 struct Head {
-    started_at: String,
+    started_at: Timestamp,
     trace_id: String,
     item: Item,
 }
@@ -352,7 +352,7 @@ impl Cursor {
     fn next(&mut self) -> Result<Option<Head>, BatchError> {
         match self {
             Cursor::Mem(it) => Ok(it.next().map(|v| Head {
-                started_at: v.started_at.clone(),
+                started_at: v.started_at,
                 trace_id: v.trace_id.clone(),
                 item: Item::Verdict(Box::new(v)),
             })),
@@ -369,7 +369,7 @@ impl Cursor {
                     .map_err(|e| BatchError::io(path, e))?;
                 let mut i = In::new(&rec);
                 Ok(Some(Head {
-                    started_at: i.str()?.to_string(),
+                    started_at: Timestamp::from_us(i.zig()?),
                     trace_id: i.str()?.to_string(),
                     item: Item::Json(i.bytes()?.to_vec()),
                 }))
@@ -397,7 +397,7 @@ impl Verdicts {
         for (i, c) in cursors.iter_mut().enumerate() {
             let h = c.next()?;
             if let Some(h) = &h {
-                heap.push(Reverse((h.started_at.clone(), h.trace_id.clone(), i)));
+                heap.push(Reverse((h.started_at, h.trace_id.clone(), i)));
             }
             heads.push(h);
         }
@@ -405,7 +405,7 @@ impl Verdicts {
             let h = heads[i].take().expect("a head per heap entry");
             f(h.item)?;
             if let Some(n) = cursors[i].next()? {
-                heap.push(Reverse((n.started_at.clone(), n.trace_id.clone(), i)));
+                heap.push(Reverse((n.started_at, n.trace_id.clone(), i)));
                 heads[i] = Some(n);
             }
         }

@@ -167,7 +167,7 @@ const PROMPT_TOKEN_COST: f64 = 0.004;
 /// neither they stay one time ([`largest_llm_phase`] names the queue
 /// only when it outweighs them; else `llm_slow`).
 ///
-/// [`largest_llm_phase`]: crate::rules::call_rules::largest_llm_phase
+/// [`largest_llm_phase`]: crate::rules::shared::largest_llm_phase
 pub(super) fn split_inference(c: &mut Call) {
     if c.phases.prefill_ms.is_some() || c.phases.decode_ms.is_some() {
         return;

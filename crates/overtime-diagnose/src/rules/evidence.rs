@@ -1,14 +1,15 @@
-//! The words of a verdict: the evidence lines about a call and the
-//! one-line summary for each kind, the same whichever rule decided it.
+//! The words every rule shares: the evidence lines about a call (what it
+//! held, its attempts, its timeout, the model server's phases and tokens,
+//! DNS/connect) and the plain summary. What is particular to a kind is in
+//! its rule's file.
 
 use super::Facts;
-use super::call_rules::largest_llm_phase;
 use crate::calls::{Call, CallKind};
-use crate::fmt::{dur, dur_or_none, pct};
-use overtime_model::{RootCause, RootCauseKind as K};
+use crate::fmt::{dur, pct};
 
-/// Evidence lines about one call.
-pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
+/// Evidence lines about one call; `model_line`, what the rule adds about
+/// a model call after its phases and tokens.
+pub fn call_evidence(c: &Call, f: &Facts, model_line: Option<String>) -> Vec<String> {
     let mut ev = Vec::new();
     let what = match c.kind {
         CallKind::Span => format!("{} ({})", c.component, c.stage),
@@ -114,12 +115,7 @@ pub fn call_evidence(c: &Call, f: &Facts, kind: K) -> Vec<String> {
         if let Some(t) = c.ttft_ms {
             ev.push(format!("time to first token {}", dur(t)));
         }
-        if let (K::LlmQueueing, Some(g)) = (kind, c.gpu_load) {
-            ev.push(format!(
-                "GPU load {}",
-                pct(if g > 1.0 { g / 100.0 } else { g })
-            ));
-        }
+        ev.extend(model_line);
     }
     if let Some(d) = c.dns_connect_ms
         && d > 0.0
@@ -162,70 +158,11 @@ fn gateway_line(c: &Call, gateway: &str, attempts: usize) -> String {
     }
 }
 
-/// The one-line summary of a root cause of this kind on this call.
-pub fn summary(kind: K, c: &Call, f: &Facts, component: &str) -> String {
-    let d = dur(c.critical_us as f64 / 1000.0);
-    let of = dur(f.elapsed_ms);
-    match kind {
-        K::PoolSaturation => {
-            format!("{component} waited {d} of {of} for a worker or connection before work began")
-        }
-        K::JudgeSlow => format!("the LLM-as-judge call on {component} took {d} of {of}"),
-        K::LlmQueueing | K::LlmPrefillSlow | K::LlmDecodeSlow => {
-            let (_, phase, ms) = largest_llm_phase(c).unwrap_or((kind, "?", 0.0));
-            let tokens = c
-                .input_tokens
-                .map(|t| format!(" with {t} input tokens"))
-                .unwrap_or_default();
-            format!(
-                "the LLM call to {component}{tokens} spent {} in {phase}, holding {d} of {of}",
-                dur(ms)
-            )
-        }
-        K::LlmSlow => format!(
-            "the LLM call to {component} held {d} of {of}; the model server reported no phases"
-        ),
-        K::UpstreamConnectSlow => format!(
-            "{component} spent {} of its time in DNS/connect and held {d} of {of}",
-            dur(c.dns_connect_ms.unwrap_or(0.0))
-        ),
-        K::RetryAmplification => {
-            let by = match (&c.gateway, c.models_tried.split_first()) {
-                (Some(g), Some((from, to))) if !to.is_empty() => format!(
-                    " by the LLM gateway {g}, falling back from {from} to {},",
-                    to.join(", then ")
-                ),
-                (Some(g), _) => format!(" by the LLM gateway {g}"),
-                (None, _) => String::new(),
-            };
-            format!(
-                "{} attempts at {component}{by} held {d} of {of}; no single attempt was the problem",
-                c.attempts()
-            )
-        }
-        K::ToolNoTimeout => {
-            format!("{component} ran {d} with no timeout while the request's {of} ran out")
-        }
-        K::ToolSlow if c.timed_out => format!(
-            "{component} held {d} of {of}; its timeout fired after {}",
-            dur_or_none(c.timeout_ms)
-        ),
-        K::ToolSlow => format!(
-            "{component} held {d} of {of} within its timeout of {}",
-            dur_or_none(c.timeout_ms)
-        ),
-        _ => format!("{component} held {d} of {of}"),
-    }
-}
-
-/// An `unknown` root cause, saying what is missing.
-pub fn unknown(f: &Facts, why: &str, mut evidence: Vec<String>) -> RootCause {
-    evidence.push(format!("missing: {why}"));
-    RootCause {
-        kind: K::Unknown,
-        component: "—".into(),
-        share: 0.0,
-        summary: format!("cannot tell where the {} went: {why}", dur(f.elapsed_ms)),
-        evidence,
-    }
+/// The plain summary: what the call held of the request.
+pub fn held(c: &Call, f: &Facts, component: &str) -> String {
+    format!(
+        "{component} held {} of {}",
+        dur(c.critical_us as f64 / 1000.0),
+        dur(f.elapsed_ms)
+    )
 }

@@ -1,173 +1,192 @@
-//! The root-cause rules (docs/diagnosis.md, "Root-cause kinds"): an ordered
-//! list of named rules, the first that matches decides.
+//! The root-cause rules (docs/diagnosis.md, "Root-cause kinds"): one
+//! registry of named rules in priority order, the first that holds
+//! decides.
 //!
 //! Design rules:
-//! - **One list, in order.** [`TRACE_RULES`] is every rule that looks at the
-//!   whole trace; the last of them, [`DominantCall`], hands the dominant call
-//!   to [`CALL_RULES`], the rules that name the kind of one call. A new
-//!   root-cause kind is one struct implementing [`TraceRule`] or
-//!   [`CallRule`], placed in its list where it should win — nothing else.
-//! - **Decisions apart from words.** A rule decides a kind, a component and
-//!   a share; the evidence lines and the one-line summary for a kind are
-//!   written in [`evidence`], the same for every rule that reaches it.
+//! - **A rule owns its kind.** Each root-cause kind is one struct in a file
+//!   of its own implementing [`Rule`]: its name (the kind's), its label and
+//!   description for people, its condition, the words of its verdict
+//!   (summary and evidence), its component and its incident statistics.
+//!   Nothing else in the crate matches on a kind to word or count it.
+//! - **One list, in order.** [`RULES`] is every rule, the rules over the
+//!   whole trace first, then the rules over the dominant call; the first
+//!   whose [`Rule::decide`] holds names the root cause, and the same list
+//!   names the kind of each contributing call ([`Rule::holds_for`]). A rule
+//!   switched off in `[diagnose] disabled_rules` ([`DisabledRules`]) is
+//!   skipped as if it were not listed.
+//! - **Every kind has its rule.** `RootCauseKind` stays an enum in
+//!   `overtime-model` (the JSON contract of docs/diagnosis.md); the test
+//!   `every_kind_has_exactly_one_rule` fails when a kind has no rule here,
+//!   so a kind cannot be added and silently never be decided, worded or
+//!   counted.
 //! - **Thresholds are named settings.** Every number a rule compares with
 //!   is a field of [`RuleThresholds`] (`[diagnose.rules]` in the config),
 //!   documented there, its default written once.
+//!
+//! Adding a kind: its variant in `overtime-model/src/enums.rs`, one file
+//! here with its struct (a doc comment with an example trace), its place in
+//! [`RULES`], and its test in `tests/root_cause_kinds.rs`.
 
-mod call_rules;
+mod disabled;
 mod evidence;
-mod trace_rules;
+mod facts;
+mod shared;
 
-pub use call_rules::{call_kind, component_for};
-pub use trace_rules::TRACE_RULES;
+mod gateway_timeout_mismatch;
+mod judge_slow;
+mod llm_decode_slow;
+mod llm_prefill_slow;
+mod llm_queueing;
+mod llm_slow;
+mod pool_saturation;
+mod retry_amplification;
+mod serial_budget_exhaustion;
+mod stream_idle_gap;
+mod tool_no_timeout;
+mod tool_slow;
+mod unknown;
+mod upstream_connect_slow;
+
+pub use disabled::{DisabledRules, RuleNameError};
+pub use facts::{Facts, RuleThresholds};
 
 use crate::calls::Call;
-use crate::fmt::dur;
-use crate::outcome::StreamGap;
-use overtime_model::{Contributing, Outcome, RootCause, RootCauseKind as K};
-use serde::{Deserialize, Serialize};
+use crate::cause_stats::{Run, Stats};
+use overtime_model::{Contributing, RootCause, RootCauseKind as K};
+use serde::Serialize;
 
-/// The numbers the rules compare with. Defaults are the values the rules
-/// were calibrated with on the incidents in `tests/fixtures/incidents`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RuleThresholds {
-    /// `stream_idle_gap`: the silence at the end of a stream must reach this
-    /// share of the gateway's read timeout (0.9: a gap of 54 s under a 60 s
-    /// `proxy_read_timeout` is the cut, allowing for clock skew).
-    pub stream_gap_of_read_timeout: f64,
-    /// `stream_idle_gap` when the read timeout is unknown: the silence must
-    /// reach this share of the whole request (0.5).
-    pub stream_gap_of_elapsed: f64,
-    /// `serial_budget_exhaustion`: below this share of the elapsed time no
-    /// call dominates (0.4).
-    pub dominant_share: f64,
-    /// `upstream_connect_slow`: DNS and connect took at least this share of
-    /// the call's running time (0.5).
-    pub connect_share: f64,
-    /// `retry_amplification`: every attempt held less than this share of the
-    /// elapsed time (0.5), so the retries, not one attempt, ran it out.
-    pub attempt_share: f64,
-    /// A call is listed as contributing when it held at least this share of
-    /// the request (0.1).
-    pub contributing_share: f64,
-}
-
-impl Default for RuleThresholds {
-    fn default() -> Self {
-        RuleThresholds {
-            stream_gap_of_read_timeout: 0.9,
-            stream_gap_of_elapsed: 0.5,
-            dominant_share: 0.4,
-            connect_share: 0.5,
-            attempt_share: 0.5,
-            contributing_share: 0.1,
-        }
-    }
-}
-
-/// What the rules look at for one trace.
-pub struct Facts<'a> {
-    pub outcome: Outcome,
-    /// The calls on the critical path, the dominant first.
-    pub calls: &'a [Call],
-    pub elapsed_ms: f64,
-    /// The service that owns the request (top span), or the gateway layer.
-    pub service: String,
-    pub has_spans: bool,
-    pub gateway_status: Option<u16>,
-    pub gateway_source: Option<String>,
-    /// The deciding layer's read timeout, known or inferred.
-    pub gateway_timeout_ms: Option<f64>,
-    pub service_budget_ms: Option<f64>,
-    pub stream: Option<StreamGap>,
-    pub stream_component: Option<String>,
-    pub threshold_tokens: u32,
-    pub thresholds: &'a RuleThresholds,
-}
-
-impl Facts<'_> {
-    /// A call's critical-path time over the request's elapsed time.
-    pub fn share(&self, c: &Call) -> f64 {
-        if self.elapsed_ms <= 0.0 {
-            return 0.0;
-        }
-        (c.critical_us as f64 / 1000.0 / self.elapsed_ms).min(1.0)
-    }
-
-    /// Where the gateway gave up, as evidence.
-    fn gateway_line(&self) -> Option<String> {
-        let status = self.gateway_status?;
-        let src = self
-            .gateway_source
-            .clone()
-            .unwrap_or_else(|| "gateway".into());
-        let t = self
-            .gateway_timeout_ms
-            .map(|t| format!(" (read timeout {})", dur(t)))
-            .unwrap_or_default();
-        Some(format!(
-            "gateway {src} answered {status} after {}{t}",
-            dur(self.elapsed_ms)
-        ))
-    }
-
-    /// Evidence with the gateway's line first, when there is one.
-    fn with_gateway(&self, mut ev: Vec<String>) -> Vec<String> {
-        if let Some(g) = self.gateway_line() {
-            ev.insert(0, g);
-        }
-        ev
-    }
-}
+/// Every rule, in priority order: the first that decides wins. The rules
+/// over the whole trace come first; the others look at the dominant call
+/// (and name the kind of each contributing call) in this order.
+pub static RULES: &[&dyn Rule] = &[
+    &stream_idle_gap::StreamIdleGap,
+    &gateway_timeout_mismatch::GatewayTimeoutMismatch,
+    &serial_budget_exhaustion::SerialBudgetExhaustion,
+    &pool_saturation::PoolSaturation,
+    &upstream_connect_slow::UpstreamConnectSlow,
+    &unknown::Unknown,
+    &judge_slow::JudgeSlow,
+    &retry_amplification::RetryAmplification,
+    &llm_queueing::LlmQueueing,
+    &llm_prefill_slow::LlmPrefillSlow,
+    &llm_decode_slow::LlmDecodeSlow,
+    &llm_slow::LlmSlow,
+    &tool_no_timeout::ToolNoTimeout,
+    &tool_slow::ToolSlow,
+];
 
 /// What a rule decided: the root cause and the causes that contributed.
 pub type Decision = (RootCause, Vec<Contributing>);
 
-/// A rule over the whole trace.
-pub trait TraceRule: Sync {
-    /// The rule's name, as the kind it decides or what it looks for.
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "the rules' order is tested by name")
-    )]
-    fn name(&self) -> &'static str;
-    /// The decision, when the rule holds for this trace.
-    fn decide(&self, f: &Facts) -> Option<Decision>;
+/// One root-cause kind: when it holds, how it is worded and what its
+/// incidents count. A rule over the whole trace overrides [`Rule::decide`];
+/// a rule over one call says when a call is of its kind
+/// ([`Rule::holds_for`]) and words it, and the default `decide` applies it
+/// to the dominant call.
+pub trait Rule: Sync {
+    /// The kind this rule decides.
+    fn kind(&self) -> K;
+
+    /// The rule's name, what `[diagnose] disabled_rules` takes: the kind's.
+    fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+
+    /// The kind for people, a few words (the UI's menus and legends).
+    fn label(&self) -> &'static str;
+
+    /// What the rule checks, one sentence (docs/diagnosis.md's table, held
+    /// equal to it by a test; `GET /api/kinds`).
+    fn checks(&self) -> &'static str;
+
+    /// The kind's colour in the UI's charts (CSS).
+    fn color(&self) -> &'static str;
+
+    /// Whether a call is of this kind: the dominant call, and each
+    /// contributing one. Rules over the whole trace keep the default: no
+    /// call is.
+    fn holds_for(&self, _c: &Call, _f: &Facts) -> bool {
+        false
+    }
+
+    /// The decision, when the rule holds for this trace. The default: when
+    /// the dominant call is of this kind, the root cause in this rule's
+    /// words ([`Rule::component`], [`Rule::evidence`], [`Rule::summary`]).
+    fn decide(&self, f: &Facts) -> Option<Decision> {
+        on_dominant(self, f)
+    }
+
+    /// The component a person would name for a call of this kind.
+    fn component(&self, c: &Call, _f: &Facts) -> String {
+        c.component.clone()
+    }
+
+    /// The evidence lines about the dominant call (the gateway's line is
+    /// put first by the caller).
+    fn evidence(&self, c: &Call, f: &Facts) -> Vec<String> {
+        evidence::call_evidence(c, f, None)
+    }
+
+    /// The verdict's one-line summary for the dominant call.
+    fn summary(&self, c: &Call, f: &Facts, component: &str) -> String {
+        evidence::held(c, f, component)
+    }
+
+    /// The statistics of an incident of this kind, added to `s` (which
+    /// already has `elapsed_ms`), and the phrase its headline ends with.
+    fn stats(&self, run: &Run, s: &mut Stats) -> Option<String>;
 }
 
-/// A rule naming the kind of one call, for the dominant call and for the
-/// contributing ones.
-pub trait CallRule: Sync {
-    /// The rule's name.
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "the rules' order is tested by name")
-    )]
-    fn name(&self) -> &'static str;
-    /// The call's kind, when this rule recognises the call.
-    fn kind(&self, c: &Call, f: &Facts) -> Option<K>;
+/// [`Rule::decide`] for a rule over one call: the dominant call, when it is
+/// of the rule's kind.
+fn on_dominant<R: Rule + ?Sized>(rule: &R, f: &Facts) -> Option<Decision> {
+    let dominant = f.calls.first()?;
+    if !rule.holds_for(dominant, f) {
+        return None;
+    }
+    let kind = rule.kind();
+    let component = rule.component(dominant, f);
+    let evidence = f.with_gateway(rule.evidence(dominant, f));
+    let summary = rule.summary(dominant, f, &component);
+    Some((
+        RootCause {
+            kind,
+            component,
+            share: f.share(dominant),
+            summary,
+            evidence,
+        },
+        contributing(f, dominant, Some(kind)),
+    ))
 }
 
-/// Applies [`TRACE_RULES`] in order; returns the root cause and the
-/// contributing causes.
+/// Applies the rules in order ([`RULES`] less the switched-off ones);
+/// returns the root cause and the contributing causes. When none holds the
+/// cause is `unknown`, saying what is missing.
 pub fn root_cause(f: &Facts) -> Decision {
-    TRACE_RULES
-        .iter()
+    f.rules()
         .find_map(|r| r.decide(f))
-        .unwrap_or_else(|| {
-            (
-                evidence::unknown(f, "no rule matched", f.with_gateway(vec![])),
-                vec![],
-            )
-        })
+        .unwrap_or_else(|| unknown::nothing_holds(f))
+}
+
+/// The rule that names the kind of one call: the first (switched on) that
+/// holds for it.
+fn call_rule(c: &Call, f: &Facts) -> Option<&'static dyn Rule> {
+    f.rules().find(|r| r.holds_for(c, f))
+}
+
+/// The rule of `kind`, switched on or not (for the statistics of an
+/// incident of that kind).
+pub fn rule_of(kind: K) -> Option<&'static dyn Rule> {
+    RULES.iter().copied().find(|r| r.kind() == kind)
 }
 
 /// Other calls that held at least [`RuleThresholds::contributing_share`] of
 /// the request, and the retries of the dominant call.
 fn contributing(f: &Facts, dominant: &Call, root: Option<K>) -> Vec<Contributing> {
     let mut out = Vec::new();
-    if dominant.attempts() >= 2 && root != Some(K::RetryAmplification) {
+    let retries_listed = !f.disabled.contains(K::RetryAmplification.as_str());
+    if dominant.attempts() >= 2 && root != Some(K::RetryAmplification) && retries_listed {
         let retries: i64 = dominant.attempt_critical_us.iter().skip(1).sum();
         out.push(Contributing {
             kind: K::RetryAmplification,
@@ -180,38 +199,106 @@ fn contributing(f: &Facts, dominant: &Call, root: Option<K>) -> Vec<Contributing
         if s < f.thresholds.contributing_share {
             break;
         }
-        let k = call_kind(c, f);
+        let Some(rule) = call_rule(c, f) else {
+            continue;
+        };
+        let k = rule.kind();
         if k == K::Unknown || (root == Some(k) && c.component == dominant.component) {
             continue;
         }
         out.push(Contributing {
             kind: k,
-            component: component_for(k, c, f),
+            component: rule.component(c, f),
             share: s,
         });
     }
     out
 }
 
+/// A root-cause kind as people and the UI see it (`GET /api/kinds`):
+/// from its rule, in rule order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KindInfo {
+    /// The kind (and its rule's) contract name, e.g. `tool_no_timeout`.
+    pub name: &'static str,
+    /// The kind as an enum.
+    #[serde(skip)]
+    pub kind: K,
+    /// A few words for people.
+    pub label: &'static str,
+    /// What the rule checks.
+    pub description: &'static str,
+    /// Its colour in charts (CSS).
+    pub color: &'static str,
+}
+
+/// Every root-cause kind, in the order the rules are tried.
+///
+/// ```
+/// let kinds = overtime_diagnose::root_cause_kinds();
+/// assert_eq!(kinds[0].name, "stream_idle_gap");
+/// assert!(kinds.iter().any(|k| k.name == "unknown"));
+/// ```
+pub fn root_cause_kinds() -> Vec<KindInfo> {
+    RULES
+        .iter()
+        .map(|r| KindInfo {
+            name: r.name(),
+            kind: r.kind(),
+            label: r.label(),
+            description: r.checks(),
+            color: r.color(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
-mod doc_examples {
-    //! What were doc examples before the module became internal.
+mod tests {
+    use super::*;
 
     #[test]
-    fn rules_run_in_this_order() {
-        use super::TRACE_RULES;
-        use super::call_rules::CALL_RULES;
-        let names: Vec<&str> = TRACE_RULES.iter().map(|r| r.name()).collect();
+    fn every_kind_has_exactly_one_rule() {
+        for k in K::ALL {
+            let n = RULES.iter().filter(|r| r.kind() == *k).count();
+            assert_eq!(n, 1, "the kind {k} has {n} rules in RULES (one is wanted)");
+        }
+        assert_eq!(RULES.len(), K::ALL.len());
+    }
+
+    #[test]
+    fn rules_are_named_after_their_kinds_and_described() {
+        for r in RULES {
+            assert_eq!(r.name(), r.kind().as_str());
+            assert!(
+                !r.label().is_empty() && !r.checks().is_empty(),
+                "{}",
+                r.name()
+            );
+            assert!(r.color().starts_with('#'), "{}", r.name());
+        }
+    }
+
+    #[test]
+    fn the_rules_run_in_this_order() {
+        let names: Vec<&str> = RULES.iter().map(|r| r.name()).collect();
         assert_eq!(
             names,
             [
                 "stream_idle_gap",
-                "no_critical_path",
                 "gateway_timeout_mismatch",
                 "serial_budget_exhaustion",
-                "dominant_call"
+                "pool_saturation",
+                "upstream_connect_slow",
+                "unknown",
+                "judge_slow",
+                "retry_amplification",
+                "llm_queueing",
+                "llm_prefill_slow",
+                "llm_decode_slow",
+                "llm_slow",
+                "tool_no_timeout",
+                "tool_slow",
             ]
         );
-        assert_eq!(CALL_RULES.first().unwrap().name(), "pool_wait");
     }
 }

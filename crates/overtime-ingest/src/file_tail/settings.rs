@@ -7,6 +7,8 @@
 //! - One TOML type, owned here: `overtime-config` embeds it as it is, so
 //!   every key and its documentation are written once, in this file.
 //!   Unknown keys are refused (`deny_unknown_fields`).
+//! - `kind` is a [`FormatName`] (every spelling it reads, one alias set);
+//!   a tailed file holds lines, so OTLP protobuf is refused.
 //! - [`FileSourceSettings::validate`] is what is checked when the config
 //!   is read (the kind, and that an nginx log names its format); `build`
 //!   does the rest at start: it reads `nginx_conf`, compiles the format,
@@ -19,8 +21,7 @@
 
 use super::FileSourceConfig;
 use overtime_parse::nginx::{FormatError, LogFormat, layer_name_of, read_timeout_ms};
-use overtime_parse::record::RecordFormat;
-use overtime_parse::spans::SpanFormat;
+use overtime_parse::record::{FormatName, RecordFormat};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -41,8 +42,9 @@ use std::path::PathBuf;
 pub struct FileSourceSettings {
     /// The file to tail (it may not exist yet).
     pub path: PathBuf,
-    /// `nginx`, `jsonl` or `otlp-json`.
-    pub kind: String,
+    /// `nginx`, `jsonl` or `otlp-json` (or another spelling of them,
+    /// [`FormatName::aliases`]).
+    pub kind: FormatName,
     /// nginx: a built-in format name or the body.
     #[serde(default)]
     pub format: Option<String>,
@@ -63,13 +65,17 @@ pub struct FileSourceSettings {
 /// A `[[file]]` block that cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum FileSettingsError {
-    /// `kind` is none of `nginx`, `jsonl`, `otlp-json`.
-    #[error("file {}: kind must be nginx, jsonl or otlp-json, not {kind:?}", path.display())]
+    /// A `kind` a tailed file cannot hold (OTLP protobuf is not lines).
+    #[error(
+        "file {}: kind must be {}, not {kind} (a tailed file is read line by line)",
+        path.display(),
+        FormatName::list(&FileSourceSettings::KINDS)
+    )]
     Kind {
         /// The block's `path`.
         path: PathBuf,
         /// The `kind` given.
-        kind: String,
+        kind: FormatName,
     },
     /// An nginx log with neither `format` nor `nginx_conf` + `format_name`.
     #[error(
@@ -95,16 +101,19 @@ pub enum FileSettingsError {
 }
 
 impl FileSourceSettings {
+    /// The kinds a tailed file may hold: the line-based formats.
+    pub const KINDS: [FormatName; 3] = [FormatName::Nginx, FormatName::Jsonl, FormatName::OtlpJson];
+
     /// What is checked when the config is read: the kind, and that an
     /// nginx log says where its format comes from.
     pub fn validate(&self) -> Result<(), FileSettingsError> {
-        if !matches!(self.kind.as_str(), "nginx" | "jsonl" | "otlp-json") {
+        if !self.kind.is_line_based() {
             return Err(FileSettingsError::Kind {
                 path: self.path.clone(),
-                kind: self.kind.clone(),
+                kind: self.kind,
             });
         }
-        if self.kind == "nginx" && self.format.is_none() && self.format_name.is_none() {
+        if self.kind == FormatName::Nginx && self.format.is_none() && self.format_name.is_none() {
             return Err(FileSettingsError::NoFormat {
                 path: self.path.clone(),
             });
@@ -143,10 +152,9 @@ impl FileSourceSettings {
         layer_index: &mut dyn FnMut(&str, Option<f64>) -> u32,
     ) -> Result<FileSourceConfig, FileSettingsError> {
         self.validate()?;
-        let format = match self.kind.as_str() {
-            "jsonl" => RecordFormat::Spans(SpanFormat::Jsonl),
-            "otlp-json" => RecordFormat::Spans(SpanFormat::OtlpJson),
-            _ => {
+        let format = match self.kind.span_format() {
+            Some(spans) => RecordFormat::Spans(spans),
+            None => {
                 let conf = match &self.nginx_conf {
                     Some(p) => Some(std::fs::read_to_string(p).map_err(|source| {
                         FileSettingsError::ReadConf {
@@ -227,7 +235,10 @@ mod tests {
         let cfg = settings("path = \"x.otlp\"\nkind = \"otlp-json\"\n")
             .build(&mut never)
             .unwrap();
-        assert_eq!(cfg.format, RecordFormat::Spans(SpanFormat::OtlpJson));
+        assert_eq!(
+            cfg.format,
+            RecordFormat::Spans(overtime_parse::spans::SpanFormat::OtlpJson)
+        );
     }
 
     #[test]
@@ -285,17 +296,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs `format`") && e.contains("a.log"), "{e}");
-        let e = settings("path = \"a.log\"\nkind = \"csv\"\n")
+        let e = toml::from_str::<FileSourceSettings>("path = \"a.log\"\nkind = \"csv\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown format `csv`") && e.contains("kind"),
+            "{e}"
+        );
+        let e = settings("path = \"a.bin\"\nkind = \"otlp-proto\"\n")
             .build(&mut never)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("kind must be") && e.contains("\"csv\""), "{e}");
+        assert_eq!(
+            e,
+            "file a.bin: kind must be nginx, jsonl or otlp-json, not otlp-proto \
+             (a tailed file is read line by line)"
+        );
         let e = settings(
             "path = \"a.log\"\nkind = \"nginx\"\nnginx_conf = \"/nonexistent/nginx.conf\"\nformat_name = \"x\"\n",
         )
         .build(&mut never)
         .unwrap_err();
         assert!(e.to_string().contains("/nonexistent/nginx.conf"), "{e}");
+    }
+
+    #[test]
+    fn every_spelling_of_a_line_based_format_is_a_kind() {
+        for kind in FileSourceSettings::KINDS {
+            for alias in kind.aliases() {
+                let s = settings(&format!(
+                    "path = \"a.log\"\nkind = \"{}\"\nformat = \"overtime\"\n",
+                    alias.to_ascii_uppercase()
+                ));
+                assert_eq!(s.kind, kind, "{alias}");
+                let cfg = s.build(&mut |_, _| 0).unwrap();
+                assert_eq!(cfg.format.format_name(), kind, "{alias}");
+            }
+        }
     }
 
     #[test]

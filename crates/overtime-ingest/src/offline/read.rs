@@ -294,7 +294,7 @@ fn read_file(
 /// A file that stops decoding (a truncated `.gz`, a corrupt block):
 /// what was read is kept, the error is counted and said.
 fn decode_error(stats: &Mutex<FileStats>, path: &std::path::Path, e: &std::io::Error) {
-    eprintln!(
+    tracing::warn!(
         "overtime: {}: cannot decode the rest of the file ({e}); keeping what was read",
         path.display()
     );

@@ -121,7 +121,7 @@ impl Scraper {
                     self.stats.ok.fetch_add(1, Relaxed);
                     self.stats.samples.fetch_add(*n as u64, Relaxed);
                     if was_up != Some(true) {
-                        eprintln!(
+                        tracing::info!(
                             "overtime: scraping model server {server}: {n} samples of the series the diagnosis reads"
                         );
                     }
@@ -129,7 +129,7 @@ impl Scraper {
                 Err(e) => {
                     self.stats.failed.fetch_add(1, Relaxed);
                     if was_up != Some(false) {
-                        eprintln!(
+                        tracing::warn!(
                             "overtime: scraping model server {server} failed: {e} (tried again every {} ms; logged again when it answers)",
                             self.settings.interval_ms
                         );

@@ -113,13 +113,10 @@ pub enum SpanFormat {
 pub struct UnknownSpanFormat(pub String);
 
 impl SpanFormat {
-    /// The name used in the CLI and the config.
+    /// The name used in the CLI and the config (its
+    /// [`FormatName`](crate::record::FormatName)'s).
     pub fn as_str(self) -> &'static str {
-        match self {
-            SpanFormat::Jsonl => "jsonl",
-            SpanFormat::OtlpJson => "otlp-json",
-            SpanFormat::OtlpProto => "otlp-proto",
-        }
+        crate::record::FormatName::from(self).as_str()
     }
 
     /// Guesses the format from the first bytes of a file: a JSON object
@@ -171,17 +168,13 @@ impl<'de> serde::Deserialize<'de> for SpanFormat {
 impl FromStr for SpanFormat {
     type Err = UnknownSpanFormat;
 
-    /// `jsonl`; `otlp-json` (`otlp_json`, `otlpjson`); `otlp-proto`
-    /// (`otlp`, `proto`, `protobuf`). Case-insensitive.
+    /// Any spelling [`FormatName`](crate::record::FormatName) reads of a
+    /// span format (one alias set for every reader); `nginx` is not one.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "jsonl" | "json-lines" | "ndjson" => Ok(SpanFormat::Jsonl),
-            "otlp-json" | "otlpjson" => Ok(SpanFormat::OtlpJson),
-            "otlp-proto" | "otlp" | "proto" | "protobuf" | "otlp-protobuf" => {
-                Ok(SpanFormat::OtlpProto)
-            }
-            _ => Err(UnknownSpanFormat(s.to_string())),
-        }
+        s.parse::<crate::record::FormatName>()
+            .ok()
+            .and_then(|f| f.span_format())
+            .ok_or_else(|| UnknownSpanFormat(s.to_string()))
     }
 }
 

@@ -371,8 +371,7 @@ async fn candidates(s: &Arc<AppState>, q: &SearchQuery) -> Result<Vec<String>, J
                 })
             })
             .filter_map(|(_, v)| {
-                let t = chrono::DateTime::parse_from_rfc3339(&v.started_at).ok()?;
-                let us = t.timestamp_micros();
+                let us = v.started_at.us();
                 (us >= q.start_us - params::VERDICT_SLACK_US && us <= q.end_us)
                     .then(|| (us, v.trace_id.clone()))
             })

@@ -155,7 +155,7 @@ impl PgServer {
                 Ok((s, _)) => s,
                 Err(e) => {
                     // Out of descriptors and the like: wait, go on.
-                    eprintln!("overtime: PostgreSQL listener: {e}");
+                    tracing::error!("overtime: PostgreSQL listener: {e}");
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }

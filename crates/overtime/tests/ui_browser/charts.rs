@@ -121,6 +121,21 @@ fn the_incident_and_overview_charts_draw_the_apis_minutes_in_chromium() {
         "incident C's 23 failures"
     );
     assert_heights(&bars, "failures");
+    // Each cause in the colour its rule gives it (GET /api/kinds).
+    let (_, kinds) = server.api("/api/kinds").unwrap();
+    let fills = b.eval("Object.fromEntries([...document.querySelectorAll('#chart-failures rect.cbar')].map(r => [r.dataset.cause, r.getAttribute('fill')]))");
+    for (cause, fill) in fills.as_object().unwrap() {
+        let kind = kinds["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| &k["name"] == cause);
+        assert_eq!(
+            Some(fill),
+            kind.map(|k| &k["color"]),
+            "the colour of {cause}"
+        );
+    }
     // The window is marked where the API puts it, and the failures sit in it.
     let band = b.eval(
         "(() => { const g = document.querySelector('#chart-failures g.window'); const r = g.querySelector('rect');

@@ -158,7 +158,19 @@ fn search_waterfall_incidents_and_keyboard_in_chromium() {
         "the focus back on the opened row",
     );
 
-    // Search by root-cause kind.
+    // Search by root-cause kind: the menu is the server's kinds, in rule order.
+    let (_, kinds) = server.api("/api/kinds").unwrap();
+    let names: Vec<&str> = kinds["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('#q-kind option')].slice(1).map(o => o.value)"),
+        serde_json::json!(names),
+        "the root-cause menu lists GET /api/kinds"
+    );
     b.eval("document.getElementById('q-trace').value = ''; document.getElementById('q-kind').value = 'upstream_connect_slow'; document.getElementById('q-trace').focus()");
     b.press("Enter");
     b.wait_for("document.querySelector('#result-count') && document.querySelector('#result-count').textContent.startsWith('23 of 23')", "the search by root cause");
