@@ -24,7 +24,8 @@ use crate::pagerduty::{self, PagerDutyConfig};
 use crate::slack::{self, SlackConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// One `[[channels]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +97,50 @@ pub fn validate_channels(list: &[ChannelConfig]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What every HTTP channel's `start` does first, written once: its config
+/// checked, its secret required (trimmed, not empty), and its client built
+/// with the request timeout (connecting within at most 10 s of it).
+pub(crate) fn prepare(
+    channel: &'static str,
+    checked: Result<(), String>,
+    secret: Option<String>,
+    secret_var: &str,
+    request_timeout_secs: u64,
+) -> Result<(String, reqwest::Client), ChannelError> {
+    checked.map_err(|message| ChannelError::Config { channel, message })?;
+    let secret = secret
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ChannelError::MissingSecret {
+            channel,
+            var: secret_var.to_string(),
+        })?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(request_timeout_secs))
+        .connect_timeout(Duration::from_secs(request_timeout_secs.min(10)))
+        .build()
+        .map_err(|e| ChannelError::Client {
+            channel,
+            message: e.to_string(),
+        })?;
+    Ok((secret, http))
+}
+
+/// A secret from the environment variable `var`; `None` when unset or
+/// empty. Never logged.
+pub(crate) fn secret_from_env(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|t| !t.trim().is_empty())
+}
+
+/// A channel's outbox folder: `outbox_dir`, or `<data_dir>/<name>-outbox`.
+pub(crate) fn outbox_path(name: &str, outbox_dir: &str, data_dir: &Path) -> PathBuf {
+    if outbox_dir.is_empty() {
+        data_dir.join(format!("{name}-outbox"))
+    } else {
+        PathBuf::from(outbox_dir)
+    }
 }
 
 #[cfg(test)]

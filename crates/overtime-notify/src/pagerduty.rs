@@ -22,7 +22,6 @@ use crate::retry::{Failure, RetryPolicy, classify};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// PagerDuty's limit on `payload.summary`.
 pub const SUMMARY_MAX: usize = 1024;
@@ -99,18 +98,12 @@ impl Default for PagerDutyConfig {
 impl PagerDutyConfig {
     /// The routing key from the environment; `None` when unset or empty.
     pub fn routing_key_from_env(&self) -> Option<String> {
-        std::env::var(&self.routing_key_env)
-            .ok()
-            .filter(|t| !t.trim().is_empty())
+        crate::config::secret_from_env(&self.routing_key_env)
     }
 
     /// The outbox folder: `outbox_dir`, or `<data_dir>/<name>-outbox`.
     pub fn outbox_path(&self, data_dir: &Path) -> PathBuf {
-        if self.outbox_dir.is_empty() {
-            data_dir.join(format!("{}-outbox", self.name))
-        } else {
-            PathBuf::from(&self.outbox_dir)
-        }
+        crate::config::outbox_path(&self.name, &self.outbox_dir, data_dir)
     }
 
     /// Checks what can be checked without the environment.
@@ -151,25 +144,13 @@ pub fn start(
     routing_key: Option<String>,
     outbox_dir: &Path,
 ) -> Result<Durable<PagerDuty>, ChannelError> {
-    cfg.validate().map_err(|message| ChannelError::Config {
-        channel: "pagerduty",
-        message,
-    })?;
-    let routing_key = routing_key
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ChannelError::MissingSecret {
-            channel: "pagerduty",
-            var: cfg.routing_key_env.clone(),
-        })?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(cfg.request_timeout_secs))
-        .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(10)))
-        .build()
-        .map_err(|e| ChannelError::Client {
-            channel: "pagerduty",
-            message: e.to_string(),
-        })?;
+    let (routing_key, http) = crate::config::prepare(
+        "pagerduty",
+        cfg.validate(),
+        routing_key,
+        &cfg.routing_key_env,
+        cfg.request_timeout_secs,
+    )?;
     let pd = PagerDuty {
         http,
         url: cfg.events_url.clone(),

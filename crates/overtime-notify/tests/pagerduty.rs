@@ -3,9 +3,9 @@
 //! outages and restarts.
 
 use crate::support::pagerduty::{PagerDuty, ROUTING_KEY};
-use crate::support::{Fault, down_port, incident, pending_files, wait_for};
+use crate::support::{Fault, down_port, fast_retry, incident, pending_files, stop, wait_for};
 use overtime_notify::pagerduty::{self, PagerDutyConfig, Severity};
-use overtime_notify::{Accepted, Durable, IncidentChannel, Notice, RetryPolicy};
+use overtime_notify::{Accepted, Durable, IncidentChannel, Notice};
 use std::path::Path;
 use std::time::Duration;
 
@@ -13,21 +13,13 @@ fn config(url: &str) -> PagerDutyConfig {
     PagerDutyConfig {
         events_url: url.into(),
         request_timeout_secs: 5,
-        retry: RetryPolicy {
-            base_backoff_ms: 50,
-            max_backoff_secs: 1,
-            ..Default::default()
-        },
+        retry: fast_retry(),
         ..Default::default()
     }
 }
 
 fn start(url: &str, dir: &Path) -> Durable<pagerduty::PagerDuty> {
     pagerduty::start(&config(url), Some(ROUTING_KEY.into()), dir).unwrap()
-}
-
-async fn stop(c: Durable<pagerduty::PagerDuty>) {
-    Box::new(c).shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,9 +3,9 @@
 //! restarts and a lost answer — never a second message.
 
 use crate::support::slack::{CHANNEL, Slack, TOKEN};
-use crate::support::{Fault, down_port, incident, pending_files, wait_for};
+use crate::support::{Fault, down_port, fast_retry, incident, pending_files, stop, wait_for};
 use overtime_notify::slack::{self, SlackConfig};
-use overtime_notify::{Accepted, Durable, IncidentChannel, Notice, RetryPolicy};
+use overtime_notify::{Accepted, Durable, IncidentChannel, Notice};
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,21 +14,13 @@ fn bot(api_url: &str) -> SlackConfig {
         channel: CHANNEL.into(),
         api_url: api_url.into(),
         request_timeout_secs: 5,
-        retry: RetryPolicy {
-            base_backoff_ms: 50,
-            max_backoff_secs: 1,
-            ..Default::default()
-        },
+        retry: fast_retry(),
         ..Default::default()
     }
 }
 
 fn start_bot(api_url: &str, dir: &Path) -> Durable<slack::Slack> {
     slack::start(&bot(api_url), Some(TOKEN.into()), dir).unwrap()
-}
-
-async fn stop(c: Durable<slack::Slack>) {
-    Box::new(c).shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -230,10 +230,12 @@ fn no_secret_reaches_logs_data_or_answers() {
                 && !hook_seen.lock().unwrap().is_empty()
         },
     );
+    // (Jira delivers through the shared channel outbox, which logs each
+    // failed attempt as "overtime: jira: … attempt N failed (…)".)
     wait_for(60, "the Jira failures logged", || {
         std::fs::read_to_string(&err_path)
             .unwrap_or_default()
-            .contains("overtime-jira")
+            .contains("overtime: jira:")
     });
     // The secrets did reach the receivers (as headers, not in URLs).
     let jira_basic = b64(&format!("{JIRA_EMAIL}:{JIRA_TOKEN}"));

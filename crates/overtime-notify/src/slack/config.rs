@@ -87,18 +87,12 @@ impl SlackConfig {
     /// The secret in use from the environment; `None` when unset or empty.
     /// Never logged.
     pub fn secret_from_env(&self) -> Option<String> {
-        std::env::var(self.secret_env())
-            .ok()
-            .filter(|t| !t.trim().is_empty())
+        crate::config::secret_from_env(self.secret_env())
     }
 
     /// The outbox folder: `outbox_dir`, or `<data_dir>/<name>-outbox`.
     pub fn outbox_path(&self, data_dir: &Path) -> PathBuf {
-        if self.outbox_dir.is_empty() {
-            data_dir.join(format!("{}-outbox", self.name))
-        } else {
-            PathBuf::from(&self.outbox_dir)
-        }
+        crate::config::outbox_path(&self.name, &self.outbox_dir, data_dir)
     }
 
     /// Checks what can be checked without the environment.

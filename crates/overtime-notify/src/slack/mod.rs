@@ -30,7 +30,6 @@ use crate::notice::{Incident, Notice};
 use crate::retry::{Failure, classify};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::Duration;
 
 /// The metadata event type of overtime's messages.
 pub const EVENT_TYPE: &str = "overtime_incident";
@@ -62,25 +61,13 @@ pub fn start(
     secret: Option<String>,
     outbox_dir: &Path,
 ) -> Result<Durable<Slack>, ChannelError> {
-    cfg.validate().map_err(|message| ChannelError::Config {
-        channel: "slack",
-        message,
-    })?;
-    let secret = secret
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ChannelError::MissingSecret {
-            channel: "slack",
-            var: cfg.secret_env().to_string(),
-        })?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(cfg.request_timeout_secs))
-        .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(10)))
-        .build()
-        .map_err(|e| ChannelError::Client {
-            channel: "slack",
-            message: e.to_string(),
-        })?;
+    let (secret, http) = crate::config::prepare(
+        "slack",
+        cfg.validate(),
+        secret,
+        cfg.secret_env(),
+        cfg.request_timeout_secs,
+    )?;
     let mode = if cfg.uses_bot_token() {
         Mode::Bot {
             api: cfg.api_url.trim_end_matches('/').to_string(),

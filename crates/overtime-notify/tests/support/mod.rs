@@ -11,7 +11,7 @@
 pub mod pagerduty;
 pub mod slack;
 
-use overtime_notify::{ChannelStats, Incident, Links, TopCause};
+use overtime_notify::{ChannelStats, Incident, IncidentChannel, Links, RetryPolicy, TopCause};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -117,4 +117,18 @@ pub fn pending_files(dir: &std::path::Path) -> usize {
             n.ends_with(".json") && !n.starts_with('.')
         })
         .count()
+}
+
+/// Retries fast enough for a test: 50 ms doubling to 1 s.
+pub fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        base_backoff_ms: 50,
+        max_backoff_secs: 1,
+        ..Default::default()
+    }
+}
+
+/// Stops a channel, waiting for its delivery to wind down.
+pub async fn stop(c: impl IncidentChannel + 'static) {
+    Box::new(c).shutdown().await;
 }
