@@ -28,11 +28,10 @@
 //! in a loop and a new channel is a new variant, not a new section.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), overtime_notify::ChannelError> {
+//! # async fn demo(incident: overtime_notify::Incident) -> Result<(), overtime_notify::ChannelError> {
 //! use overtime_notify::{ChannelConfig, IncidentChannel, Notice};
 //! let cfg: ChannelConfig = serde_json::from_str(r#"{"type": "pagerduty", "severity": "error"}"#).unwrap();
 //! let pd = cfg.start(std::path::Path::new("/var/lib/overtime"))?; // routing key from the environment
-//! # let incident: overtime_notify::Incident = todo!();
 //! pd.notify(&Notice::Page(incident))?; // durable on return
 //! pd.shutdown().await;
 //! # Ok(()) }
