@@ -63,9 +63,6 @@ pub enum AdviseError {
     /// The stored tables could not be read as gateway records or spans.
     #[error(transparent)]
     Model(#[from] overtime_model::ModelError),
-    /// The records could not be assembled into traces.
-    #[error(transparent)]
-    Assembly(#[from] overtime_diagnose::batch::BatchError),
     /// A `--set` proposal is malformed or names a model, tool, service or
     /// gateway layer the data does not have.
     #[error("proposal: {0}")]

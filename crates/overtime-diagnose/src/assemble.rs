@@ -67,16 +67,42 @@ pub struct AssemblyStats {
     pub unjoined_gateway_records: usize,
 }
 
+impl AssemblyStats {
+    /// Counts a gateway line with a request id and no traceparent of its
+    /// own, as the join resolved it.
+    pub fn count_join(&mut self, how: crate::join::Joined) {
+        use crate::join::Joined;
+        match how {
+            Joined::ByRequestId => self.joined_by_request_id += 1,
+            Joined::RequestIdAsTrace => self.joined_by_request_id_as_trace += 1,
+            Joined::Unjoined => self.unjoined_gateway_records += 1,
+        }
+    }
+
+    /// Adds what another part of the run counted.
+    pub fn merge(&mut self, o: &AssemblyStats) {
+        self.spans_in += o.spans_in;
+        self.duplicate_spans += o.duplicate_spans;
+        self.gateway_records += o.gateway_records;
+        self.joined_by_traceparent += o.joined_by_traceparent;
+        self.joined_by_request_id += o.joined_by_request_id;
+        self.joined_by_request_id_as_trace += o.joined_by_request_id_as_trace;
+        self.unjoined_gateway_records += o.unjoined_gateway_records;
+    }
+}
+
 /// A trace's join key; ordered (trace ids before stand-ins) so that ties
 /// between records are broken the same way in every engine.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Key {
+pub enum Key {
+    /// A W3C trace id.
     Trace(u128),
+    /// A stand-in: an odd trace id, `request:<id>`, `line:<source>:<n>`.
     Other(String),
 }
 
 /// Latest time taken at face value: year 2200, in µs since the epoch.
-pub(crate) const MAX_TIME_US: i64 = 7_258_118_400_000_000;
+pub const MAX_TIME_US: i64 = 7_258_118_400_000_000;
 /// Longest duration taken at face value: 30 days, in ms.
 const MAX_DURATION_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
 
@@ -117,7 +143,7 @@ pub(crate) fn sane_gateway(mut g: GatewayRecord) -> GatewayRecord {
 /// One pass over the bytes, as two 64-bit halves: it runs for every
 /// gateway line and span of a day's input, where checking and then
 /// parsing the text through `u128::from_str_radix` took 3 % of a run.
-pub(crate) fn hex128(s: &str) -> Option<u128> {
+pub fn hex128(s: &str) -> Option<u128> {
     fn half(b: &[u8]) -> Option<u64> {
         b.iter().try_fold(0u64, |v, &c| {
             let d = match c {
@@ -137,7 +163,8 @@ pub(crate) fn hex128(s: &str) -> Option<u128> {
     (t != 0).then_some(t)
 }
 
-pub(crate) fn key_name(k: &Key) -> String {
+/// The trace id a key stands for (a stand-in as itself).
+pub fn key_name(k: &Key) -> String {
     match k {
         Key::Trace(t) => format!("{t:032x}"),
         Key::Other(s) => s.clone(),
@@ -157,14 +184,173 @@ pub struct Assembled {
 }
 
 /// Assembles spans and `gateway_requests` batches into requests, in
-/// memory, through the batch engine's partition assembly (one code path).
-/// `all` materialises every request (for `all_verdicts`).
+/// memory: the one join ([`crate::join`]), then [`assemble_sorted`] — the
+/// assembly every partition of the batch engine runs too. `all`
+/// materialises every request (for `all_verdicts`).
 pub fn assemble_tables(
     gateway: &[arrow::record_batch::RecordBatch],
     spans: Vec<SpanRecord>,
     all: bool,
-) -> Result<Assembled, crate::batch::BatchError> {
-    crate::batch::assemble_in_memory(gateway, &spans, all)
+) -> Result<Assembled, overtime_model::ModelError> {
+    Ok(crate::in_memory::JoinedRecords::of(gateway, spans)?.assemble(all))
+}
+
+/// What every request's totals read of a gateway line, even one whose
+/// request needs no verdict: enough for a [`LightRequest`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineHead {
+    /// The line's layer (0: outermost).
+    pub layer: u32,
+    /// Its status, when logged.
+    pub status: Option<u16>,
+    /// When the layer answered, µs since the epoch.
+    pub time_us: i64,
+    /// The layer's own request time, ms.
+    pub request_time_ms: Option<f64>,
+}
+
+impl LineHead {
+    /// The head of a whole row.
+    pub fn of(g: &GatewayRecord) -> Self {
+        LineHead {
+            layer: g.layer,
+            status: g.status,
+            time_us: g.time_us,
+            request_time_ms: g.request_time_ms,
+        }
+    }
+
+    /// Whether the line alone makes its request need a verdict.
+    pub fn failed(&self) -> bool {
+        self.status.is_some_and(|s| s >= 500)
+    }
+}
+
+/// A gateway line on its way into assembly: its trace's key, its head,
+/// and its row as the caller keeps it (decoded only when its request
+/// needs a verdict).
+pub struct Line<B> {
+    /// The trace the join put it in.
+    pub key: Key,
+    /// What a light request reads.
+    pub head: LineHead,
+    /// The row, in the caller's form.
+    pub row: B,
+}
+
+/// Assembles one set of joined records into requests: spans and lines
+/// each in input order (so "first" never depends on threads, partitions
+/// or spilling), every span once (its first copy), every layer's line
+/// joined to its trace, healthy lines of requests with no span kept light
+/// — unless `all`. `row` turns a line's row into its record, for the
+/// requests that need a verdict only.
+///
+/// ```
+/// use overtime_diagnose::assemble::{Key, Line, LineHead, assemble_sorted};
+/// use overtime_model::{GatewayRecord, SpanRecord};
+///
+/// let t = 0x0af7651916cd43dd8448eb211c80319c_u128;
+/// let span = SpanRecord::new(&format!("{t:032x}"), "b7ad6b7169203331", "agent", "POST /chat", 0, 1);
+/// let line = |status| Line {
+///     key: Key::Trace(t),
+///     head: LineHead { layer: 0, status: Some(status), time_us: 1, request_time_ms: Some(1.0) },
+///     row: GatewayRecord { status: Some(status), ..Default::default() },
+/// };
+/// // The same span twice, and one gateway line: one request, one span.
+/// let a = assemble_sorted(
+///     vec![(Key::Trace(t), span.clone()), (Key::Trace(t), span)],
+///     vec![line(504)],
+///     false,
+///     |g, _| Ok::<_, std::convert::Infallible>(g),
+/// ).unwrap();
+/// assert_eq!((a.traces.len(), a.traces[0].spans.len(), a.stats.duplicate_spans), (1, 1, 1));
+/// assert!(a.light.is_empty());
+/// ```
+pub fn assemble_sorted<B, E>(
+    spans: Vec<(Key, SpanRecord)>,
+    lines: Vec<Line<B>>,
+    all: bool,
+    mut row: impl FnMut(B, &Key) -> Result<GatewayRecord, E>,
+) -> Result<Assembled, E> {
+    use rustc_hash::{FxHashMap, FxHashSet};
+    // A request needs a verdict when it has spans, a layer answered 5xx,
+    // or every verdict was asked for.
+    let heavy: FxHashSet<Key> = {
+        let with_spans: FxHashSet<&Key> = spans.iter().map(|s| &s.0).collect();
+        lines
+            .iter()
+            .filter(|l| all || l.head.failed() || with_spans.contains(&l.key))
+            .map(|l| l.key.clone())
+            .collect()
+    };
+    let mut out = Assembled::default();
+    out.stats.spans_in = spans.len();
+    let mut index: FxHashMap<Key, usize> = FxHashMap::default();
+    let mut seen: FxHashSet<(u128, u64)> = FxHashSet::default();
+    let mut seen_odd: FxHashSet<(String, String)> = FxHashSet::default();
+    for (key, mut s) in spans {
+        sane_span(&mut s);
+        let span64 = u64::from_str_radix(&s.span_id, 16)
+            .ok()
+            .filter(|_| s.span_id.len() <= 16);
+        let first = match (&key, span64) {
+            (Key::Trace(t), Some(sp)) => seen.insert((*t, sp)),
+            _ => seen_odd.insert((s.trace_id.clone(), s.span_id.clone())),
+        };
+        if !first {
+            out.stats.duplicate_spans += 1;
+            continue;
+        }
+        let idx = *index.entry(key).or_insert_with(|| {
+            out.traces.push(Trace {
+                id: s.trace_id.clone(),
+                ..Default::default()
+            });
+            out.traces.len() - 1
+        });
+        out.traces[idx].spans.push(s);
+    }
+    let mut light: FxHashMap<Key, LightRequest> = FxHashMap::default();
+    for l in lines {
+        if heavy.contains(&l.key) {
+            let g = row(l.row, &l.key)?;
+            let idx = match index.get(&l.key) {
+                Some(&idx) => idx,
+                None => {
+                    out.traces.push(Trace {
+                        id: key_name(&l.key),
+                        ..Default::default()
+                    });
+                    index.insert(l.key, out.traces.len() - 1);
+                    out.traces.len() - 1
+                }
+            };
+            out.traces[idx].gateway.push(sane_gateway(g));
+            continue;
+        }
+        let h = l.head;
+        let end = h.time_us.clamp(0, MAX_TIME_US);
+        let start = end - (sane_ms(h.request_time_ms).unwrap_or(0.0) * 1000.0) as i64;
+        let req = LightRequest {
+            start_us: start,
+            end_us: end,
+            status: h.status,
+            layer: h.layer,
+        };
+        light
+            .entry(l.key)
+            .and_modify(|x| {
+                if req.layer < x.layer {
+                    *x = req;
+                }
+            })
+            .or_insert(req);
+    }
+    out.light = light.into_values().collect();
+    for t in &mut out.traces {
+        t.normalize();
+    }
+    Ok(out)
 }
 
 /// [`assemble_tables`] over rows, for the unit tests.

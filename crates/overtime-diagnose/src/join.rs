@@ -1,5 +1,6 @@
 //! The one trace join: which trace a request id belongs to. The batch
-//! engine (one request-id partition at a time, `batch/mod.rs`) and the
+//! engine (one request-id partition at a time, crate `overtime-batch`), the
+//! in-memory run ([`crate::diagnose_tables`]) and the
 //! live engine (as records arrive, `live/mod.rs`) both ask this type, so a
 //! gateway line logged with a request id alone lands in the same trace
 //! whichever engine reads it and in whatever order its records come.
@@ -47,7 +48,7 @@ use std::hash::Hash;
 
 /// How a request id was resolved (for the run's join statistics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Joined {
+pub enum Joined {
     /// To the trace a span or another layer's line bound it to.
     ByRequestId,
     /// To the id itself, read as a trace id.
@@ -60,7 +61,7 @@ pub(crate) enum Joined {
 /// keeps it (an owned `String` live, a borrowed slice in a batch
 /// partition).
 #[derive(Debug)]
-pub(crate) struct RequestIds<R> {
+pub struct RequestIds<R> {
     by_span: FxHashMap<R, (i64, Key)>,
     by_line: FxHashMap<R, (i64, u128)>,
 }
@@ -77,7 +78,7 @@ impl<R> Default for RequestIds<R> {
 impl<R: Hash + Eq> RequestIds<R> {
     /// A span of trace `key` that started at `at_us` carries `rid`.
     /// Returns whether the id's binding changed.
-    pub(crate) fn bind_span(&mut self, rid: R, at_us: i64, key: Key) -> bool {
+    pub fn bind_span(&mut self, rid: R, at_us: i64, key: Key) -> bool {
         match self.by_span.get_mut(&rid) {
             Some(b) if (at_us, &key) < (b.0, &b.1) => {
                 let changed = b.1 != key;
@@ -96,7 +97,7 @@ impl<R: Hash + Eq> RequestIds<R> {
 
     /// A gateway line logged at `at_us` carries `rid` and traceparent
     /// `trace`. Returns whether the id's binding changed.
-    pub(crate) fn bind_line(&mut self, rid: R, at_us: i64, trace: u128) -> bool {
+    pub fn bind_line(&mut self, rid: R, at_us: i64, trace: u128) -> bool {
         let spans_decide = self.by_span.contains_key(&rid);
         match self.by_line.get_mut(&rid) {
             Some(b) if (at_us, trace) < *b => {
@@ -113,7 +114,7 @@ impl<R: Hash + Eq> RequestIds<R> {
     }
 
     /// The trace a record bound `rid` to, if any.
-    pub(crate) fn bound(&self, rid: &R) -> Option<Key> {
+    pub fn bound(&self, rid: &R) -> Option<Key> {
         match self.by_span.get(rid) {
             Some((_, k)) => Some(k.clone()),
             None => self.by_line.get(rid).map(|(_, t)| Key::Trace(*t)),
@@ -122,7 +123,7 @@ impl<R: Hash + Eq> RequestIds<R> {
 
     /// Where a gateway line with request id `rid` (spelled `text`) and no
     /// traceparent of its own belongs.
-    pub(crate) fn resolve(&self, rid: &R, text: &str) -> (Key, Joined) {
+    pub fn resolve(&self, rid: &R, text: &str) -> (Key, Joined) {
         match self.bound(rid) {
             Some(k) => (k, Joined::ByRequestId),
             None => unbound(text),
@@ -130,7 +131,7 @@ impl<R: Hash + Eq> RequestIds<R> {
     }
 
     /// Forgets the bindings to traces `keep` no longer holds.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Key) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&Key) -> bool) {
         self.by_span.retain(|_, (_, k)| keep(k));
         self.by_line.retain(|_, (_, t)| keep(&Key::Trace(*t)));
     }

@@ -26,43 +26,51 @@
 //! [`IncidentReport`]s and the latency table's [`BucketRow`]s with its
 //! input-token [`BUCKETS`]; [`assemble_tables`] for the assembled
 //! [`Trace`]s; the gateway layers' [`layer_timeouts`]. The modules that stay public are
-//! the ones other crates reach into as a whole: [`batch`] (the engine of
-//! `overtime diagnose`), [`live`] (of `serve`), [`markdown`] (the
+//! the ones other crates reach into as a whole: the pieces every engine
+//! runs — [`join`] (request ids to traces), [`assemble`] (records to
+//! requests), [`passes`] (the two passes that judge them) and [`tally`]
+//! (their results) — which the batch engine of `overtime diagnose`
+//! (crate `overtime-batch`) runs partition by partition and
+//! [`diagnose_tables`] runs in memory; [`live`] (of `serve`), [`markdown`] (the
 //! reports), [`outcome`], [`tree`] and [`calls`] (one trace's analysis, for
 //! `advise`), [`verdict`] (timestamps as reports print them) and [`fmt`].
-//! The modules of assembly, configuration, rules, findings, SLI
+//! No file, thread or clock in here: the storage and threads of a run
+//! that outgrows memory are `overtime-batch`'s.
+//! The modules of configuration, rules, findings, SLI
 //! observations, reports, timeouts and settings are private.
 
 #![warn(missing_docs)]
 
 pub mod answers;
-mod assemble;
-pub mod batch;
+pub mod assemble;
 pub mod calls;
 mod cause_stats;
 mod config;
 pub mod costs;
 mod findings;
 pub mod fmt;
-mod join;
+mod in_memory;
+pub mod join;
 pub mod live;
 pub mod markdown;
 mod naming;
 mod observe;
 pub mod outcome;
+pub mod passes;
 pub mod phasebook;
 mod report;
 mod rules;
 pub mod server_metrics;
 mod settings;
 mod shape;
+pub mod tally;
 mod timeouts;
 pub mod tree;
 pub mod verdict;
 
 pub use assemble::{Assembled, AssemblyStats, Trace, assemble_tables};
 pub use config::{DiagnoseConfig, LayerConfig, layer_index};
-pub use report::{BUCKETS, BucketRow, IncidentReport, bucket_of};
+pub use report::{BUCKETS, BucketRow, IncidentReport, SummaryLite, bucket_of};
 pub use rules::{DisabledRules, KindInfo, RuleNameError, RuleThresholds, root_cause_kinds};
 pub use settings::DiagnoseSettings;
 pub use timeouts::{LayerTimeout, layer_timeouts};
@@ -83,8 +91,6 @@ pub struct Diagnosis {
     pub assembly: AssemblyStats,
     /// Number of traces seen.
     pub summaries_len: usize,
-    /// Wall time of each phase, for `OVERTIME_PROFILE`.
-    pub timings: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// Diagnoses every trace in the records given.
@@ -112,10 +118,7 @@ pub fn diagnose_with_server_metrics(
     for g in &gateway {
         cols.append(g);
     }
-    let engine = batch::Engine::new(cfg.clone(), batch::BatchOptions::default())
-        .with_server_metrics(metrics);
-    batch::ingest_in_memory(&engine, &[cols.finish()], &spans)
-        .and_then(|()| engine.finish()?.into_diagnosis())
+    in_memory::diagnose(&[cols.finish()], spans, cfg, Some(&metrics))
         .expect("our own batch has every column")
 }
 
@@ -124,7 +127,7 @@ pub fn diagnose_batches(
     gateway: &[RecordBatch],
     spans: &[RecordBatch],
     cfg: &DiagnoseConfig,
-) -> Result<Diagnosis, batch::BatchError> {
+) -> Result<Diagnosis, overtime_model::ModelError> {
     let mut s = Vec::new();
     for b in spans {
         s.extend(overtime_model::span_records(b)?);
@@ -133,15 +136,13 @@ pub fn diagnose_batches(
 }
 
 /// The diagnosis proper: `gateway_requests` batches and span rows in, in
-/// memory. The same engine as `overtime diagnose` on files of any size
-/// ([`batch::Engine`]), with memory to spare.
+/// memory — the join, assembly and passes the batch engine of `overtime
+/// diagnose` runs on each partition, with nothing encoded or spilled
+/// (the same bytes out: `overtime-batch`'s parity tests).
 pub fn diagnose_tables(
     gateway: &[RecordBatch],
     spans: Vec<SpanRecord>,
     cfg: &DiagnoseConfig,
-) -> Result<Diagnosis, batch::BatchError> {
-    let engine = batch::Engine::new(cfg.clone(), batch::BatchOptions::default());
-    batch::ingest_in_memory(&engine, gateway, &spans)?;
-    drop(spans);
-    engine.finish()?.into_diagnosis()
+) -> Result<Diagnosis, overtime_model::ModelError> {
+    in_memory::diagnose(gateway, spans, cfg, None)
 }

@@ -151,21 +151,28 @@ fn is_timeout(o: Outcome) -> bool {
 /// so a day of requests can be kept (or streamed back from disk).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SummaryLite {
+    /// When the request started, µs since the epoch.
     pub start_us: i64,
+    /// When it ended, µs since the epoch.
     pub end_us: i64,
     /// [`SummaryLite::FAILED`], [`SummaryLite::TIMEOUT`],
     /// [`SummaryLite::GATEWAY_TIMEOUT`].
     pub flags: u8,
+    /// The outermost gateway's status, when one logged the request.
     pub gateway_status: Option<u16>,
     /// LLM calls with a known input size: (token bucket, duration ms).
     pub calls: Vec<(usize, f64)>,
 }
 
 impl SummaryLite {
+    /// The request failed.
     pub const FAILED: u8 = 1;
+    /// It failed by a timeout.
     pub const TIMEOUT: u8 = 2;
+    /// A gateway answered 504.
     pub const GATEWAY_TIMEOUT: u8 = 4;
 
+    /// The flags of an outcome.
     pub fn flags_of(o: Outcome) -> u8 {
         let mut f = 0;
         if o != Outcome::Ok {
@@ -180,6 +187,7 @@ impl SummaryLite {
         f
     }
 
+    /// What the reports read of a request's summary.
     pub fn of(t: &TraceSummary) -> Self {
         SummaryLite {
             start_us: t.start_us,

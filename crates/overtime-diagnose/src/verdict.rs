@@ -85,7 +85,7 @@ pub struct TraceSummary {
 
 impl TraceSummary {
     /// A healthy request seen only by the gateway.
-    pub(crate) fn light(l: &crate::assemble::LightRequest) -> Self {
+    pub fn light(l: &crate::assemble::LightRequest) -> Self {
         TraceSummary {
             trace_id: String::new(),
             start_us: l.start_us,

@@ -5,6 +5,7 @@
 
 mod adversarial;
 mod agent_upstream;
+mod batch_parity;
 mod call_model;
 mod common;
 mod cuts_and_layers;

@@ -9,7 +9,7 @@
 //!   `RESOURCE_EXHAUSTED` backpressure;
 //! - [`offline`]: what `overtime diagnose`, `advise` and `whatif` read
 //!   (files, globs of rotated logs, `.gz` / `.zst`, the progress bar, the
-//!   format check) into the batch engine of `overtime-diagnose`;
+//!   format check) into the batch engine (`overtime-batch`);
 //! - [`scrape`]: the model servers' Prometheus endpoints, scraped into
 //!   the store's `model_server_metrics`.
 //!

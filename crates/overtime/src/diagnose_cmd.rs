@@ -4,7 +4,7 @@
 
 use crate::cli::DiagnoseArgs;
 use anyhow::{Context, Result};
-use overtime_diagnose::batch::BatchError;
+use overtime_batch::BatchError;
 use overtime_diagnose::markdown;
 use std::io::Write;
 

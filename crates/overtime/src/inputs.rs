@@ -7,8 +7,8 @@
 use crate::UsageError;
 use crate::cli::DiagnoseArgs;
 use anyhow::Result;
+use overtime_batch::TraceHook;
 use overtime_diagnose::DiagnoseConfig;
-use overtime_diagnose::batch::TraceHook;
 use overtime_ingest::offline::{self, Inputs, NginxLogInput, OfflineError};
 use overtime_model::DurationMs;
 use overtime_parse::spans::SpanFormat;

@@ -1,6 +1,13 @@
-//! The batch engine: any amount of gateway lines and spans, in any order,
-//! diagnosed in bounded memory on every core, with the same result as a
-//! run with memory to spare (see docs/diagnose-at-scale.md).
+//! # overtime-batch
+//!
+//! The batch engine of `overtime diagnose`: any amount of gateway lines
+//! and spans, in any order, diagnosed in bounded memory on every core,
+//! with the same result as the in-memory run
+//! ([`overtime_diagnose::diagnose_tables`]) — the same join, assembly and
+//! passes, run partition by partition (see docs/diagnose-at-scale.md).
+//! This crate owns what that takes and the pure `overtime-diagnose` must
+//! not have: the temp dir and its files, the worker threads, the clock of
+//! `OVERTIME_PROFILE`.
 //!
 //! 1. **Route** (parallel, as the caller parses): each record goes to the
 //!    partition of its join key — the trace id; a gateway row that has only
@@ -9,16 +16,18 @@
 //!    Partitions are held in memory up to a budget, then spilled to one
 //!    file each in a temp dir (a grace hash join).
 //! 2. **Resolve**: each request-id partition joins its rows to their trace
-//!    (first span that carries the id, else first gateway row that logged
-//!    it with a traceparent…) and moves them to the trace's partition.
+//!    by the one join ([`overtime_diagnose::join`]) and moves them to the
+//!    trace's partition.
 //! 3. **Diagnose** (parallel, one partition per worker; a partition over
-//!    its share of memory is split again by other hash bits): assembly,
-//!    then the verdict of each trace by the same code `serve` uses. A
-//!    request whose verdict depends on a layer's inferred timeout waits,
-//!    set aside, until the streams every layer cut are counted too
-//!    ([`revisit`]); then it is diagnosed with the final timeouts.
+//!    its share of memory is split again by other hash bits): assembly
+//!    ([`overtime_diagnose::assemble::assemble_sorted`]), then the passes
+//!    ([`overtime_diagnose::passes`]). A request the first pass cannot
+//!    judge yet waits, set aside, until the whole run is seen
+//!    ([`revisit`]); then it is judged with the final timeouts and book.
 //! 4. **Merge**: verdicts in (start, trace id) order, incidents from the
 //!    failing traces and a stream of every trace's compact summary.
+
+#![warn(missing_docs)]
 
 mod codec;
 mod gateway_wire;
@@ -29,28 +38,24 @@ mod partition;
 mod pass;
 mod results;
 mod revisit;
-use revisit::{Pass, PassCtx};
+use revisit::PassCtx;
 mod spill;
 mod spill_file;
 
 pub use codec::{Seq, seq};
-pub(crate) use in_memory::{assemble_in_memory, ingest_in_memory};
+pub use in_memory::ingest_in_memory;
 pub use ingest::Ingest;
 pub use lean::RefetchHook;
 pub use results::Verdicts;
 
-use crate::Trace;
-use crate::assemble::{Assembled, AssemblyStats, Key, hex128};
-use crate::config::DiagnoseConfig;
-use crate::join::Joined;
-use crate::phasebook::PhaseBook;
-use crate::report::{BucketRow, IncidentReport, LatencyAcc};
-use crate::timeouts::LayerTimeout;
-use crate::verdict::TraceSummary;
-use codec::{GwHead, In, LINK, Out, RID_ROW, SPAN, close_len, open_len};
+use codec::{GwHead, In, LINK, Out, RID_ROW, SPAN, WireHead, close_len, open_len};
 use gateway_wire::GatewayWire;
+use overtime_diagnose::assemble::{AssemblyStats, Key, hex128};
+use overtime_diagnose::passes::{Judge, LayerSamples, Pass};
+use overtime_diagnose::phasebook::PhaseBook;
+use overtime_diagnose::verdict::TraceSummary;
+use overtime_diagnose::{BucketRow, DiagnoseConfig, IncidentReport, LayerTimeout, Trace};
 use overtime_model::{GatewayRows, SpanRecord, Verdict};
-use partition::assemble_partition;
 use results::Collector;
 use spill::{Partitions, SpillDir, key_hash, part_of, str_hash};
 use std::collections::BTreeMap;
@@ -158,12 +163,9 @@ impl Default for BatchOptions {
     }
 }
 
-/// Layer timeouts' raw material: each source seen, with its 504s' times.
-type Samples = BTreeMap<String, Vec<f64>>;
-
 #[derive(Default)]
 struct Shared {
-    samples: Samples,
+    samples: LayerSamples,
     stats: AssemblyStats,
 }
 
@@ -182,11 +184,11 @@ pub struct Engine {
     lean: Option<lean::Lean>,
     /// Requests waiting for the layers' final timeouts ([`revisit`]).
     revisit: revisit::Revisit,
-    /// The phases of finished model calls seen in the first pass, for the
-    /// cut ones set aside ([`crate::phasebook`]).
-    book: Mutex<PhaseBook>,
+    /// The model servers' phase histograms, when given: finished calls
+    /// beside those the first pass sees ([`Engine::with_server_metrics`]).
+    book: PhaseBook,
     /// The model servers' metrics, when given ([`Engine::with_server_metrics`]).
-    metrics: Option<crate::server_metrics::ServerMetrics>,
+    metrics: Option<overtime_diagnose::server_metrics::ServerMetrics>,
 }
 
 /// Encoded bytes a partition may hold for one worker to assemble it.
@@ -214,7 +216,7 @@ impl Engine {
         Engine {
             lean,
             revisit: revisit::Revisit::new(n, budget),
-            book: Mutex::new(PhaseBook::default()),
+            book: PhaseBook::default(),
             metrics: None,
             parts: Partitions::new("p", 2 * n, budget),
             n,
@@ -228,11 +230,11 @@ impl Engine {
     /// Reads the model servers' metrics beside the logs: their phase
     /// histograms count as finished calls for the phase of cut ones, their
     /// queue depth and KV-cache use go into the incidents' statistics.
-    pub fn with_server_metrics(mut self, m: crate::server_metrics::ServerMetrics) -> Self {
-        self.book
-            .get_mut()
-            .expect("book lock")
-            .merge(&m.phase_book());
+    pub fn with_server_metrics(
+        mut self,
+        m: overtime_diagnose::server_metrics::ServerMetrics,
+    ) -> Self {
+        self.book.merge(&m.phase_book());
         self.metrics = Some(m);
         self
     }
@@ -265,7 +267,7 @@ impl Engine {
             engine: self,
             local: vec![Vec::new(); 2 * self.n],
             local_bytes: 0,
-            samples: Samples::new(),
+            samples: LayerSamples::default(),
             stats: AssemblyStats::default(),
         }
     }
@@ -283,16 +285,19 @@ impl Engine {
         let shared = std::mem::take(&mut *self.shared.lock().expect("engine lock"));
         // From configuration and 504s; requests whose verdicts depend on
         // the cut streams too wait for the final ones (revisit.rs).
-        let timeouts = self.layer_timeouts(&shared.samples, &BTreeMap::new());
+        let timeouts = shared.samples.timeouts(&BTreeMap::new(), &self.cfg);
         let collector = Mutex::new(Collector::new(self.opts.memory_limit / 10));
         let no_book = PhaseBook::default();
         let done = AtomicUsize::new(0);
         let cx = PassCtx {
-            timeouts: &timeouts,
+            judge: Judge {
+                cfg: &self.cfg,
+                timeouts: &timeouts,
+                pass: Pass::First,
+                book: &no_book,
+            },
             collector: &collector,
             target: partition_target(self.opts.memory_limit, self.opts.threads),
-            pass: Pass::First,
-            book: &no_book,
         };
         self.each_partition(
             0..self.n,
@@ -328,33 +333,33 @@ impl Engine {
         }
         // Every layer's timeout from its 504s and the streams it cut; the
         // requests that waited for it diagnosed with it.
-        let timeouts = self.layer_timeouts(&shared.samples, &self.revisit.take_cuts());
-        let mut book = std::mem::take(&mut *self.book.lock().expect("book lock"));
+        let learned = self.revisit.take_learned();
+        let timeouts = shared.samples.timeouts(&learned.cuts, &self.cfg);
+        let mut book = self.book.clone();
+        book.merge(&learned.book);
         // Calls whose server answered in a trace of its own count as
         // finished calls of their model (answers.rs).
         book.settle();
         if self.diagnose_set_aside(&PassCtx {
-            timeouts: &timeouts,
-            pass: Pass::Final,
-            book: &book,
+            judge: Judge {
+                timeouts: &timeouts,
+                pass: Pass::Final,
+                book: &book,
+                ..cx.judge
+            },
             ..cx
         })? {
             lap("verdicts that waited for the timeouts", &mut timings);
         }
         let mut c = collector.into_inner().expect("collector lock");
-        c.sort_failing();
+        overtime_diagnose::tally::sort_failing(&mut c.failing);
         let stream = c.take_summaries();
-        let failing: Vec<(&Verdict, &TraceSummary)> =
-            c.failing.iter().map(|f| (&f.0, &f.1)).collect();
-        let mut latency = LatencyAcc::default();
-        let mut incidents =
-            crate::report::incidents_over(&failing, c.data_end, &self.cfg, |visit| {
-                results::read_summaries(stream, |s| {
-                    latency.add(s);
-                    visit(s);
-                })
-            })?;
-        drop(failing);
+        let (mut incidents, latency) = overtime_diagnose::tally::incidents_and_latency(
+            &c.failing,
+            c.data_end,
+            &self.cfg,
+            |visit| results::read_summaries(stream, visit),
+        )?;
         if let Some(m) = &self.metrics {
             m.annotate(&mut incidents);
         }
@@ -364,7 +369,7 @@ impl Engine {
         stats.duplicate_spans = c.stats.duplicate_spans;
         Ok(BatchOutput {
             incidents,
-            latency: latency.rows(),
+            latency,
             stats,
             summaries_len: c.n_summaries,
             failed: c.failed,
@@ -428,17 +433,15 @@ impl Engine {
     fn resolve_request_ids(&self) -> Result<(), BatchError> {
         let workers = self.each_partition(
             self.n..2 * self.n,
-            || ([0usize; 3], vec![Vec::new(); 2 * self.n]),
+            || (AssemblyStats::default(), vec![Vec::new(); 2 * self.n]),
             |(joined, local), p| self.resolve_partition(p, local, joined),
         )?;
-        let mut joined = [0usize; 3];
+        let mut joined = AssemblyStats::default();
         for (j, _) in workers {
-            (0..3).for_each(|k| joined[k] += j[k]);
+            joined.merge(&j);
         }
         let mut sh = self.shared.lock().expect("engine lock");
-        sh.stats.joined_by_request_id += joined[Joined::ByRequestId as usize];
-        sh.stats.joined_by_request_id_as_trace += joined[Joined::RequestIdAsTrace as usize];
-        sh.stats.unjoined_gateway_records += joined[Joined::Unjoined as usize];
+        sh.stats.merge(&joined);
         Ok(())
     }
 
@@ -448,13 +451,13 @@ impl Engine {
         &self,
         p: usize,
         local: &mut [Vec<u8>],
-        joined: &mut [usize; 3],
+        joined: &mut AssemblyStats,
     ) -> Result<(), BatchError> {
         if self.parts.size(p) == 0 {
             return Ok(());
         }
         let bufs = self.parts.take(p, &self.spill)?;
-        let mut links = crate::join::RequestIds::default();
+        let mut links = overtime_diagnose::join::RequestIds::default();
         let mut rows: Vec<(Seq, codec::Rid, &[u8])> = Vec::new();
         spill::for_each_record_in(&bufs, |r| {
             let mut i = In::new(r);
@@ -480,7 +483,7 @@ impl Engine {
         })?;
         for (seq, rid, body) in rows {
             let (key, how) = links.resolve(&rid, &rid.text());
-            joined[how as usize] += 1;
+            joined.count_join(how);
             let buf = &mut local[part_of(key_hash(&key), 0, self.n)];
             let at = open_len(buf);
             let mut o = Out(buf);

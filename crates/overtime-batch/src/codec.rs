@@ -14,7 +14,7 @@
 //! The format lives only inside one run (a temp dir removed at the end),
 //! so it carries no version.
 
-use crate::assemble::Key;
+use overtime_diagnose::assemble::Key;
 use overtime_model::{GatewayRecord, SpanRecord};
 
 /// Where a record sits in the input: file, line, index within the line.
@@ -39,20 +39,27 @@ pub(crate) const RID_ROW: u8 = 4;
 /// to need a verdict (docs/diagnose-at-scale.md, *Lean rows*).
 pub(crate) const LEAN: u8 = 5;
 
-/// What a gateway row's routing and light accounting need.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GwHead {
-    pub layer: u32,
-    pub status: Option<u16>,
-    pub time_us: i64,
-    pub request_time_ms: Option<f64>,
+/// What a gateway row's routing and light accounting need: the one
+/// line head of assembly.
+pub use overtime_diagnose::assemble::LineHead as GwHead;
+
+/// A [`GwHead`] on the wire.
+pub(crate) trait WireHead: Sized {
+    /// Read from the front of the row's postcard bytes.
+    fn of_body(body: &[u8]) -> R<Self>;
+    /// Written on its own, for a [`LEAN`] row.
+    fn write(&self, o: &mut Out);
+    /// Read back as [`WireHead::write`] wrote it.
+    fn read(i: &mut In) -> R<Self>;
+    /// The same values, bit for bit (a NaN equals itself).
+    fn same_as(&self, o: &GwHead) -> bool;
 }
 
-impl GwHead {
+impl WireHead for GwHead {
     /// Read from the front of the row's postcard bytes (the fields come
     /// first in `GatewayRecord`), so the row does not carry them twice;
     /// the strings before them are skipped, not decoded.
-    pub fn of_body(body: &[u8]) -> R<Self> {
+    fn of_body(body: &[u8]) -> R<Self> {
         let mut i = In::new(body);
         i.bytes()?; // source
         let layer = u32::try_from(i.var()?).map_err(|_| Corrupt("layer"))?;
@@ -81,7 +88,7 @@ impl GwHead {
     }
 
     /// Written on its own, for a [`LEAN`] row.
-    pub(crate) fn write(&self, o: &mut Out) {
+    fn write(&self, o: &mut Out) {
         o.var(self.layer as u64);
         match self.status {
             Some(s) => {
@@ -101,7 +108,7 @@ impl GwHead {
     }
 
     /// Read back as [`GwHead::write`] wrote it.
-    pub(crate) fn read(i: &mut In) -> R<Self> {
+    fn read(i: &mut In) -> R<Self> {
         let layer = u32::try_from(i.var()?).map_err(|_| Corrupt("layer"))?;
         let status = match i.u8()? {
             0 => None,
@@ -116,23 +123,9 @@ impl GwHead {
     }
 
     /// The same values, bit for bit (a NaN equals itself).
-    pub fn same_as(&self, o: &GwHead) -> bool {
+    fn same_as(&self, o: &GwHead) -> bool {
         (self.layer, self.status, self.time_us) == (o.layer, o.status, o.time_us)
             && self.request_time_ms.map(f64::to_bits) == o.request_time_ms.map(f64::to_bits)
-    }
-
-    /// Whether the row alone makes its request need a verdict.
-    pub fn failed(&self) -> bool {
-        self.status.is_some_and(|s| s >= 500)
-    }
-
-    pub fn of(g: &GatewayRecord) -> Self {
-        GwHead {
-            layer: g.layer,
-            status: g.status,
-            time_us: g.time_us,
-            request_time_ms: g.request_time_ms,
-        }
     }
 }
 

@@ -5,10 +5,10 @@
 //!
 //! How the files are written and read back: [`super::spill_file`].
 
-use crate::assemble::Key;
-use crate::batch::BatchError;
-use crate::batch::codec::{In, Out};
-use crate::batch::spill_file::{SpillWriter, append_frame, for_each_spilled, read_spilled};
+use crate::BatchError;
+use crate::codec::{In, Out};
+use crate::spill_file::{SpillWriter, append_frame, for_each_spilled, read_spilled};
+use overtime_diagnose::assemble::Key;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 

@@ -11,14 +11,14 @@
 //! its ~330 bytes), and [`restore`] puts them back from the routing key:
 //! every byte of a day's rows is written to a spill file and read back.
 
-use crate::assemble::Key;
-use crate::batch::codec::{Corrupt, GwHead, hex32};
+use crate::codec::{Corrupt, GwHead, hex32};
 use arrow::array::{
     Array, AsArray, Float64Array, Int64Array, ListArray, MapArray, StringArray,
     TimestampMicrosecondArray, UInt16Array, UInt32Array, UInt64Array,
 };
 use arrow::datatypes::{Float64Type, UInt16Type};
 use arrow::record_batch::RecordBatch;
+use overtime_diagnose::assemble::Key;
 use overtime_model::GatewayRecord;
 
 /// The columns of one `gateway_requests` batch, typed as the parser
@@ -203,7 +203,7 @@ impl<'a> GatewayWire<'a> {
     }
 
     /// Row `i`'s last try got a response header from upstream
-    /// ([`crate::outcome::relayed`]): a 504 of it was passed on.
+    /// ([`overtime_diagnose::outcome::relayed`]): a 504 of it was passed on.
     pub fn relayed(&self, i: usize) -> bool {
         let l = self.header;
         if l.is_null(i) {
@@ -366,6 +366,7 @@ impl<'a> GatewayWire<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::WireHead;
     use overtime_model::{GatewayColumns, GatewayRecord, GatewayRows};
 
     #[test]

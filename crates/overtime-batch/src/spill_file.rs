@@ -12,10 +12,10 @@
 //! that reads back other than its recorded length is an error: a damaged
 //! spill file never gives fewer or wrong records.
 //!
-//! [`BatchOptions::compress_spill`]: crate::batch::BatchOptions::compress_spill
+//! [`BatchOptions::compress_spill`]: crate::BatchOptions::compress_spill
 
-use crate::batch::BatchError;
-use crate::batch::codec::Corrupt;
+use crate::BatchError;
+use crate::codec::Corrupt;
 use lz4_flex::frame::{BlockSize, FrameDecoder, FrameEncoder, FrameInfo};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;

@@ -9,7 +9,7 @@ pub struct Ingest<'e> {
     pub(super) engine: &'e Engine,
     pub(super) local: Vec<Vec<u8>>,
     pub(super) local_bytes: usize,
-    pub(super) samples: Samples,
+    pub(super) samples: LayerSamples,
     pub(super) stats: AssemblyStats,
 }
 
@@ -39,7 +39,7 @@ impl Ingest<'_> {
     }
 
     /// A record of trace `key` at `at_us` carries request id `rid`: a
-    /// binding for the one join ([`crate::join::RequestIds`]).
+    /// binding for the one join ([`overtime_diagnose::join::RequestIds`]).
     fn link(
         &mut self,
         rid: &str,
@@ -51,7 +51,7 @@ impl Ingest<'_> {
         self.put(p, |o| {
             o.u8(LINK);
             o.rid(rid);
-            o.zig(at_us.clamp(0, crate::assemble::MAX_TIME_US));
+            o.zig(at_us.clamp(0, overtime_diagnose::assemble::MAX_TIME_US));
             o.key(key);
             o.u8(u8::from(from_span));
         })
@@ -89,7 +89,7 @@ impl Ingest<'_> {
 
     /// Routes the rows of a batch that is input number `file` as a whole,
     /// in row order (batches from a store, built in memory).
-    pub(crate) fn gateway_in_row_order(
+    pub fn gateway_in_row_order(
         &mut self,
         batch: &arrow::record_batch::RecordBatch,
         file: u32,
@@ -110,7 +110,6 @@ impl Ingest<'_> {
             Some(_) => None,
             None => Some(GatewayRows::new(batch)?),
         };
-        let mut known_src: Option<String> = None;
         // Healthy rows go lean when they can be read back (lean.rs): from
         // the parser's batches of a file, after every span.
         let lean = match (&self.engine.lean, &wire) {
@@ -135,7 +134,7 @@ impl Ingest<'_> {
                     GwHead::of(g),
                     g.trace_id.as_deref(),
                     g.request_id.as_deref(),
-                    crate::outcome::relayed(g),
+                    overtime_diagnose::outcome::relayed(g),
                     (
                         g.upstream_response_ms.len(),
                         g.upstream_response_ms.last().copied().flatten(),
@@ -149,30 +148,9 @@ impl Ingest<'_> {
                 (None, None) => unreachable!("one of the two is there"),
             };
             let seq = codec::seq(file, if by_line { line } else { i as u64 }, 0);
-            // Layer timeouts: every source, and the time of each 504 the
-            // layer gave itself (not one it relayed; one try's worth when it
-            // tried several servers). (A batch's rows mostly share their
-            // source: looked up on a change.)
-            if known_src.as_deref() != Some(src) {
-                if !self.samples.contains_key(src) {
-                    self.samples.insert(src.to_string(), Vec::new());
-                }
-                known_src = Some(src.to_string());
-            }
-            let (tries, last_try_ms) = last_try;
-            if let Some(rt) = crate::timeouts::own_504_ms(
-                head.status,
-                relayed,
-                head.request_time_ms,
-                tries,
-                last_try_ms,
-            ) {
-                // (A flush since the source was seen handed its entry over.)
-                match self.samples.get_mut(src) {
-                    Some(rts) => rts.push(rt),
-                    None => drop(self.samples.insert(src.to_string(), vec![rt])),
-                }
-            }
+            // Layer timeouts' raw material (overtime_diagnose::passes).
+            self.samples
+                .add(src, head.status, relayed, head.request_time_ms, last_try);
             self.stats.gateway_records += 1;
             if let Some(t) = trace_id.and_then(hex128) {
                 self.stats.joined_by_traceparent += 1;
@@ -217,9 +195,7 @@ impl Ingest<'_> {
             .absorb(&mut self.local, &self.engine.spill)?;
         self.local_bytes = 0;
         let mut sh = self.engine.shared.lock().expect("engine lock");
-        for (src, rts) in std::mem::take(&mut self.samples) {
-            sh.samples.entry(src).or_default().extend(rts);
-        }
+        sh.samples.merge(std::mem::take(&mut self.samples));
         let s = std::mem::take(&mut self.stats);
         sh.stats.gateway_records += s.gateway_records;
         sh.stats.joined_by_traceparent += s.joined_by_traceparent;

@@ -4,14 +4,15 @@
 //! (start, trace id) on output; failing traces (slimmed to what incident
 //! reports read); every trace's summary as a compact stream.
 
-use crate::assemble::AssemblyStats;
-use crate::batch::BatchError;
-use crate::batch::codec::{In, Out};
-use crate::batch::spill::{SpillDir, Stream, frame};
-use crate::batch::spill_file::{SpillReader, SpillWriter, open_frames};
-use crate::report::{SummaryLite, bucket_of};
-use crate::verdict::TraceSummary;
-use overtime_model::{BudgetView, GatewayView, Outcome, RootCauseKind, Timestamp, Verdict};
+use crate::BatchError;
+use crate::codec::{In, Out};
+use crate::spill::{SpillDir, Stream, frame};
+use crate::spill_file::{SpillReader, SpillWriter, open_frames};
+use overtime_diagnose::assemble::AssemblyStats;
+use overtime_diagnose::tally::{Failing, failing, order};
+use overtime_diagnose::verdict::TraceSummary;
+use overtime_diagnose::{SummaryLite, bucket_of};
+use overtime_model::{Outcome, RootCauseKind, Timestamp, Verdict};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{Read, Write};
@@ -19,17 +20,6 @@ use std::path::PathBuf;
 
 /// Failing verdicts with too little data shown in the report, at most.
 pub const UNKNOWN_SHOWN: usize = 10;
-
-/// The order verdicts are printed in.
-fn order(v: &Verdict) -> (Timestamp, &str) {
-    (v.started_at, v.trace_id.as_str())
-}
-
-/// A failing trace as the incident reports read it, boxed: a day can hold
-/// a million of them until the reports are made, and a vector of boxes
-/// grows, appends and sorts by moving pointers, not ~700-byte entries (at
-/// 10 GB that copying doubled the peak).
-pub type Failing = Box<(Verdict, TraceSummary)>;
 
 /// One partition's results.
 #[derive(Default)]
@@ -55,57 +45,11 @@ impl PartOut {
         encode_summary(&mut self.summaries, &s);
         if let Some(v) = v {
             if v.outcome != Outcome::Ok {
-                self.failing.push(Box::new((slim(&v), slim_summary(s))));
+                self.failing.push(failing(&v, s));
             }
             self.verdicts.push(v);
         }
     }
-}
-
-/// The verdict as incident reports read it: no timeline, evidence or
-/// wording of the root cause, of the gateway only its status and times.
-/// A day's failing traces are all held until the reports are made, so
-/// every byte here is paid per failure.
-fn slim(v: &Verdict) -> Verdict {
-    let mut s = Verdict {
-        trace_id: v.trace_id.clone(),
-        request_id: None,
-        started_at: v.started_at,
-        outcome: v.outcome,
-        gateway: v.gateway.as_ref().map(|g| GatewayView {
-            source: String::new(),
-            upstream_status: None,
-            ..*g
-        }),
-        budget: BudgetView {
-            source: None,
-            ..v.budget
-        },
-        timeline: Vec::new(),
-        root_cause: v.root_cause.clone(),
-        contributing: Vec::new(),
-        findings: v.findings.clone(),
-    };
-    s.root_cause.evidence = Vec::new();
-    s.root_cause.summary = String::new();
-    s
-}
-
-/// The summary as the per-cause statistics read it: the dominant call's
-/// numbers, none of its names.
-fn slim_summary(mut s: TraceSummary) -> TraceSummary {
-    s.llm_calls = Vec::new();
-    s.trace_id = String::new();
-    if let Some(d) = &mut s.dominant {
-        d.spans = Vec::new();
-        d.attempt_critical_us = Vec::new();
-        for name in [&mut d.component, &mut d.service] {
-            *name = String::new();
-        }
-        d.error_type = None;
-        d.model = None;
-    }
-    s
 }
 
 fn encode_summary(buf: &mut Vec<u8>, s: &TraceSummary) {
@@ -284,13 +228,6 @@ impl Collector {
         Ok(out)
     }
 
-    /// Failing traces in the order incident reports take them: by verdict
-    /// order, then (stably) by start.
-    pub fn sort_failing(&mut self) {
-        self.failing.sort_by(|a, b| order(&a.0).cmp(&order(&b.0)));
-        self.failing.sort_by_key(|f| f.1.start_us);
-    }
-
     /// Visits every trace's summary (takes the stream).
     pub fn take_summaries(&mut self) -> Stream {
         std::mem::replace(&mut self.summaries, Stream::new("summaries", 0))
@@ -440,8 +377,9 @@ impl Verdicts {
         self.merge(|item| {
             out.push(match item {
                 Item::Verdict(v) => *v,
-                Item::Json(b) => serde_json::from_slice(&b)
-                    .map_err(|_| crate::batch::codec::Corrupt("verdict"))?,
+                Item::Json(b) => {
+                    serde_json::from_slice(&b).map_err(|_| crate::codec::Corrupt("verdict"))?
+                }
             });
             Ok(())
         })?;

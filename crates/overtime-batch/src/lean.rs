@@ -21,13 +21,13 @@
 //!   read them back by (file, line) — [`super::BatchOptions::refetch`] —
 //!   and every span was read first ([`super::Engine::spans_read`]).
 
-use crate::assemble::Key;
-use crate::batch::codec::{GwHead, Out, Seq, close_len, open_len};
-use crate::batch::gateway_wire::GatewayWire;
-use crate::batch::spill::{Partitions, key_hash, part_of};
-use crate::batch::{BatchError, Engine};
+use crate::codec::{GwHead, Out, Seq, WireHead, close_len, open_len};
+use crate::gateway_wire::GatewayWire;
+use crate::spill::{Partitions, key_hash, part_of};
+use crate::{BatchError, Engine};
 use arrow::record_batch::RecordBatch;
 use fastbloom::AtomicBloomFilter;
+use overtime_diagnose::assemble::Key;
 use rustc_hash::FxBuildHasher;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -210,8 +210,8 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use crate::batch::{BatchOptions, Engine, RefetchHook, seq};
-    use crate::config::DiagnoseConfig;
+    use crate::{BatchOptions, Engine, RefetchHook, seq};
+    use overtime_diagnose::DiagnoseConfig;
     use overtime_model::{GatewayColumns, GatewayRecord, SpanRecord};
     use std::sync::{Arc, Mutex};
 
@@ -277,13 +277,10 @@ mod tests {
         run_with(lean, |_| {}).unwrap()
     }
 
-    fn run_with(
-        lean: bool,
-        change: fn(&mut GatewayRecord),
-    ) -> Result<Ran, crate::batch::BatchError> {
+    fn run_with(lean: bool, change: fn(&mut GatewayRecord)) -> Result<Ran, crate::BatchError> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let rows = seen.clone();
-        let on_trace: crate::batch::TraceHook = Arc::new(move |t, _, _| {
+        let on_trace: crate::TraceHook = Arc::new(move |t, _, _| {
             let gw = t
                 .gateway
                 .iter()

@@ -1,25 +1,20 @@
-//! Step 3: each partition's traces assembled and diagnosed, and what the
-//! first pass learns for the second — the finished model calls, the
-//! answers written in traces of their own and the models' token costs
-//! (`crate::phasebook`, `crate::answers`, `crate::costs`).
+//! Step 3: each partition's requests assembled and judged by the passes
+//! every run makes ([`overtime_diagnose::passes`]); what waits for the
+//! final pass is set aside in partitions of its own ([`crate::revisit`]).
 //!
 //! Design rules:
 //! - **Split when too big.** A partition over twice its target is split
 //!   again by key (up to four levels) before it is assembled.
-//! - **Judged once with everything.** A trace whose verdict the first
-//!   pass could only estimate — a model call its server said nothing of,
-//!   or one whose prefill and decode were split by the fixed estimate — is
-//!   set aside and judged in the second pass with the whole run's book.
 
 use super::codec::In;
 use super::partition::assemble_partition;
 use super::results::PartOut;
-use super::revisit::{Pass, PassCtx};
+use super::revisit::PassCtx;
 use super::spill::{Partitions, frame, key_hash, part_of};
 use super::{BatchError, Engine};
-use crate::assemble::{Assembled, AssemblyStats};
-use crate::phasebook::PhaseBook;
-use crate::verdict::{TraceSummary, diagnose_trace};
+use overtime_diagnose::assemble::{Assembled, AssemblyStats};
+use overtime_diagnose::passes::{Learned, Pass};
+use overtime_diagnose::verdict::TraceSummary;
 
 impl Engine {
     /// Step 3 for partition `p` of `parts` (split again when too big).
@@ -75,10 +70,10 @@ impl Engine {
     }
 
     fn diagnose_assembled(&self, a: Assembled, cx: &PassCtx) -> Result<PartOut, BatchError> {
-        let (timeouts, pass) = (cx.timeouts, cx.pass);
+        let first = cx.judge.pass == Pass::First;
         let mut out = PartOut {
             // The requests set aside were counted when first assembled.
-            stats: if pass == Pass::First {
+            stats: if first {
                 a.stats
             } else {
                 AssemblyStats::default()
@@ -89,52 +84,20 @@ impl Engine {
             out.add(TraceSummary::light(l), None);
         }
         let mut aside = Vec::new();
-        let mut book = PhaseBook::default();
+        let mut learned = Learned::default();
         for t in &a.traces {
-            if pass == Pass::First && self.revisit.waits(t, timeouts, &self.cfg) {
+            let Some((s, v)) = cx.judge.judge(t, &mut learned) else {
                 aside.push(t);
                 continue;
-            }
-            let (s, v) = diagnose_trace(t, timeouts, &self.cfg, cx.book);
-            if pass == Pass::First {
-                if let Some((id, phases, source, at)) = crate::calls::server_answer(t) {
-                    book.answers.answer(id, &phases, source, at);
-                }
-                for c in &s.llm_calls {
-                    if let (Some(f), Some(u)) = (c.finished(), c.unsplit) {
-                        book.add_estimated(&c.model, &f, u);
-                    } else if let Some(f) = c.finished() {
-                        book.add(&c.model, &f);
-                    } else if let Some(id) = &c.response_id {
-                        book.answers.expect(id, &c.model, c.start_us);
-                    }
-                    if let Some([i, p, g]) = c.unsplit {
-                        book.costs.add(&c.model, i, p as i64, g as i64);
-                    }
-                }
-                // A model call its server said nothing about waits for the
-                // same model's finished calls (phasebook.rs).
-                // So does one whose prefill and decode its server timed
-                // together, split by an estimate the model's own calls
-                // may better (costs.rs).
-                let estimated = s.dominant.as_ref().is_some_and(|d| d.unsplit.is_some());
-                if estimated
-                    || v.as_ref().is_some_and(|v| {
-                        v.root_cause.kind == overtime_model::RootCauseKind::LlmSlow
-                    })
-                {
-                    aside.push(t);
-                    continue;
-                }
-            }
+            };
             if let Some(hook) = &self.opts.on_trace {
                 hook(t, &s, v.as_ref());
             }
             out.add(s, v);
         }
         self.revisit.set_aside(&aside, &self.spill)?;
-        if !book.is_empty() {
-            self.book.lock().expect("book lock").merge(&book);
+        if first {
+            self.revisit.learned(learned);
         }
         Ok(out)
     }
