@@ -21,16 +21,3 @@ pub fn ingest_in_memory(
     }
     ing.flush()
 }
-
-impl BatchOutput {
-    /// Everything in memory, as [`overtime_diagnose::Diagnosis`].
-    pub fn into_diagnosis(self) -> Result<overtime_diagnose::Diagnosis, BatchError> {
-        Ok(overtime_diagnose::Diagnosis {
-            verdicts: self.verdicts.collect()?,
-            incidents: self.incidents,
-            latency: self.latency,
-            assembly: self.stats,
-            summaries_len: self.summaries_len,
-        })
-    }
-}

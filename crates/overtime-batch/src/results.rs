@@ -371,8 +371,12 @@ impl Verdicts {
         })
     }
 
-    /// Every verdict, in output order, in memory.
-    pub fn collect(self) -> Result<Vec<Verdict>, BatchError> {
+    /// Every verdict, in output order, in memory — for the tests only: a
+    /// spilled verdict is read back from its JSON, whose floats serde_json
+    /// may parse one unit in the last place off (the CLI writes the
+    /// stored bytes instead: [`Verdicts::write_json`]).
+    #[cfg(test)]
+    pub(crate) fn collect(self) -> Result<Vec<Verdict>, BatchError> {
         let mut out = Vec::with_capacity(self.count);
         self.merge(|item| {
             out.push(match item {
