@@ -4,9 +4,10 @@
 //! an HTTP answer into success, retry (429 with its `Retry-After`, 5xx,
 //! connection errors, timeouts) and a permanent refusal (any other 4xx).
 //!
-//! No backoff crate is in the dependency graph, and the policy is a few
-//! lines: exponential with jitter, capped, and `Retry-After` honoured up to
-//! a ceiling.
+//! The backoff is `backon`'s exponential schedule with jitter, capped;
+//! `Retry-After` is honoured up to a ceiling. The outbox keeps a notice's
+//! failure count across restarts, so the wait is asked for by that count
+//! ([`RetryPolicy::backoff`]) rather than by a retry loop's state.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -23,7 +24,8 @@ pub struct RetryPolicy {
     pub max_attempts: u32,
     /// First backoff after a transient failure, in milliseconds; doubled
     /// on each further failure of the same notice, with jitter (each wait
-    /// is drawn between half and all of the exponential value).
+    /// is drawn between half and all of the exponential value, and never
+    /// over `max_backoff_secs`).
     pub base_backoff_ms: u64,
     /// Ceiling of the exponential backoff, in seconds.
     pub max_backoff_secs: u64,
@@ -56,14 +58,20 @@ impl RetryPolicy {
     /// assert!(p.backoff(10).as_millis() <= 3000);
     /// ```
     pub fn backoff(&self, failures: u32) -> Duration {
-        let exp = failures.saturating_sub(1).min(30);
-        let full = self
-            .base_backoff_ms
-            .max(1)
-            .saturating_mul(1u64 << exp)
-            .min(self.max_backoff_secs.saturating_mul(1000).max(1));
-        let half = full / 2;
-        Duration::from_millis(half + fastrand::u64(0..=full - half))
+        use backon::BackoffBuilder;
+        let cap = Duration::from_millis(self.max_backoff_secs.saturating_mul(1000).max(1));
+        let half = Duration::from_millis(self.base_backoff_ms.max(1)).div_f64(2.0);
+        // backon adds up to the delay itself as jitter: from half of the
+        // exponential value, a wait between half and all of it.
+        let mut schedule = backon::ExponentialBuilder::new()
+            .with_min_delay(half.min(cap / 2))
+            .with_max_delay(cap / 2)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .build();
+        let nth = failures.saturating_sub(1).min(30) as usize;
+        schedule.nth(nth).unwrap_or(cap).min(cap)
     }
 
     /// The wait after a failed attempt: the server's `Retry-After` (capped
@@ -192,13 +200,17 @@ mod tests {
             max_backoff_secs: 1,
             ..Default::default()
         };
+        let mut drawn = std::collections::BTreeSet::new();
         for _ in 0..50 {
             let d1 = p.backoff(1).as_millis();
             assert!((50..=100).contains(&d1), "{d1}");
+            drawn.insert(d1);
             let d3 = p.backoff(3).as_millis();
             assert!((200..=400).contains(&d3), "{d3}");
             assert!(p.backoff(40).as_millis() <= 1000);
         }
+        // Jittered: collectors retrying together spread out.
+        assert!(drawn.len() > 5, "{drawn:?}");
     }
 
     #[test]
