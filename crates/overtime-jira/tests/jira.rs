@@ -4,14 +4,13 @@
 //! the outbox hearing about it.
 
 use crate::support;
+use overtime_test_support::stand_in::{down_port, pending_files};
 
 use chrono::{Duration as Days, Utc};
 use overtime_jira::{
     Accepted, Deployment, IncidentEvent, JiraConfig, JiraStats, Notifier, RetryPolicy, body_text,
     fingerprint_label, incident_label,
 };
-use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{EMAIL, Fault, Flavor, Standin, TOKEN};
 
@@ -92,27 +91,6 @@ async fn wait_for(what: &str, n: &Notifier, cond: impl Fn(&JiraStats) -> bool) -
 /// refused until [`Standin::start_on`] listens on it, and no other test
 /// can take it meanwhile (a port found free and let go was, once, and
 /// this test's "Jira is down" reached another test's stand-in).
-fn down_port() -> (SocketAddr, tokio::net::TcpSocket) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
-    (socket.local_addr().unwrap(), socket)
-}
-
-fn pending_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            let n = e
-                .as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            n.ends_with(".json") && !n.starts_with('.')
-        })
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_incident_opens_one_issue_with_its_labels_and_report_cloud_v3() {
     let jira = Standin::start(Flavor::Cloud, 3).await;
@@ -374,9 +352,11 @@ async fn a_restart_with_events_in_the_outbox_files_each_exactly_once() {
     n1.shutdown().await;
     assert_eq!(pending_files(dir.path()), 2, "both events are on disk");
 
-    let jira = Standin::start_on(port, Flavor::Cloud, 2);
+    // Restarted while Jira is still down: both events are read back from
+    // disk (and nothing can be delivered yet to change the count).
     let n2 = Notifier::start(c.clone(), Some(TOKEN.into()), dir.path().into()).unwrap();
     assert_eq!(n2.stats().queued, 2);
+    let jira = Standin::start_on(port, Flavor::Cloud, 2);
     wait_for("both issues", &n2, |s| s.created == 2).await;
     n2.shutdown().await;
     assert_eq!(jira.issues().len(), 2);

@@ -15,7 +15,9 @@
 //! - [`s3rver`]: an S3-compatible server (npm `s3rver`);
 //! - [`chromium`]: a headless Chromium driven over the DevTools protocol;
 //! - [`sink`]: a [`RecordSink`](overtime_model::RecordSink) that records
-//!   every write and can push back.
+//!   every write and can push back;
+//! - [`stand_in`]: what the local stand-ins of vendors' HTTP APIs share
+//!   (serving, stopping, the request log, injected faults).
 //!
 //! Rules for everything here:
 //! - A missing program fails the test (never skips it), naming what to
@@ -39,4 +41,5 @@ pub mod ports;
 pub mod program;
 pub mod s3rver;
 pub mod sink;
+pub mod stand_in;
 pub mod tansu;

@@ -13,12 +13,12 @@ mod endpoints;
 
 use endpoints::*;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use chrono::{DateTime, Utc};
+use overtime_test_support::stand_in::{Served, lock};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -56,20 +56,7 @@ pub struct Issue {
     pub comments: Vec<Comment>,
 }
 
-#[derive(Debug, Clone)]
-pub struct Logged {
-    pub method: String,
-    pub path: String,
-    pub status: u16,
-    pub at: Instant,
-}
-
-/// What the next requests get instead of a normal answer.
-#[derive(Debug, Clone)]
-pub enum Fault {
-    Status(u16),
-    RateLimit { retry_after_secs: u64 },
-}
+pub use overtime_test_support::stand_in::{Fault, Logged};
 
 #[derive(Default)]
 pub struct State {
@@ -91,7 +78,7 @@ pub struct Standin {
     pub flavor: Flavor,
     pub version: u8,
     pub state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
 #[derive(Clone)]
@@ -100,10 +87,6 @@ struct Ctx {
     version: u8,
     base: String,
     state: Arc<Mutex<State>>,
-}
-
-fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub fn jira_time(t: DateTime<Utc>) -> String {
@@ -119,7 +102,7 @@ type Answer = (u16, Value);
 impl Standin {
     /// Starts on a free loopback port.
     pub async fn start(flavor: Flavor, version: u8) -> Standin {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let l = overtime_test_support::stand_in::listener().await;
         Self::serve(l, flavor, version)
     }
 
@@ -137,27 +120,19 @@ impl Standin {
             next_id: 10_000,
             ..Default::default()
         }));
-        let ctx = Ctx {
+        let ctx = Arc::new(Ctx {
             flavor,
             version,
             base: format!("http://{addr}"),
             state: state.clone(),
-        };
-        let app = Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let ctx = ctx.clone();
-                async move { handle(ctx, method, uri, headers, body).await }
-            },
-        );
-        let task = tokio::spawn(async move {
-            axum::serve(l, app).await.unwrap();
         });
+        let served = Served::serve(l, ctx, handle);
         Standin {
             addr,
             flavor,
             version,
             state,
-            task,
+            served,
         }
     }
 
@@ -166,7 +141,7 @@ impl Standin {
     }
 
     pub fn stop(&self) {
-        self.task.abort();
+        self.served.stop();
     }
 
     pub fn state(&self) -> MutexGuard<'_, State> {
@@ -200,7 +175,13 @@ impl Standin {
     }
 }
 
-async fn handle(ctx: Ctx, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    ctx: Arc<Ctx>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
     let (status, value, extra_headers, delay) = answer(&ctx, &method, &uri, &headers, &body);
     {

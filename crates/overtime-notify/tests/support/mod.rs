@@ -13,24 +13,9 @@ pub mod slack;
 
 use overtime_notify::{ChannelStats, Incident, IncidentChannel, Links, RetryPolicy, TopCause};
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// One request the stand-in answered.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    pub method: String,
-    pub path: String,
-    pub status: u16,
-    pub at: Instant,
-}
-
-/// What the next requests get instead of a normal answer.
-#[derive(Debug, Clone)]
-pub enum Fault {
-    Status(u16),
-    RateLimit { retry_after_secs: u64 },
-}
+pub use overtime_test_support::stand_in::{Fault, Logged, down_port, listener, pending_files};
 
 /// The faults and log every stand-in keeps.
 #[derive(Debug, Default)]
@@ -40,18 +25,42 @@ pub struct Common {
     pub faults: VecDeque<Fault>,
 }
 
-/// A loopback port held but not listened on: a connection to it is
-/// refused until a stand-in listens on it, and no other test can take it
-/// meanwhile.
-pub fn down_port() -> (SocketAddr, tokio::net::TcpSocket) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
-    (socket.local_addr().unwrap(), socket)
+/// A stand-in's state, which holds the [`Common`] part.
+pub trait HasCommon: Send + 'static {
+    fn common(&mut self) -> &mut Common;
 }
 
-/// A bound listener on a free loopback port.
-pub async fn listener() -> tokio::net::TcpListener {
-    tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()
+/// Answers one request: the next injected fault (a 429 with
+/// `throttled` as its body, the vendor's own words), else `route`'s
+/// answer; logged either way.
+pub async fn answer<S: HasCommon>(
+    st: &std::sync::Mutex<S>,
+    method: &axum::http::Method,
+    path: String,
+    throttled: serde_json::Value,
+    route: impl std::future::Future<Output = axum::response::Response>,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use overtime_test_support::stand_in::lock;
+    let fault = lock(st).common().faults.pop_front();
+    let resp = match fault {
+        Some(Fault::RateLimit { retry_after_secs }) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", retry_after_secs.to_string())],
+            axum::Json(throttled),
+        )
+            .into_response(),
+        Some(Fault::Status(s)) => StatusCode::from_u16(s).unwrap().into_response(),
+        None => route.await,
+    };
+    lock(st).common().log.push(Logged {
+        method: method.to_string(),
+        path,
+        status: resp.status().as_u16(),
+        at: Instant::now(),
+    });
+    resp
 }
 
 /// Waits (up to 30 s) until `cond` holds of the channel's counters.
@@ -101,22 +110,6 @@ pub fn incident(kind: &str, component: &str, failures: u64) -> Incident {
         example_trace_ids: traces,
         report_markdown: String::new(),
     }
-}
-
-/// Files waiting in an outbox folder.
-pub fn pending_files(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            let n = e
-                .as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            n.ends_with(".json") && !n.starts_with('.')
-        })
-        .count()
 }
 
 /// Retries fast enough for a test: 50 ms doubling to 1 s.

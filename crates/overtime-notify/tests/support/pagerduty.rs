@@ -12,14 +12,13 @@
 //! Success is 202 `{"status": "success", "message": "Event processed",
 //! "dedup_key": …}`.
 
-use super::{Common, Fault, Logged};
-use axum::Router;
+use super::{Common, Fault, HasCommon, Logged, answer};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use overtime_test_support::stand_in::{Served, lock};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 pub const ROUTING_KEY: &str = "R0123456789abcdef0123456789abcde";
 pub const PATH: &str = "/v2/enqueue";
@@ -45,11 +44,13 @@ pub struct State {
 pub struct PagerDuty {
     pub url: String,
     pub state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
-fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
+impl HasCommon for State {
+    fn common(&mut self) -> &mut Common {
+        &mut self.common
+    }
 }
 
 impl PagerDuty {
@@ -58,26 +59,17 @@ impl PagerDuty {
     }
 
     pub fn start_on(socket: tokio::net::TcpSocket) -> PagerDuty {
-        Self::serve(socket.listen(1024).unwrap())
+        let l = socket.listen(1024).unwrap();
+        Self::serve(l)
     }
 
     fn serve(l: tokio::net::TcpListener) -> PagerDuty {
-        let addr = l.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
-        let st = state.clone();
-        let app = Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let st = st.clone();
-                async move { handle(st, method, uri, headers, body) }
-            },
-        );
-        let task = tokio::spawn(async move {
-            axum::serve(l, app).await.unwrap();
-        });
+        let served = Served::serve(l, state.clone(), handle);
         PagerDuty {
-            url: format!("http://{addr}"),
+            url: served.url(),
             state,
-            task,
+            served,
         }
     }
 
@@ -183,7 +175,7 @@ pub fn check_event(v: &Value) -> Vec<String> {
     errors
 }
 
-fn handle(
+async fn handle(
     st: Arc<Mutex<State>>,
     method: Method,
     uri: Uri,
@@ -191,24 +183,9 @@ fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
-    let fault = lock(&st).common.faults.pop_front();
-    let resp = match fault {
-        Some(Fault::RateLimit { retry_after_secs }) => (
-            StatusCode::TOO_MANY_REQUESTS,
-            [("retry-after", retry_after_secs.to_string())],
-            axum::Json(json!({"status": "throttle event", "message": "Requests for this service are arriving too quickly."})),
-        )
-            .into_response(),
-        Some(Fault::Status(s)) => StatusCode::from_u16(s).unwrap().into_response(),
-        None => route(&st, &method, &path, &headers, &body),
-    };
-    lock(&st).common.log.push(Logged {
-        method: method.to_string(),
-        path,
-        status: resp.status().as_u16(),
-        at: Instant::now(),
-    });
-    resp
+    let throttled = json!({"status": "throttle event", "message": "Requests for this service are arriving too quickly."});
+    let routed = async { route(&st, &method, &path, &headers, &body) };
+    answer(&st, &method, path.clone(), throttled, routed).await
 }
 
 fn route(

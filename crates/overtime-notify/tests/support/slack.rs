@@ -13,15 +13,15 @@
 //! without `charset=utf-8` is answered with Slack's `missing_charset`
 //! warning — and recorded as a rejection.
 
-use super::{Common, Fault, Logged};
-use axum::Router;
+use super::{Common, Fault, HasCommon, Logged, answer};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use overtime_test_support::stand_in::{Served, lock};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const TOKEN: &str = "xoxb-0000-test-token";
 pub const CHANNEL: &str = "C0OVERTIME";
@@ -52,11 +52,13 @@ pub struct State {
 pub struct Slack {
     pub url: String,
     pub state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
+    served: Served,
 }
 
-fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
+impl HasCommon for State {
+    fn common(&mut self) -> &mut Common {
+        &mut self.common
+    }
 }
 
 impl Slack {
@@ -67,26 +69,17 @@ impl Slack {
     /// Starts on a socket bound beforehand (Slack coming back at the
     /// address its clients already use).
     pub fn start_on(socket: tokio::net::TcpSocket) -> Slack {
-        Self::serve(socket.listen(1024).unwrap())
+        let l = socket.listen(1024).unwrap();
+        Self::serve(l)
     }
 
     fn serve(l: tokio::net::TcpListener) -> Slack {
-        let addr = l.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
-        let st = state.clone();
-        let app = Router::new().fallback(
-            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let st = st.clone();
-                async move { handle(st, method, uri, headers, body).await }
-            },
-        );
-        let task = tokio::spawn(async move {
-            axum::serve(l, app).await.unwrap();
-        });
+        let served = Served::serve(l, state.clone(), handle);
         Slack {
-            url: format!("http://{addr}"),
+            url: served.url(),
             state,
-            task,
+            served,
         }
     }
 
@@ -133,7 +126,7 @@ impl Slack {
     }
 
     pub fn stop(&self) {
-        self.task.abort();
+        self.served.stop();
     }
 }
 
@@ -270,31 +263,9 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let path = uri.path().to_string();
-    let fault = lock(&st).common.faults.pop_front();
-    let (status, resp) = match fault {
-        Some(Fault::RateLimit { retry_after_secs }) => (
-            429,
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [("retry-after", retry_after_secs.to_string())],
-                axum::Json(json!({"ok": false, "error": "ratelimited"})),
-            )
-                .into_response(),
-        ),
-        Some(Fault::Status(s)) => (s, StatusCode::from_u16(s).unwrap().into_response()),
-        None => {
-            let r = route(&st, &method, &uri, &headers, &body).await;
-            (r.status().as_u16(), r)
-        }
-    };
-    lock(&st).common.log.push(Logged {
-        method: method.to_string(),
-        path,
-        status,
-        at: Instant::now(),
-    });
-    resp
+    let throttled = json!({"ok": false, "error": "ratelimited"});
+    let routed = route(&st, &method, &uri, &headers, &body);
+    answer(&st, &method, uri.path().to_string(), throttled, routed).await
 }
 
 fn reject(st: &Mutex<State>, what: String) {
