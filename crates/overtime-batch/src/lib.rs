@@ -7,7 +7,9 @@
 //! passes, run partition by partition (see docs/diagnose-at-scale.md).
 //! This crate owns what that takes and the pure `overtime-diagnose` must
 //! not have: the temp dir and its files, the worker threads, the clock of
-//! `OVERTIME_PROFILE`.
+//! `OVERTIME_PROFILE` — and what feeds it, the [`offline`] inputs of
+//! `overtime diagnose`, `advise` and `whatif` (files, globs of rotated
+//! logs, `.gz` / `.zst`, the progress bar, the format check).
 //!
 //! 1. **Route** (parallel, as the caller parses): each record goes to the
 //!    partition of its join key — the trace id; a gateway row that has only
@@ -34,6 +36,7 @@ mod gateway_wire;
 mod in_memory;
 mod ingest;
 mod lean;
+pub mod offline;
 mod partition;
 mod pass;
 mod results;

@@ -7,11 +7,11 @@
 //! - [`otlp`]: OTLP/HTTP (`POST /v1/traces`) and OTLP/gRPC
 //!   (`TraceService/Export`) receivers with partial success and 429 /
 //!   `RESOURCE_EXHAUSTED` backpressure;
-//! - [`offline`]: what `overtime diagnose`, `advise` and `whatif` read
-//!   (files, globs of rotated logs, `.gz` / `.zst`, the progress bar, the
-//!   format check) into the batch engine (`overtime-batch`);
 //! - [`scrape`]: the model servers' Prometheus endpoints, scraped into
 //!   the store's `model_server_metrics`.
+//!
+//! What `overtime diagnose` reads offline (files, rotated and compressed
+//! logs) is `overtime-batch`'s, beside the engine it feeds.
 //!
 //! Design rules:
 //! - Sources convert to Arrow once, with `overtime-parse`'s one
@@ -28,6 +28,5 @@
 #![warn(missing_docs)]
 
 pub mod file_tail;
-pub mod offline;
 pub mod otlp;
 pub mod scrape;

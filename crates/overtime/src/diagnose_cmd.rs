@@ -1,5 +1,5 @@
 //! `overtime diagnose`: files in, verdicts and incident reports out. The
-//! reading and the engine are `overtime_ingest::offline`'s (its arguments
+//! reading and the engine are `overtime_batch::offline`'s (its arguments
 //! are turned into inputs by [`crate::inputs`]); this prints.
 
 use crate::cli::DiagnoseArgs;

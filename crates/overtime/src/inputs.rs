@@ -1,6 +1,6 @@
-//! `diagnose`'s arguments → [`overtime_ingest::offline::Inputs`]: the
+//! `diagnose`'s arguments → [`overtime_batch::offline::Inputs`]: the
 //! reading itself (files, globs, rotated and compressed logs, formats,
-//! layers, the progress bar) is `overtime_ingest::offline`'s. Every
+//! layers, the progress bar) is `overtime_batch::offline`'s. Every
 //! subcommand that reads the same inputs (`advise`, `whatif`) goes
 //! through [`run`] or [`load`].
 
@@ -8,8 +8,8 @@ use crate::UsageError;
 use crate::cli::DiagnoseArgs;
 use anyhow::Result;
 use overtime_batch::TraceHook;
+use overtime_batch::offline::{self, Inputs, NginxLogInput, OfflineError};
 use overtime_diagnose::DiagnoseConfig;
-use overtime_ingest::offline::{self, Inputs, NginxLogInput, OfflineError};
 use overtime_model::DurationMs;
 use overtime_parse::spans::SpanFormat;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,5 @@
 //! One recorded incident: its inputs read exactly as `overtime diagnose`
-//! reads them (`overtime_ingest::offline`, from the arguments its
+//! reads them (`overtime_batch::offline`, from the arguments its
 //! truth.json gives), the original diagnosis, and the traces sampled for
 //! rewriting.
 //!
@@ -13,8 +13,8 @@
 //! neither holds the rewrites to the original diagnosis alone.
 
 use arrow::record_batch::RecordBatch;
+use overtime_batch::offline::{self, Inputs, NginxLogInput};
 use overtime_diagnose::{DiagnoseConfig, diagnose_tables};
-use overtime_ingest::offline::{self, Inputs, NginxLogInput};
 use overtime_model::{SpanRecord, Verdict};
 use overtime_parse::spans::SpanFormat;
 use std::collections::{BTreeMap, HashSet};

@@ -7,7 +7,7 @@
 use super::OfflineError;
 use super::files;
 use super::progress::Progress;
-use overtime_batch::{BatchError, Engine, Ingest, seq};
+use crate::{BatchError, Engine, Ingest, seq};
 use overtime_model::{GatewayRows, RejectedRecord, SpanRecord};
 use overtime_parse::record::{Decoder, RecordFormat, Records};
 use std::collections::BTreeMap;
@@ -84,7 +84,7 @@ pub enum Destination<'a> {
 #[derive(Default)]
 pub struct Collector {
     gateway: Mutex<Vec<((u32, u64), arrow::record_batch::RecordBatch)>>,
-    spans: Mutex<Vec<(overtime_batch::Seq, SpanRecord)>>,
+    spans: Mutex<Vec<(crate::Seq, SpanRecord)>>,
 }
 
 impl Collector {

@@ -28,7 +28,7 @@ mod refetch;
 use files::{Compression, expand};
 use read::FileStats;
 
-use overtime_batch::{BatchError, BatchOptions, BatchOutput, Engine, TraceHook};
+use crate::{BatchError, BatchOptions, BatchOutput, Engine, TraceHook};
 use overtime_diagnose::{DiagnoseConfig, LayerConfig, layer_index};
 use overtime_parse::nginx::{FormatError, LogFormat, layer_name_of, read_timeout_ms};
 use overtime_parse::record::RecordFormat;

@@ -6,7 +6,7 @@
 
 use super::Job;
 use super::files;
-use overtime_batch::{BatchError, RefetchHook};
+use crate::{BatchError, RefetchHook};
 use overtime_parse::record::{Decoder, RecordFormat, Records};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
