@@ -19,6 +19,7 @@
 //! answers stay the lone collector's while one is down and after the
 //! restart — the traces in flight at the kill are judged differently.
 
+use super::compare::Findings;
 use super::rig::{GRACE_MS, Rig, Spec, WAIT_S};
 use super::traffic::{Incident, Keying, failing_of, lines, play, produce, producer};
 use crate::support::{fixture, sql_answer};
@@ -146,11 +147,15 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
         total_spans,
         "every record counted once by the survivors",
     );
-    // Exact equality while it is down is not reached yet: the survivors
-    // judge the traces in flight at the kill from what they re-read, and
-    // some come out differently from the lone collector's judgement (or
-    // not at all) — issue 42, left open. Checked here: every record
-    // counted once, and the dead collector named in the answers.
+    // The survivors answer as the lone collector (the dead one's last
+    // state, told before it died, stands in for it; the traces in flight
+    // at the kill are completed from the bucket), naming it as not
+    // answering.
+    rig.wait_until_like_single_with(
+        &failing_ids,
+        Findings::Kinds,
+        "the survivors answering as the lone one while a collector is down",
+    );
     for c in rig.alive() {
         let a = sql_answer(c.port, None, "SELECT count(*) AS n FROM verdicts").unwrap();
         let v = a.json();
@@ -167,6 +172,18 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
         total_lines,
         total_spans,
         "every record counted once on every collector",
+    );
+    // Every collector, the restarted one included, answers as the lone
+    // collector: the same verdicts and search, the same incident reports
+    // (counts, shares, headlines, causes, the LLM calls in the latency
+    // buckets, which findings), the same SQL (verdicts per kind) —
+    // nothing of the traces in flight at the kill lost, nothing replayed
+    // counted twice. (A finding's wording is its traces' when they were
+    // judged: see `Findings::Kinds`.)
+    rig.wait_until_like_single_with(
+        &failing_ids,
+        Findings::Kinds,
+        "every collector answering as the lone one after the kill and the restart",
     );
     // Notifications: one ticket per fingerprint, never commented; one page
     // per fingerprint.
