@@ -13,11 +13,13 @@
 //! verdict for every failing trace, the same trace search (no trace
 //! invented from a request id), the same incident reports, the same SQL
 //! over `verdicts`, `incidents`, lines and spans. While one is down and
-//! after it is back, every record is counted once, and the survivors name
-//! it as not answering. One Jira ticket per fingerprint, with no comment;
-//! one page per fingerprint. Not yet checked (issue 42, open): that the
-//! answers stay the lone collector's while one is down and after the
-//! restart — the traces in flight at the kill are judged differently.
+//! after it is back, every record is counted once, the survivors name it
+//! as not answering, and every collector still answers as the lone one —
+//! the traces in flight at the kill, split between the dead collector's
+//! flushes and what the next owner read again, judged whole, their LLM
+//! calls and 504s counted once (which findings an incident has is
+//! compared then, not their wording: see `compare::Findings`). One Jira
+//! ticket per fingerprint, with no comment; one page per fingerprint.
 
 use super::compare::Findings;
 use super::rig::{GRACE_MS, Rig, Spec, WAIT_S};
