@@ -39,10 +39,6 @@ pub struct ClusterView {
     silent: BTreeSet<String>,
     /// A refresh has asked every peer once (whether they answered or not).
     refreshed: bool,
-    /// Peers that just stopped answering, by collector id, with the traces
-    /// they had told of: what of theirs the others take over
-    /// (`pipeline::take_over`).
-    pub(crate) to_take_over: Vec<(String, BTreeSet<String>)>,
 }
 
 impl ClusterView {
@@ -171,23 +167,12 @@ pub async fn refresh_peers(state: &crate::AppState) {
     let report = q.report();
     let mut silent = BTreeSet::new();
     for u in &report.unanswered {
-        let newly = !held.silent.contains(&u.peer);
         let kept_state = mirrors.remove(&u.peer).map(|entry| {
             let n = entry.2.len();
-            if newly {
-                let told = entry
-                    .2
-                    .traces()
-                    .summaries
-                    .into_iter()
-                    .map(|s| s.trace_id)
-                    .collect();
-                held.to_take_over.push((entry.0.clone(), told));
-            }
             kept.insert(u.peer.clone(), entry);
             n
         });
-        if newly {
+        if !held.silent.contains(&u.peer) {
             tracing::warn!(
                 "overtime: peer {} stopped answering ({}); serving its last state ({} traces)",
                 u.peer,

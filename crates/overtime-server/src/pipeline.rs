@@ -284,7 +284,6 @@ pub fn tick(state: &AppState) -> usize {
         // holds, and the timeouts are inferred from every collector's 504s.
         return 0;
     }
-    take_over(state);
     crate::cluster_join::join_requests(state);
     if state.store.shared() {
         complete_from_store(state);
@@ -296,67 +295,6 @@ pub fn tick(state: &AppState) -> usize {
     };
     state.metrics.record(&verdicts, &settled, observations);
     verdicts.len()
-}
-
-/// What a peer that just stopped answering had read and not yet told of
-/// (traces waiting for their grace period at its death, or judged after
-/// its last answer): its records in the bucket since `keep_ms` ago, of the
-/// traces it told nothing of, go to the live diagnosis of one survivor
-/// each — the trace's (or, for a line with no trace id, its request id's)
-/// owner by rendezvous hashing over the collectors answering — so its
-/// death hides nothing. Records the next owner of its partitions reads
-/// again, and its own replay when it comes back, meet them as any split
-/// trace does (`complete_from_store`); a 504 line counts once.
-fn take_over(state: &AppState) {
-    let (dead, alive) = {
-        let mut view = state.cluster.lock().expect("cluster view lock");
-        if view.to_take_over.is_empty() {
-            return;
-        }
-        (std::mem::take(&mut view.to_take_over), view.alive.clone())
-    };
-    let me = state.store.collector_id();
-    let candidates: Vec<&str> = alive.iter().map(String::as_str).chain([me]).collect();
-    let mine = |key: &str| crate::fingerprint_owner(key, candidates.iter().copied()) == Some(me);
-    let from = now_us() - state.live.lock().expect("live state lock").keep_us();
-    for (collector, told) in dead {
-        let rows = |table| match state.store.scan_of(&collector, table, Some(from), None) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!("overtime: reading {collector}'s {table} to take over from it: {e}");
-                Vec::new()
-            }
-        };
-        let (gw, spans) = (rows(Table::GatewayRequests), rows(Table::Spans));
-        let gw = decode_found(
-            state,
-            &collector,
-            Table::GatewayRequests,
-            &gw,
-            gateway_records,
-        );
-        let spans = decode_found(state, &collector, Table::Spans, &spans, span_records);
-        let untold = |key: Option<&str>| key.is_some_and(|k| !told.contains(k) && mine(k));
-        let gw: Vec<_> = gw
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|g| untold(g.trace_id.as_deref().or(g.request_id.as_deref())))
-            .collect();
-        let spans: Vec<_> = spans
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|s| untold(Some(&s.trace_id)))
-            .collect();
-        tracing::info!(
-            "overtime: taking over {} gateway lines and {} spans {collector} read and told nothing of",
-            gw.len(),
-            spans.len()
-        );
-        let now = now_us();
-        let mut live = state.live.lock().expect("live state lock");
-        live.add_gateway(gw, now);
-        live.add_spans(spans, now);
-    }
 }
 
 /// Traces due for their verdict that may be split between collectors

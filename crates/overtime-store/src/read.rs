@@ -139,28 +139,6 @@ impl Store {
         self.scan_where(table, from_us, to_us, |f| self.inner.owns(f))
     }
 
-    /// [`Store::scan`] of the files collector `collector` flushed to the
-    /// shared bucket (as far as its published manifest covers them): what
-    /// the others take over of a collector that stopped answering.
-    pub fn scan_of(
-        &self,
-        collector: &str,
-        table: Table,
-        from_us: Option<i64>,
-        to_us: Option<i64>,
-    ) -> Result<Vec<RecordBatch>, StoreError> {
-        let (_, files) = self.inner.snapshot(table)?;
-        let mut out = Vec::new();
-        for f in files
-            .iter()
-            .filter(|f| f.collector.as_deref() == Some(collector) && f.overlaps(from_us, to_us))
-        {
-            self.inner.files_scanned.fetch_add(1, Ordering::Relaxed);
-            out.extend(f.read_range(from_us, to_us)?);
-        }
-        Ok(out)
-    }
-
     fn scan_where(
         &self,
         table: Table,

@@ -228,12 +228,6 @@ impl LiveDiagnoser {
         self
     }
 
-    /// How long a diagnosed trace is kept for revision, µs: how far back a
-    /// restart, or a collector taking over from one that died, reads.
-    pub fn keep_us(&self) -> i64 {
-        self.keep_us
-    }
-
     /// Traces diagnosed before their grace period ended because the live
     /// state was full.
     pub fn forced(&self) -> u64 {
