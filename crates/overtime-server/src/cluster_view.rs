@@ -37,19 +37,9 @@ pub struct ClusterView {
     mirrors: BTreeMap<String, (String, u64, PeerMirror)>,
     /// URLs of the peers that did not answer the last refresh.
     silent: BTreeSet<String>,
-    /// A refresh has asked every peer once (whether they answered or not).
-    refreshed: bool,
 }
 
 impl ClusterView {
-    /// Whether every peer has been asked once since this collector
-    /// started: before that it judges nothing (`pipeline::tick`), as what
-    /// it replayed of its own may be split with what a peer holds, and its
-    /// layers' timeouts are inferred from every collector's 504s.
-    pub fn heard_from_peers(&self) -> bool {
-        self.refreshed
-    }
-
     /// The verdicts (with revisions) last told by the peers at `urls`
     /// (those that did not answer a query): what the others serve for a
     /// collector while it is down.
@@ -187,7 +177,6 @@ pub async fn refresh_peers(state: &crate::AppState) {
     held.mirrors = kept;
     held.alive = alive;
     held.report = report;
-    held.refreshed = true;
     let mut live = state.live.lock().expect("live state lock");
     live.set_peer_samples(&held.others);
     live.set_peer_claims(&held.others);

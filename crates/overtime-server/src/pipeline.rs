@@ -272,18 +272,6 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
 /// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
     crate::store_health::log_changes(&state.store);
-    if !state.peers.is_empty()
-        && !state
-            .cluster
-            .lock()
-            .expect("cluster view lock")
-            .heard_from_peers()
-    {
-        // Nothing is judged before the peers were asked once: what a
-        // restart replayed may be the part of a trace whose rest a peer
-        // holds, and the timeouts are inferred from every collector's 504s.
-        return 0;
-    }
     crate::cluster_join::join_requests(state);
     if state.store.shared() {
         complete_from_store(state);
@@ -350,11 +338,15 @@ fn trace_rows(
         return state.store.trace(id);
     };
     let pq = state.peers.query();
-    let (gw_peers, span_peers) = rt.block_on(async {
-        futures::join!(
-            pq.unflushed(Table::GatewayRequests, None, None, Some(id)),
-            pq.unflushed(Table::Spans, None, None, Some(id))
-        )
+    // (On a runtime's worker, as when an embedder ticks from a task, the
+    // worker is handed over while this thread waits.)
+    let (gw_peers, span_peers) = tokio::task::block_in_place(|| {
+        rt.block_on(async {
+            futures::join!(
+                pq.unflushed(Table::GatewayRequests, None, None, Some(id)),
+                pq.unflushed(Table::Spans, None, None, Some(id))
+            )
+        })
     });
     state.store.trace_with(id, &gw_peers, &span_peers)
 }

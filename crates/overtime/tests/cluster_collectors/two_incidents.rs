@@ -249,7 +249,7 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
     eprintln!(
         "cluster_collectors: A and C overlapping, C keyed by request id; {} records, {} failing \
          traces, {} fingerprints; {owner_id} killed mid-incident and restarted; every collector \
-         answered as the lone one throughout; {} tickets, no comment; in {:.0?}",
+         answered as the lone one mid-incident and after the restart; {} tickets, no comment; in {:.0?}",
         traffic.len(),
         failing.len(),
         fingerprints.len(),
