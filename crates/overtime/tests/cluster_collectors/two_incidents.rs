@@ -180,8 +180,10 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
     // nothing of the traces in flight at the kill lost, nothing replayed
     // counted twice. (A finding's wording is its traces' when they were
     // judged: see `Findings::Kinds`.) Open (issue 42): in some runs one
-    // of A's judge_slow traces stays judged on a part of its records
-    // (gateway_timeout_mismatch) after the restart, and this fails.
+    // of A's judge_slow traces (74e38d01…) keeps a live verdict of
+    // gateway_timeout_mismatch after the restart — in the search, SQL and
+    // incidents, while looking it up (all its rows) says judge_slow — and
+    // this fails.
     rig.wait_until_like_single_with(
         &failing_ids,
         Findings::Kinds,
