@@ -183,7 +183,10 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
     // of A's judge_slow traces (74e38d01…) keeps a live verdict of
     // gateway_timeout_mismatch after the restart — in the search, SQL and
     // incidents, while looking it up (all its rows) says judge_slow — and
-    // this fails.
+    // this fails. Likely cause: A's and C's gateways share the layer
+    // `access` (60 s and 10 s read timeouts), so its inferred timeout
+    // depends on which 504s its judge had seen when it judged, and a
+    // verdict is not revised when that changes.
     rig.wait_until_like_single_with(
         &failing_ids,
         Findings::Kinds,
