@@ -24,6 +24,11 @@ pub(crate) async fn periodic(
     // The SLOs run on data time; with no traffic for this long it moves to
     // the wall clock (so an idle collector's windows drain).
     let idle_us = grace_ms as i64 * 1000 + 5_000_000;
+    // The peers are asked once before anything is judged: what a restart
+    // replayed may be the part of a trace whose rest a peer holds (it is
+    // completed first, overtime-diagnose's live/complete.rs), and the
+    // layers' timeouts are inferred from every collector's 504s.
+    overtime_server::refresh_peers(&state).await;
     while !shutdown.is_cancelled() {
         tokio::select! {
             _ = every.tick() => {}

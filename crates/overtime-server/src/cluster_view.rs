@@ -180,6 +180,7 @@ pub async fn refresh_peers(state: &crate::AppState) {
     let mut live = state.live.lock().expect("live state lock");
     live.set_peer_samples(&held.others);
     live.set_peer_claims(&held.others);
+    live.note_peer_traces(&held.others);
 }
 
 /// The collector that speaks for `fingerprint` among `candidates`

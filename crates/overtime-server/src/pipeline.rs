@@ -10,6 +10,7 @@ use overtime_model::{
     Checkpoint, CommitPoints, RecordSink, SinkError, Table, gateway_records, metric_samples,
     span_records,
 };
+use overtime_store::PeerSource;
 use std::sync::Arc;
 
 /// Microseconds since the epoch, now.
@@ -284,8 +285,10 @@ pub fn tick(state: &AppState) -> usize {
     verdicts.len()
 }
 
-/// Failing traces due for their verdict, completed first from the shared
-/// store (rows a previous owner of their partitions flushed; see
+/// Traces due for their verdict that may be split between collectors
+/// (failing ones, and those a peer holds part of), completed first from
+/// the shared store and the peers' unflushed rows (rows a previous owner
+/// of their partitions flushed, or another collector read; see
 /// overtime-diagnose's `live/complete.rs`). The lookups run outside the
 /// live lock.
 fn complete_from_store(state: &AppState) {
@@ -293,9 +296,9 @@ fn complete_from_store(state: &AppState) {
         .live
         .lock()
         .expect("live state lock")
-        .failing_due(now_us());
+        .to_complete(now_us());
     for id in due {
-        let (gateway, spans) = match state.store.trace(&id) {
+        let (gateway, spans) = match trace_rows(state, &id) {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(
@@ -322,6 +325,30 @@ fn complete_from_store(state: &AppState) {
             .expect("live state lock")
             .complete(&id, gateway, spans, now_us());
     }
+}
+
+/// Trace `id`'s rows in the store and, with peers, in their unflushed
+/// rows (each row once: `Store::trace_with`).
+fn trace_rows(
+    state: &AppState,
+    id: &str,
+) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>), overtime_store::StoreError> {
+    let rt = tokio::runtime::Handle::try_current();
+    let (false, Ok(rt)) = (state.peers.is_empty(), rt) else {
+        return state.store.trace(id);
+    };
+    let pq = state.peers.query();
+    // (On a runtime's worker, as when an embedder ticks from a task, the
+    // worker is handed over while this thread waits.)
+    let (gw_peers, span_peers) = tokio::task::block_in_place(|| {
+        rt.block_on(async {
+            futures::join!(
+                pq.unflushed(Table::GatewayRequests, None, None, Some(id)),
+                pq.unflushed(Table::Spans, None, None, Some(id))
+            )
+        })
+    });
+    state.store.trace_with(id, &gw_peers, &span_peers)
 }
 
 /// The rows of trace `id` found in the store, decoded; `None` (counted and

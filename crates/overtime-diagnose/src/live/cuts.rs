@@ -42,11 +42,22 @@ impl CutStreams {
     }
 
     /// The silences by layer.
+    #[cfg(test)]
     pub fn by_layer(&self) -> BTreeMap<String, Vec<f64>> {
+        self.by_trace()
+            .into_iter()
+            .map(|(l, q)| (l, q.into_iter().map(|(_, ms)| ms).collect()))
+            .collect()
+    }
+
+    /// The silences by layer, each with its trace: what peers are told,
+    /// so a trace two collectors hold (a split one, completed by both)
+    /// counts once.
+    pub fn by_trace(&self) -> BTreeMap<String, Vec<(String, f64)>> {
         self.by_layer
             .iter()
             .filter(|(_, q)| !q.is_empty())
-            .map(|(l, q)| (l.clone(), q.iter().map(|(_, ms)| *ms).collect()))
+            .map(|(l, q)| (l.clone(), q.iter().cloned().collect()))
             .collect()
     }
 }
@@ -75,19 +86,39 @@ impl LiveDiagnoser {
     }
 
     pub(super) fn layer_timeouts(&self) -> BTreeMap<String, timeouts::LayerTimeout> {
-        let own = self.samples.iter().flat_map(|(src, v)| {
-            v.iter()
-                .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
-        });
-        let peers = self.peer_samples.iter().flat_map(|(src, v)| {
-            v.iter()
-                .map(move |rt| (src.as_str(), Some(504u16), Some(*rt)))
-        });
-        let mut cuts = self.cuts.by_layer();
-        for (layer, v) in &self.peer_cuts {
-            cuts.entry(layer.clone()).or_default().extend(v);
+        // Each line's 504 once, whichever collectors read it.
+        let mut lines: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+        let own = self
+            .samples
+            .iter()
+            .flat_map(|(src, v)| v.iter().map(move |s| (src, s)));
+        let peers = self
+            .peer_samples
+            .iter()
+            .flat_map(|(src, v)| v.iter().map(move |s| (src, s)));
+        for (src, (id, rt)) in own.chain(peers) {
+            lines.entry((src.as_str(), id.as_str())).or_insert(*rt);
         }
-        timeouts::layer_timeouts_with_cuts(own.chain(peers), &cuts, &self.cfg)
+        let samples = lines
+            .into_iter()
+            .map(|((src, _), rt)| (src, Some(504u16), Some(rt)));
+        // One silence per trace and layer, whoever holds the trace: the
+        // longest, so every collector picks the same.
+        let mut by_trace: BTreeMap<&str, BTreeMap<&str, f64>> = BTreeMap::new();
+        let own = self.cuts.by_trace();
+        let all = own.iter().chain(self.peer_cuts.iter());
+        for (layer, v) in all {
+            let l = by_trace.entry(layer.as_str()).or_default();
+            for (id, ms) in v {
+                let e = l.entry(id.as_str()).or_insert(*ms);
+                *e = e.max(*ms);
+            }
+        }
+        let cuts: BTreeMap<String, Vec<f64>> = by_trace
+            .into_iter()
+            .map(|(l, v)| (l.to_string(), v.into_values().collect()))
+            .collect();
+        timeouts::layer_timeouts_with_cuts(samples, &cuts, &self.cfg)
     }
 }
 

@@ -74,6 +74,10 @@ struct Pending {
     observed: bool,
     /// Looked up in the shared store already (see `complete.rs`).
     completed: bool,
+    /// Another collector holds part of it too (its summary of the trace
+    /// came in a peer's delta): completed before its verdict, whatever it
+    /// looks like (see `complete.rs`).
+    elsewhere: bool,
     /// Times its spans' request ids were looked for among other
     /// collectors' gateway lines (see `requests.rs`).
     line_lookups: u8,
@@ -115,15 +119,18 @@ pub struct LiveDiagnoser {
     /// Which trace each request id belongs to: the one join, shared with
     /// the batch engine ([`crate::join`]).
     request_ids: crate::join::RequestIds<String>,
-    samples: FxHashMap<String, VecDeque<f64>>,
+    /// Per layer, the request times of its own 504s, each with its line
+    /// ([`line_id`]): a line two collectors read (the new owner of a dead
+    /// one's partition reads again what it had not flushed) counts once.
+    samples: FxHashMap<String, VecDeque<(String, f64)>>,
     /// Other collectors' 504 request times per layer (their `samples`),
     /// as of the last [`LiveDiagnoser::set_peer_samples`].
-    peer_samples: FxHashMap<String, Vec<f64>>,
+    peer_samples: FxHashMap<String, Vec<(String, f64)>>,
     /// The streams each layer cut: the other half of what its timeout is
     /// inferred from.
     cuts: cuts::CutStreams,
     /// Other collectors' cut streams' silences per layer.
-    peer_cuts: FxHashMap<String, Vec<f64>>,
+    peer_cuts: FxHashMap<String, Vec<(String, f64)>>,
     summaries: VecDeque<TraceSummary>,
     /// The sequence number of each summary (parallel to `summaries`):
     /// what a peer's [`TracesDelta`] cursor counts.
@@ -150,6 +157,9 @@ pub struct LiveDiagnoser {
     awaiting: FxHashMap<String, Key>,
     /// Those of them whose answer came, reopened to be judged again.
     answered: Vec<Key>,
+    /// Diagnosed traces a peer turned out to hold part of, due for a
+    /// lookup in the shared store (`complete.rs`).
+    split: Vec<Key>,
     /// The model servers' metrics scraped so far (`metrics.rs`).
     metrics: crate::server_metrics::ServerMetrics,
 }
@@ -186,6 +196,7 @@ impl LiveDiagnoser {
             book: Default::default(),
             awaiting: FxHashMap::default(),
             answered: Vec::new(),
+            split: Vec::new(),
             metrics: Default::default(),
         }
     }
@@ -283,7 +294,7 @@ impl LiveDiagnoser {
                 if s.len() == MAX_SAMPLES {
                     s.pop_front();
                 }
-                s.push_back(rt);
+                s.push_back((line_id(&g), rt));
             }
             self.attach_gateway(g, now_us);
         }
@@ -570,6 +581,19 @@ impl LiveDiagnoser {
     pub fn incidents(&self) -> Vec<IncidentReport> {
         self.incidents_with(&[])
     }
+}
+
+/// What tells a gateway line from another across collectors: its line
+/// (or Kafka offset), its time and its request id — the same wherever the
+/// line is read, so a line read twice (by a collector that died before
+/// flushing it, then by the next owner of its partition) is one line.
+fn line_id(g: &GatewayRecord) -> String {
+    format!(
+        "{}@{}/{}",
+        g.line,
+        g.time_us,
+        g.request_id.as_deref().unwrap_or_default()
+    )
 }
 
 fn light_summary(t: &Trace) -> TraceSummary {

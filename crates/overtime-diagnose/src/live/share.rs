@@ -50,13 +50,16 @@ pub struct SharedTraces {
     pub verdicts: Vec<(u32, Verdict)>,
     /// What incident reports need of every trace kept, failed or not.
     pub summaries: Vec<TraceSummary>,
-    /// The request times (ms) of the 504s each gateway layer answered:
-    /// what its timeout is inferred from.
-    pub gateway_504_ms: BTreeMap<String, Vec<f64>>,
-    /// The silences (ms) before the streams each layer cut: the rest of
-    /// what its timeout is inferred from.
+    /// The request times (ms) of the 504s each gateway layer answered,
+    /// each with its line's identity (a line several collectors read
+    /// counts once): what its timeout is inferred from.
     #[serde(default)]
-    pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    pub gateway_504s: BTreeMap<String, Vec<(String, f64)>>,
+    /// The silences (ms) before the streams each layer cut, each with its
+    /// trace: the rest of what its timeout is inferred from (a trace
+    /// several collectors hold counts once).
+    #[serde(default)]
+    pub cut_streams: BTreeMap<String, Vec<(String, f64)>>,
     /// Request ids whose gateway lines, held by another collector, it
     /// joined to a trace it holds (`requests.rs`): those lines are its.
     #[serde(default)]
@@ -78,11 +81,14 @@ pub struct TracesDelta {
     pub verdicts: Vec<(u32, Verdict)>,
     /// Traces whose summary was removed with no replacement.
     pub removed: Vec<String>,
-    /// Every layer's 504 request times, ms (small; sent whole).
-    pub gateway_504_ms: BTreeMap<String, Vec<f64>>,
-    /// Every layer's cut streams' silences, ms (sent whole).
+    /// Every layer's 504 request times, ms, with their lines' identity
+    /// (small; sent whole).
     #[serde(default)]
-    pub cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    pub gateway_504s: BTreeMap<String, Vec<(String, f64)>>,
+    /// Every layer's cut streams' silences, ms, with their traces (sent
+    /// whole).
+    #[serde(default)]
+    pub cut_streams: BTreeMap<String, Vec<(String, f64)>>,
     /// Request ids claimed since the cursor, with their sequence numbers.
     #[serde(default)]
     pub claims: Vec<(u64, String)>,
@@ -98,8 +104,8 @@ pub struct PeerMirror {
     summaries: BTreeMap<u64, TraceSummary>,
     seq_of: FxHashMap<String, u64>,
     verdicts: FxHashMap<String, (u32, Verdict)>,
-    gateway_504_ms: BTreeMap<String, Vec<f64>>,
-    cut_stream_ms: BTreeMap<String, Vec<f64>>,
+    gateway_504s: BTreeMap<String, Vec<(String, f64)>>,
+    cut_streams: BTreeMap<String, Vec<(String, f64)>>,
     claims: BTreeMap<u64, String>,
 }
 
@@ -153,8 +159,8 @@ impl PeerMirror {
                 self.verdicts.insert(v.trace_id.clone(), (r, v));
             }
         }
-        self.gateway_504_ms = d.gateway_504_ms;
-        self.cut_stream_ms = d.cut_stream_ms;
+        self.gateway_504s = d.gateway_504s;
+        self.cut_streams = d.cut_streams;
         self.claims = self.claims.split_off(&d.oldest_claim_seq);
         self.claims.extend(d.claims);
         self.cursor = d.next_seq;
@@ -178,8 +184,8 @@ impl PeerMirror {
         SharedTraces {
             verdicts,
             summaries: self.summaries.values().cloned().collect(),
-            gateway_504_ms: self.gateway_504_ms.clone(),
-            cut_stream_ms: self.cut_stream_ms.clone(),
+            gateway_504s: self.gateway_504s.clone(),
+            cut_streams: self.cut_streams.clone(),
             claimed: self.claims.values().cloned().collect(),
         }
     }
@@ -195,12 +201,12 @@ impl LiveDiagnoser {
             next_seq: self.next_seq,
             oldest_seq: self.summary_seq.front().copied().unwrap_or(self.next_seq),
             full,
-            gateway_504_ms: self
+            gateway_504s: self
                 .samples
                 .iter()
-                .map(|(layer, v)| (layer.clone(), v.iter().copied().collect()))
+                .map(|(layer, v)| (layer.clone(), v.iter().cloned().collect()))
                 .collect(),
-            cut_stream_ms: self.cuts.by_layer(),
+            cut_streams: self.cuts.by_trace(),
             ..Default::default()
         };
         (d.claims, d.oldest_claim_seq) = self.claims_since(from);
@@ -230,17 +236,17 @@ impl LiveDiagnoser {
         self.peer_samples.clear();
         self.peer_cuts.clear();
         for o in others {
-            for (layer, silences) in &o.cut_stream_ms {
+            for (layer, silences) in &o.cut_streams {
                 self.peer_cuts
                     .entry(layer.clone())
                     .or_default()
-                    .extend(silences);
+                    .extend(silences.iter().cloned());
             }
-            for (layer, times) in &o.gateway_504_ms {
+            for (layer, times) in &o.gateway_504s {
                 self.peer_samples
                     .entry(layer.clone())
                     .or_default()
-                    .extend(times);
+                    .extend(times.iter().cloned());
             }
         }
     }
@@ -556,5 +562,24 @@ mod tests {
         };
         // Exactly one of them wins, whichever order they are met in.
         assert_ne!(most_complete(&ha, &hb), most_complete(&hb, &ha));
+    }
+
+    #[test]
+    fn a_504_line_two_collectors_read_counts_once_for_the_inferred_timeout() {
+        // a read lines 1–4 and died before flushing 3 and 4; b, the next
+        // owner of the partition, read 3 and 4 again, then 5. a's last
+        // state stays in b's view while it is down.
+        let line = |i: u64| GatewayRecord {
+            line: i,
+            request_time_ms: Some(10_000.0 + i as f64),
+            ..request(i, 504, 100 + i as i64)
+        };
+        let mut a = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        let mut b = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 100);
+        a.add_gateway((1..=4).map(line).collect(), 200_000_000);
+        b.add_gateway((3..=5).map(line).collect(), 200_000_000);
+        b.set_peer_samples(&[own(&a)]);
+        let t = &b.layer_timeouts()["edge"];
+        assert_eq!((t.ms, t.cluster, t.of), (10_000.0, 5, 5));
     }
 }

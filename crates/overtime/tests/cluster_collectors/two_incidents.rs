@@ -13,12 +13,17 @@
 //! verdict for every failing trace, the same trace search (no trace
 //! invented from a request id), the same incident reports, the same SQL
 //! over `verdicts`, `incidents`, lines and spans. While one is down and
-//! after it is back, every record is counted once, and the survivors name
-//! it as not answering. One Jira ticket per fingerprint, with no comment;
-//! one page per fingerprint. Not yet checked (issue 42, open): that the
-//! answers stay the lone collector's while one is down and after the
-//! restart — the traces in flight at the kill are judged differently.
+//! after it is back, every record is counted once, the survivors name it
+//! as not answering; once it is back, every collector answers as the lone
+//! one again — the traces in flight at the kill, split between the dead
+//! collector's flushes and what the next owner read again, judged whole,
+//! their LLM calls and 504s counted once (which findings an incident has
+//! is compared then, not their wording: see `compare::Findings`). One
+//! Jira ticket per fingerprint, with no comment; one page per
+//! fingerprint. Not yet checked (issue 42, open): that the survivors
+//! answer as the lone one while it is down.
 
+use super::compare::Findings;
 use super::rig::{GRACE_MS, Rig, Spec, WAIT_S};
 use super::traffic::{Incident, Keying, failing_of, lines, play, produce, producer};
 use crate::support::{fixture, sql_answer};
@@ -146,11 +151,11 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
         total_spans,
         "every record counted once by the survivors",
     );
-    // Exact equality while it is down is not reached yet: the survivors
-    // judge the traces in flight at the kill from what they re-read, and
-    // some come out differently from the lone collector's judgement (or
-    // not at all) — issue 42, left open. Checked here: every record
-    // counted once, and the dead collector named in the answers.
+    // Exact equality while it is down is not reached yet: what it had
+    // read, flushed and not told its peers of (traces waiting for their
+    // grace period at its death, or judged after its last answer) is held
+    // by nobody until it comes back — issue 42, left open. Checked here:
+    // every record counted once, and the dead collector named.
     for c in rig.alive() {
         let a = sql_answer(c.port, None, "SELECT count(*) AS n FROM verdicts").unwrap();
         let v = a.json();
@@ -167,6 +172,25 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
         total_lines,
         total_spans,
         "every record counted once on every collector",
+    );
+    // Every collector, the restarted one included, answers as the lone
+    // collector: the same verdicts and search, the same incident reports
+    // (counts, shares, headlines, causes, the LLM calls in the latency
+    // buckets, which findings), the same SQL (verdicts per kind) —
+    // nothing of the traces in flight at the kill lost, nothing replayed
+    // counted twice. (A finding's wording is its traces' when they were
+    // judged: see `Findings::Kinds`.) Open (issue 42): in some runs one
+    // of A's judge_slow traces (74e38d01…) keeps a live verdict of
+    // gateway_timeout_mismatch after the restart — in the search, SQL and
+    // incidents, while looking it up (all its rows) says judge_slow — and
+    // this fails. Likely cause: A's and C's gateways share the layer
+    // `access` (60 s and 10 s read timeouts), so its inferred timeout
+    // depends on which 504s its judge had seen when it judged, and a
+    // verdict is not revised when that changes.
+    rig.wait_until_like_single_with(
+        &failing_ids,
+        Findings::Kinds,
+        "every collector answering as the lone one after the kill and the restart",
     );
     // Notifications: one ticket per fingerprint, never commented; one page
     // per fingerprint.
@@ -232,7 +256,7 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
     eprintln!(
         "cluster_collectors: A and C overlapping, C keyed by request id; {} records, {} failing \
          traces, {} fingerprints; {owner_id} killed mid-incident and restarted; every collector \
-         answered as the lone one throughout; {} tickets, no comment; in {:.0?}",
+         answered as the lone one mid-incident and after the restart; {} tickets, no comment; in {:.0?}",
         traffic.len(),
         failing.len(),
         fingerprints.len(),
