@@ -41,7 +41,7 @@ impl Collector {
 pub(super) struct Spec {
     /// Collectors in the group.
     pub(super) collectors: usize,
-    /// The gateway topics and the `log_format` of each (one layer).
+    /// The gateway topics and the `log_format` of each (each its own layer).
     pub(super) edges: Vec<(&'static str, String)>,
     /// Also a lone collector reading every topic in a group of its own.
     pub(super) single: bool,
@@ -198,10 +198,14 @@ impl Rig {
             broker = self.broker.addr,
             session = self.session_timeout_ms,
         );
+        // Each gateway its own layer, as docs/kafka.md has a user name the
+        // layer of each fleet: two gateways with different read timeouts
+        // under one name would give that name one inferred timeout from
+        // both fleets' 504s, changing as they arrive.
         for (topic, log_format) in &self.spec_edges {
             toml += &format!(
                 "[[kafka.topics]]\ntopic = \"{topic}\"\nformat = \"nginx\"\n\
-                 log_format = {log_format:?}\nlayer = \"access\"\n"
+                 log_format = {log_format:?}\nlayer = \"{topic}\"\n"
             );
         }
         toml += &format!("[[kafka.topics]]\ntopic = \"{SPANS}\"\nformat = \"jsonl\"\n");

@@ -5,7 +5,7 @@
 //!
 //! Several incidents can be played over one window (their failures then
 //! overlap in time, as two outages on one platform do); each keeps its own
-//! gateway topic (its own `log_format`) in one gateway layer.
+//! gateway topic (its own `log_format`) and its own gateway layer.
 
 use crate::support::fixture;
 use crate::support::kafka::{Ctx, Deliveries};

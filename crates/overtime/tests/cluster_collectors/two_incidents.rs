@@ -179,14 +179,12 @@ fn two_overlapping_incidents_keyed_by_request_id_read_alike_from_every_collector
     // buckets, which findings), the same SQL (verdicts per kind) —
     // nothing of the traces in flight at the kill lost, nothing replayed
     // counted twice. (A finding's wording is its traces' when they were
-    // judged: see `Findings::Kinds`.) Open (issue 42): in some runs one
-    // of A's judge_slow traces (74e38d01…) keeps a live verdict of
-    // gateway_timeout_mismatch after the restart — in the search, SQL and
-    // incidents, while looking it up (all its rows) says judge_slow — and
-    // this fails. Likely cause: A's and C's gateways share the layer
-    // `access` (60 s and 10 s read timeouts), so its inferred timeout
-    // depends on which 504s its judge had seen when it judged, and a
-    // verdict is not revised when that changes.
+    // judged: see `Findings::Kinds`.) Each gateway is its own layer (the
+    // rig): when A's and C's gateways (60 s and 10 s read timeouts) shared
+    // one, that layer's inferred timeout changed as their 504s arrived,
+    // and a judge_slow trace judged later after the restart could read as
+    // gateway_timeout_mismatch — a verdict is not revised when its layer's
+    // inferred timeout changes (issue 42, open).
     rig.wait_until_like_single_with(
         &failing_ids,
         Findings::Kinds,
