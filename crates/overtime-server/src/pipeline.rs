@@ -259,7 +259,11 @@ pub fn tick(state: &AppState) -> usize {
     let (verdicts, settled, observations) = {
         let mut live = state.live.lock().expect("live state lock");
         let v = live.tick(now_us());
-        (v, live.drain_settled(), live.drain_observations())
+        // Requests just over (for the fast early warning), then the final
+        // observations of the traces whose grace period ended.
+        let mut observed = live.drain_provisional();
+        observed.extend(live.drain_observations());
+        (v, live.drain_settled(), observed)
     };
     state.metrics.record(&verdicts, &settled, observations);
     verdicts.len()

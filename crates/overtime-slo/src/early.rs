@@ -310,10 +310,23 @@ impl Early {
             return;
         };
         self.totals.add(&s);
-        let items = series::request_items(o, &s);
+        let items = series::request_items(o, &s, o.provisional_calls_until_us);
         series::add_items(&mut self.totals.series, None, &items);
         if let Some(b) = self.ring.at(o.end_us, now_us) {
             b.add(&s);
+            series::add_items(&mut b.series, Some(&mut b.keyed), &items);
+        }
+    }
+
+    /// Adds a provisional observation (the request just ended; its final
+    /// one comes after the grace period): its fast series' items only.
+    pub fn add_provisional(&mut self, o: &RequestObservation, now_us: i64, cfg: &SloConfig) {
+        let Some(s) = classify(o, &self.learned, cfg) else {
+            return;
+        };
+        let items = series::request_items(o, &s, None);
+        series::add_items(&mut self.totals.series, None, &items);
+        if let Some(b) = self.ring.at(o.end_us, now_us) {
             series::add_items(&mut b.series, Some(&mut b.keyed), &items);
         }
     }

@@ -184,18 +184,30 @@ impl Keyed {
 /// One item: its signal, its key, its value.
 pub(crate) type Item = (Signal, String, f64);
 
-/// A classified request's items.
-pub(crate) fn request_items(o: &RequestObservation, sig: &Signals) -> Vec<Item> {
+/// A classified request's items; `taken_until`: its provisional
+/// observation's items were taken, so only those of the calls that ended
+/// after it.
+pub(crate) fn request_items(
+    o: &RequestObservation,
+    sig: &Signals,
+    taken_until: Option<i64>,
+) -> Vec<Item> {
     let mut v = Vec::new();
-    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+    let new = |c: &overtime_model::CallObservation| taken_until.is_none_or(|t| c.end_us > t);
+    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0)
+        && taken_until.is_none()
+    {
         v.push((Signal::RequestTimeoutUse, o.route.clone(), u.min(1.0)));
     }
     for (i, u) in &sig.call_use {
         let c = &o.calls[*i];
+        if !new(c) {
+            continue;
+        }
         let key = format!("{} {}", c.stage.as_str(), c.target());
         v.push((Signal::CallTimeoutUse, key, u.min(1.0)));
     }
-    for c in o.calls.iter().filter(|c| c.is_llm()) {
+    for c in o.calls.iter().filter(|c| c.is_llm() && new(c)) {
         if c.duration_ms > 0.0 {
             let x = c.duration_ms.max(1.0).ln();
             v.push((Signal::LlmLatency, c.target().to_string(), x));
@@ -204,7 +216,11 @@ pub(crate) fn request_items(o: &RequestObservation, sig: &Signals) -> Vec<Item> 
             v.push((Signal::Ttft, c.target().to_string(), t.max(1.0).ln()));
         }
     }
-    for w in sig.llm.iter().filter(|w| w.from_phases && w.total_ms > 0.0) {
+    for w in sig
+        .llm
+        .iter()
+        .filter(|w| w.from_phases && w.total_ms > 0.0 && new(&o.calls[w.call]))
+    {
         let key = o.calls[w.call].target().to_string();
         let x = w.wait_ms().min(w.total_ms) / w.total_ms;
         v.push((Signal::LlmQueuePrefill, key, x));

@@ -454,7 +454,11 @@ pub fn replay(
         live.add_gateway(g, clock);
         live.add_spans(s, clock);
         let verdicts = live.tick(clock);
-        metrics.record(&verdicts, &live.drain_settled(), live.drain_observations());
+        // As the collector's tick: provisional observations (requests just
+        // over, for the fast early warning), then the final ones.
+        let mut observed = live.drain_provisional();
+        observed.extend(live.drain_observations());
+        metrics.record(&verdicts, &live.drain_settled(), observed);
         let now: BTreeMap<String, overtime_slo::Alert> = metrics
             .alerts()
             .into_iter()
