@@ -124,6 +124,9 @@ pub struct Outcome {
     /// largest z seen (with enough traffic on both sides): how close the
     /// run came to a warning.
     pub peaks: BTreeMap<&'static str, (f64, f64)>,
+    /// Per fast signal, the largest CUSUM statistic seen (a key's less its
+    /// penalty), against `cusum_threshold`: how close a quiet run came.
+    pub fast_peaks: BTreeMap<&'static str, f64>,
 }
 
 impl Outcome {
@@ -422,6 +425,7 @@ pub fn replay(
     let mut firing: BTreeMap<String, bool> = BTreeMap::new();
     let mut raised = Vec::new();
     let mut peaks: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
+    let mut fast_peaks: BTreeMap<&'static str, f64> = BTreeMap::new();
     let ew = SloConfig::default().early_warning;
     while clock <= end {
         let (mut g, mut s, mut m) = (Vec::new(), Vec::new(), Vec::new());
@@ -476,6 +480,10 @@ pub fn replay(
             }
         }
         let v = metrics.slo_snapshot().early_warning;
+        for d in &v.fast {
+            let p = fast_peaks.entry(d.signal.as_str()).or_insert(0.0f64);
+            *p = p.max(d.stat);
+        }
         for (signal, sv, up, min) in [
             ("chain_health", &v.chain_healthy, false, ew.min_requests),
             ("near_timeout", &v.near_timeout, true, ew.min_calls),
@@ -520,5 +528,6 @@ pub fn replay(
         raised,
         minutes: t.clock.at(last_us) as f64 / 60e6,
         peaks,
+        fast_peaks,
     }
 }
