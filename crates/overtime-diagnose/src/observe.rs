@@ -332,6 +332,8 @@ pub fn observe_with_timeouts(
         fallback_accepted: accepted.reduce(|a, b| a || b),
         calls,
         timeout_used: timeout_used(trace, timeouts, start_us, end_us),
+        provisional: false,
+        provisional_calls_until_us: None,
     }
 }
 

@@ -135,3 +135,31 @@ fn without_a_failure_grace_the_full_grace_applies() {
     assert!(live.tick(29 * S).is_empty());
     assert_eq!(live.tick(30 * S).len(), 1);
 }
+
+#[test]
+fn a_request_is_observed_provisionally_once_it_is_over_and_its_final_observation_says_so() {
+    let b = llm_504(7);
+    let mut live = live();
+    // The spans first: without its gateway line nothing says it is over.
+    live.add_spans(b.spans.clone(), 0);
+    live.tick(5 * S);
+    assert!(live.drain_provisional().is_empty());
+    live.add_gateway(b.gateway.clone(), 6 * S);
+    live.tick(6 * S + FAILURE_GRACE_MS as i64 * 1000 - 1);
+    assert!(live.drain_provisional().is_empty(), "not quiet long enough");
+    live.tick(8 * S);
+    let first = live.drain_provisional();
+    assert_eq!(first.len(), 1);
+    let p = &first[0];
+    assert!(p.provisional && !p.calls.is_empty(), "{p:#?}");
+    assert!(p.timeout_used.is_some(), "its time against the gateway's");
+    assert!(live.drain_observations().is_empty(), "the SLIs still wait");
+    live.tick(20 * S);
+    assert!(live.drain_provisional().is_empty(), "once per trace");
+    live.tick(40 * S);
+    let last = live.drain_observations();
+    assert_eq!(last.len(), 1);
+    assert!(!last[0].provisional);
+    let until = p.calls.iter().map(|c| c.end_us).max();
+    assert_eq!(last[0].provisional_calls_until_us, until);
+}

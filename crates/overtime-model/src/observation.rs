@@ -104,6 +104,18 @@ pub struct RequestObservation {
     /// over its budget, whichever is larger. `None`: no such timeout known.
     #[serde(default)]
     pub timeout_used: Option<f64>,
+    /// A provisional observation: made as soon as the request ended (its
+    /// gateway line in, its trace quiet for a moment), before the grace
+    /// period that makes the final one. Only the fast early-warning series
+    /// take it; the SLIs wait for the final observation.
+    #[serde(default)]
+    pub provisional: bool,
+    /// On a final observation whose provisional one was taken: the latest
+    /// end (µs) of the calls that one held. The fast series take from the
+    /// final one only the calls that ended later (the work a gateway's cut
+    /// left running), not the request's time again.
+    #[serde(default)]
+    pub provisional_calls_until_us: Option<i64>,
 }
 
 impl RequestObservation {
@@ -121,6 +133,8 @@ impl RequestObservation {
             fallback_accepted: None,
             calls: Vec::new(),
             timeout_used: None,
+            provisional: false,
+            provisional_calls_until_us: None,
         }
     }
 

@@ -258,6 +258,16 @@ impl Metrics {
         }
     }
 
+    /// Feeds scraped model-server samples (the `model_server_metrics`
+    /// table's rows) to the fast early warning: their queue depth and
+    /// KV-cache use (`server_loads`), through [`Metrics::observe_server`].
+    pub fn observe_server_metrics(&self, rows: &[overtime_model::MetricSample]) {
+        let loads = server_loads(rows);
+        if !loads.is_empty() {
+            self.observe_server(&loads);
+        }
+    }
+
     /// A source refused work before writing because the store pushed back
     /// early ([`RecordSink::backpressure`](overtime_model::RecordSink::backpressure)):
     /// counted in `overtime_backpressure_total` like a refused write.
@@ -394,6 +404,25 @@ impl Metrics {
             .updated
             .is_some_and(|t| t.elapsed() <= max_age)
     }
+}
+
+/// The model servers' queue depth and KV-cache use among scraped samples,
+/// as the early warning reads them (the names and the server label as the
+/// live diagnosis reads them: [`overtime_diagnose::server_metrics`]).
+fn server_loads(rows: &[overtime_model::MetricSample]) -> Vec<overtime_slo::ServerLoad> {
+    use overtime_diagnose::server_metrics::{KV_CACHE_USE, QUEUE_DEPTH, server_of};
+    rows.iter()
+        .filter_map(|s| {
+            let queue = QUEUE_DEPTH.contains(&s.name.as_str()).then_some(s.value);
+            let kv = KV_CACHE_USE.contains(&s.name.as_str()).then_some(s.value);
+            (queue.is_some() || kv.is_some()).then(|| overtime_slo::ServerLoad {
+                at_us: s.time_us,
+                server: server_of(s),
+                queue_depth: queue,
+                kv_cache_use: kv,
+            })
+        })
+        .collect()
 }
 
 /// What `/metrics` reads from the live diagnosis and the store; updates

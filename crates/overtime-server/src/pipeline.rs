@@ -48,7 +48,7 @@ impl DiagnosingSink {
                     .add_spans(rows, now)
             }),
             Table::ModelServerMetrics => metric_samples(batch).map(|rows| {
-                state.metrics.observe_server(&server_loads(&rows));
+                state.metrics.observe_server_metrics(&rows);
                 state
                     .live
                     .lock()
@@ -66,25 +66,6 @@ impl DiagnosingSink {
             );
         }
     }
-}
-
-/// The model servers' queue depth and KV-cache use among scraped samples,
-/// as the early warning reads them (the names and the server label as the
-/// live diagnosis reads them: [`overtime_diagnose::server_metrics`]).
-fn server_loads(rows: &[overtime_model::MetricSample]) -> Vec<overtime_slo::ServerLoad> {
-    use overtime_diagnose::server_metrics::{KV_CACHE_USE, QUEUE_DEPTH, server_of};
-    rows.iter()
-        .filter_map(|s| {
-            let queue = QUEUE_DEPTH.contains(&s.name.as_str()).then_some(s.value);
-            let kv = KV_CACHE_USE.contains(&s.name.as_str()).then_some(s.value);
-            (queue.is_some() || kv.is_some()).then(|| overtime_slo::ServerLoad {
-                at_us: s.time_us,
-                server: server_of(s),
-                queue_depth: queue,
-                kv_cache_use: kv,
-            })
-        })
-        .collect()
 }
 
 /// The source label of an unlabelled write: `file` or `kafka` from the
@@ -279,7 +260,11 @@ pub fn tick(state: &AppState) -> usize {
     let (verdicts, settled, observations) = {
         let mut live = state.live.lock().expect("live state lock");
         let v = live.tick(now_us());
-        (v, live.drain_settled(), live.drain_observations())
+        // Requests just over (for the fast early warning), then the final
+        // observations of the traces whose grace period ended.
+        let mut observed = live.drain_provisional();
+        observed.extend(live.drain_observations());
+        (v, live.drain_settled(), observed)
     };
     state.metrics.record(&verdicts, &settled, observations);
     verdicts.len()

@@ -99,6 +99,13 @@ pub struct SimulateArgs {
     /// expected root cause and component, the outcome the client saw).
     #[arg(long, value_name = "FILE")]
     pub truth: Option<PathBuf>,
+    /// Write the model server's metrics as Prometheus scrapes one after
+    /// another, each sample with its time (what `overtime diagnose
+    /// --metrics` reads), every 15 simulated seconds: vLLM's
+    /// `num_requests_waiting` and `num_requests_running` per model. The
+    /// same answer is served live on the model server's metrics port.
+    #[arg(long = "model-metrics", value_name = "FILE")]
+    pub model_metrics: Option<PathBuf>,
     /// Run under other timeouts than the routes' (nominal, like every
     /// delay): `llm.<model>.timeout=30s`, `tool.<name>.timeout=20s` (or
     /// `none`), `service.budget=90s`, `gateway.read_timeout=130s`,

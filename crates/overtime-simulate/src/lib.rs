@@ -32,6 +32,7 @@ mod gateway;
 mod http;
 mod load;
 mod model;
+mod model_metrics;
 mod orchestrator;
 mod overrides;
 mod platform;
@@ -54,6 +55,7 @@ use args::Settings;
 use gateway::access::AccessLog;
 use gateway::{Gateway, GatewaySpec};
 use load::{LoadConfig, Truth};
+use model_metrics::ModelMetricsFile;
 use platform::Platform;
 use scenarios::PlanCtx;
 use std::path::PathBuf;
@@ -92,6 +94,12 @@ pub struct Summary {
     pub otlp_url: Option<String>,
     /// The ground-truth file (`--truth`); `None`: not written.
     pub truth: Option<PathBuf>,
+    /// Where the model server's metrics were served
+    /// (`http://127.0.0.1:<port>/metrics`).
+    pub model_metrics_url: String,
+    /// The model server's metrics file (`--model-metrics`); `None`: not
+    /// written.
+    pub model_metrics: Option<PathBuf>,
     /// What the load generator sent and what came back.
     pub load: LoadReport,
     /// Spans the services ended.
@@ -153,6 +161,11 @@ impl std::fmt::Display for Summary {
         }
         if let Some(t) = &self.truth {
             writeln!(f, "  ground truth: {}", t.display())?;
+        }
+        write!(f, "  model server metrics: {}", self.model_metrics_url)?;
+        match &self.model_metrics {
+            Some(p) => writeln!(f, ", every 15 simulated s in {}", p.display())?,
+            None => writeln!(f)?,
         }
         if self.load.unresolved > 0 {
             writeln!(
@@ -355,6 +368,18 @@ fn simulate_inner(
         timeline: s.timeline,
     };
     let idle_wait = load_cfg.idle_wait;
+    let model_metrics_url = format!("http://127.0.0.1:{}/metrics", platform.model_metrics_port);
+    if cli && !args.quiet {
+        tracing::info!("  model server metrics (vLLM's names) on {model_metrics_url}");
+    }
+    let sampler = match &args.model_metrics {
+        Some(p) => Some(rt.spawn(model_metrics::write_every(
+            ModelMetricsFile::create(p)?,
+            platform.model_server.clone(),
+            scale,
+        ))),
+        None => None,
+    };
     let (report, idle) = rt.block_on(async {
         let r = load::run(load_cfg, &platform, truth, stop).await;
         // Work the gateway cut goes on; its spans belong in the output.
@@ -366,6 +391,9 @@ fn simulate_inner(
             "{} requests were still running after {idle_wait:?}; their spans are missing",
             platform.busy()
         ));
+    }
+    if let Some(t) = sampler {
+        t.abort();
     }
     let stopped = gw.stop();
     platform.stop();
@@ -397,6 +425,8 @@ fn simulate_inner(
         spans_out: args.spans_out.clone(),
         otlp_url: tel.otlp_url().map(str::to_string),
         truth: args.truth.clone(),
+        model_metrics_url,
+        model_metrics: args.model_metrics.clone(),
         load: report,
         spans_ended: st.spans_ended.load(SeqCst),
         spans_written: st.file_spans.load(SeqCst),

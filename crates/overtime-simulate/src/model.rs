@@ -4,6 +4,12 @@
 //! reported as `X-LLM-Reason: queue_wait=…s,kv_cache_build=…s,
 //! decode_loop=…s,io_wait=…s` and `X-LLM-Duration` (docs/inputs.md#x-llm-reason); streams
 //! answer SSE chunks. `legacy-llm` (llama) reports no phases at all.
+//!
+//! Like vLLM, `model-server` counts the calls it holds that are not
+//! running yet (behind other tenants' work, or waiting for a GPU slot) and
+//! the calls on its slots, per model: [`ModelServer::exposition`] writes
+//! them as vLLM's `/metrics` does (`vllm:num_requests_waiting`,
+//! `vllm:num_requests_running`, label `model_name`).
 
 use crate::http;
 use crate::service::{Ctx, Reply, Req, plain, record_error, respond, string_array};
@@ -16,6 +22,7 @@ use opentelemetry::{Context, KeyValue};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -83,20 +90,75 @@ pub(crate) fn reason(phases: &[(&str, Duration)]) -> String {
         .join(",")
 }
 
+/// One model's GPU slots and the calls waiting for them.
+#[derive(Debug)]
+struct Pool {
+    spec: ModelSpec,
+    slots: Arc<Semaphore>,
+    /// Calls received and not running yet.
+    waiting: Arc<AtomicUsize>,
+}
+
+/// Counts a call as waiting while held.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(c: &Arc<AtomicUsize>) -> Self {
+        c.fetch_add(1, SeqCst);
+        Waiting(c.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
 /// `model-server`.
 #[derive(Debug)]
 pub(crate) struct ModelServer {
     pub(crate) ctx: Arc<Ctx>,
-    slots: HashMap<&'static str, (ModelSpec, Arc<Semaphore>)>,
+    pools: HashMap<&'static str, Pool>,
 }
 
 impl ModelServer {
     pub(crate) fn new(ctx: Arc<Ctx>) -> Self {
-        let slots = MODELS
+        let pools = MODELS
             .iter()
-            .map(|m| (m.name, (*m, Arc::new(Semaphore::new(m.slots)))))
+            .map(|m| {
+                let pool = Pool {
+                    spec: *m,
+                    slots: Arc::new(Semaphore::new(m.slots)),
+                    waiting: Arc::default(),
+                };
+                (m.name, pool)
+            })
             .collect();
-        ModelServer { ctx, slots }
+        ModelServer { ctx, pools }
+    }
+
+    /// Its load now, in the text format vLLM's `/metrics` answers with:
+    /// per model, the calls waiting (not running yet) and running.
+    pub(crate) fn exposition(&self) -> String {
+        let mut waiting = String::from("# TYPE vllm:num_requests_waiting gauge\n");
+        let mut running = String::from("# TYPE vllm:num_requests_running gauge\n");
+        for m in MODELS {
+            let Some(p) = self.pools.get(m.name) else {
+                continue;
+            };
+            let busy = m.slots.saturating_sub(p.slots.available_permits());
+            let w = p.waiting.load(SeqCst);
+            waiting += &format!(
+                "vllm:num_requests_waiting{{model_name=\"{}\"}} {w}\n",
+                m.name
+            );
+            running += &format!(
+                "vllm:num_requests_running{{model_name=\"{}\"}} {busy}\n",
+                m.name
+            );
+        }
+        waiting + &running
     }
 
     pub(crate) fn route(_: &str) -> String {
@@ -111,7 +173,7 @@ impl ModelServer {
         let scale = self.ctx.scale;
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let model = body["model"].as_str().unwrap_or(DS).to_string();
-        let Some((spec, slots)) = self.slots.get(model.as_str()).cloned() else {
+        let Some(pool) = self.pools.get(model.as_str()) else {
             return respond(
                 &cx,
                 404,
@@ -127,12 +189,15 @@ impl ModelServer {
         let span = cx.span();
         span.set_attribute(KeyValue::new("gen_ai.request.model", model.clone()));
         span.set_attribute(KeyValue::new("gen_ai.usage.input_tokens", i64::from(tin)));
+        let (spec, slots) = (pool.spec, pool.slots.clone());
         let t0 = Instant::now();
+        let waiting = Waiting::new(&pool.waiting);
         // Other tenants' work ahead of this call on the shared pool.
         scale.sleep(sim["queue_ms"].as_f64().unwrap_or(0.0)).await;
         let Ok(permit) = slots.acquire_owned().await else {
             return respond(&cx, 503, &json!({"error": "model server stopping"}), &[]);
         };
+        drop(waiting);
         let queue = t0.elapsed();
         let p0 = Instant::now();
         let prefill_ms = (spec.prefill_base_ms

@@ -21,6 +21,11 @@ pub struct Platform {
     /// Where the gateway sends `/v1/agent/*`.
     pub agent_port: u16,
     pub registry: Arc<Registry>,
+    /// The model server, whose load [`ModelServer::exposition`] reads.
+    pub model_server: Arc<ModelServer>,
+    /// Where the model server's Prometheus metrics are served
+    /// (`http://127.0.0.1:<port>/metrics`, vLLM's names).
+    pub model_metrics_port: u16,
     busy: Arc<AtomicUsize>,
     servers: Vec<Server>,
 }
@@ -60,9 +65,30 @@ impl Platform {
         .map_err(|e| bind("external-apis", e))?;
 
         let m = Arc::new(ModelServer::new(ctx("model-server")?));
-        let model = serve_service(m.ctx.clone(), m, ModelServer::route, ModelServer::handle)
-            .await
-            .map_err(|e| bind("model-server", e))?;
+        let model = serve_service(
+            m.ctx.clone(),
+            m.clone(),
+            ModelServer::route,
+            ModelServer::handle,
+        )
+        .await
+        .map_err(|e| bind("model-server", e))?;
+        // Its metrics on a port of their own: a scrape is no traced request.
+        let scraped = m.clone();
+        let model_metrics = http::serve(local, move |req, _| {
+            let text = match req.uri().path() {
+                "/metrics" => Ok(scraped.exposition()),
+                _ => Err(()),
+            };
+            async move {
+                match text {
+                    Ok(t) => crate::service::plain(200, &t),
+                    Err(()) => crate::service::plain(404, "not found"),
+                }
+            }
+        })
+        .await
+        .map_err(|e| bind("model-server metrics", e))?;
         let l = Arc::new(LegacyLlm {
             ctx: ctx("legacy-llm")?,
         });
@@ -96,8 +122,10 @@ impl Platform {
         Ok(Platform {
             agent_port: agent.port(),
             registry,
+            model_metrics_port: model_metrics.port(),
+            model_server: m,
             busy,
-            servers: vec![agent, model, legacy, tools, memory, external],
+            servers: vec![agent, model, model_metrics, legacy, tools, memory, external],
         })
     }
 

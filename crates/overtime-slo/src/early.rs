@@ -92,6 +92,8 @@ pub(crate) struct Tally {
     pub time_sq: f64,
     /// The fast detector's series ([`cusum`]).
     pub series: series::Series,
+    /// The same per route, call target, model and model server.
+    pub keyed: series::Keyed,
 }
 
 impl Tally {
@@ -308,18 +310,33 @@ impl Early {
             return;
         };
         self.totals.add(&s);
-        series::add_request(&mut self.totals.series, o, &s);
+        let items = series::request_items(o, &s, o.provisional_calls_until_us);
+        series::add_items(&mut self.totals.series, None, &items);
         if let Some(b) = self.ring.at(o.end_us, now_us) {
             b.add(&s);
-            series::add_request(&mut b.series, o, &s);
+            series::add_items(&mut b.series, Some(&mut b.keyed), &items);
+        }
+    }
+
+    /// Adds a provisional observation (the request just ended; its final
+    /// one comes after the grace period): its fast series' items only.
+    pub fn add_provisional(&mut self, o: &RequestObservation, now_us: i64, cfg: &SloConfig) {
+        let Some(s) = classify(o, &self.learned, cfg) else {
+            return;
+        };
+        let items = series::request_items(o, &s, None);
+        series::add_items(&mut self.totals.series, None, &items);
+        if let Some(b) = self.ring.at(o.end_us, now_us) {
+            series::add_items(&mut b.series, Some(&mut b.keyed), &items);
         }
     }
 
     /// Adds a model server's load sample at data time `now_us`.
     pub fn add_server(&mut self, l: &ServerLoad, now_us: i64) {
-        series::add_server(&mut self.totals.series, l);
+        let items = series::server_items(l);
+        series::add_items(&mut self.totals.series, None, &items);
         if let Some(b) = self.ring.at(l.at_us, now_us) {
-            series::add_server(&mut b.series, l);
+            series::add_items(&mut b.series, Some(&mut b.keyed), &items);
         }
     }
 

@@ -187,8 +187,15 @@ impl Slo {
     /// Adds one completed request. Requests should come in end-time order
     /// (see [`Slo::observe_all`]); one that ends before the watermark still
     /// lands in its bucket if the windows remember it.
+    ///
+    /// A provisional observation (made when the request ended, before its
+    /// trace's grace period) feeds only the fast early-warning series.
     pub fn observe(&mut self, o: &RequestObservation) {
         self.step_to(o.end_us);
+        if o.provisional {
+            self.early.add_provisional(o, self.watermark_us, &self.cfg);
+            return;
+        }
         self.observed += 1;
         let route = self.labels.route.get(&o.route);
         self.totals

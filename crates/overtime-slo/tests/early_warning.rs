@@ -435,3 +435,73 @@ fn a_model_server_queue_growing_warns_from_its_own_metrics() {
         0
     );
 }
+
+#[test]
+fn a_queue_growing_on_one_of_two_model_servers_warns_naming_it() {
+    use overtime_slo::ServerLoad;
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(6);
+    let mut first = None;
+    // Two servers scraped every 15 s, 0–2 waiting each; from minute 20 one
+    // of them queues 2 more a minute: half that over both.
+    for i in 0..(26 * 4) {
+        let m = i as f64 / 4.0;
+        for (server, rise) in [("vllm-a", 0.0), ("vllm-b", 2.0)] {
+            slo.observe_server(&[ServerLoad {
+                at_us: T0 + i * 15_000_000,
+                server: server.into(),
+                queue_depth: Some((rng.f64() * 3.0).floor() + (rise * (m - 20.0)).max(0.0)),
+                kv_cache_use: None,
+            }]);
+        }
+        slo.evaluate();
+        if first.is_none()
+            && let Some(a) = slo
+                .alerts()
+                .iter()
+                .find(|a| a.label("signal") == Some("queue_depth"))
+        {
+            first = Some((m, a.summary().to_string()));
+        }
+    }
+    let (at, summary) = first.expect("a queue-depth warning");
+    assert!((20.0..23.0).contains(&at), "{at}: {summary}");
+    assert!(
+        summary.starts_with("model server queue growing (vllm-b): "),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_provisional_observation_feeds_only_the_fast_series_and_its_final_one_adds_only_later_calls() {
+    use overtime_slo::early::Signal;
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(7);
+    let mut o = request(T0, EVERYDAY, &mut rng);
+    o.timeout_used = Some(0.5);
+    let until = o.calls.iter().map(|c| c.end_us).max();
+    let mut p = o.clone();
+    p.provisional = true;
+    slo.observe_all(vec![p]);
+    let n = |slo: &Slo, s: Signal| slo.early_totals().series[s.index()].n;
+    let calls = n(&slo, Signal::CallTimeoutUse);
+    assert_eq!(n(&slo, Signal::RequestTimeoutUse), 1.0);
+    assert!(calls >= 1.0);
+    assert_eq!(
+        slo.early_totals().chains.iter().sum::<u64>(),
+        0,
+        "no SLI yet"
+    );
+    // The final one: counted in the SLIs; in the fast series only the call
+    // that ended after the provisional one (work a gateway cut left going).
+    let mut late = CallObservation::new(Stage::Tool, SpanStatus::Ok, 2_000.0, T0 + 1);
+    late.tool = Some("weather_api".into());
+    late.timeout_ms = Some(5_000.0);
+    late.end_us = until.unwrap_or(T0) + 1;
+    o.calls.push(late);
+    o.provisional_calls_until_us = until;
+    slo.observe_all(vec![o]);
+    assert_eq!(slo.early_totals().chains.iter().sum::<u64>(), 1);
+    assert_eq!(n(&slo, Signal::RequestTimeoutUse), 1.0);
+    assert_eq!(n(&slo, Signal::CallTimeoutUse), calls + 1.0);
+}

@@ -125,20 +125,28 @@ fn main() {
         }
     }
     println!(
-        "\n| healthy noisy traffic | run seed | collector restarted at (min) | simulated minutes | requests | early warnings | per hour | any alert raised |"
+        "\n| healthy noisy traffic | run seed | collector restarted at (min) | simulated minutes | requests | early warnings | per hour | any alert raised | largest CUSUM (threshold 5) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for restart in [None, Some(15.0)] {
         for seed in seeds().into_iter().filter(|_| wanted("healthy_noisy")) {
             let o = run_with(dir.path(), "healthy_noisy", seed, scale, &[], restart);
+            let mut peaks: Vec<(&str, f64)> = o.fast_peaks.iter().map(|(k, v)| (*k, *v)).collect();
+            peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let peaks: Vec<String> = peaks
+                .iter()
+                .take(3)
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect();
             println!(
-                "| `healthy_noisy` | {seed} | {} | {:.0} | {} | {} | {:.1} | {} |",
+                "| `healthy_noisy` | {seed} | {} | {:.0} | {} | {} | {:.1} | {} | {} |",
                 restart.map_or("—".into(), |m| format!("{m:.0}")),
                 o.minutes,
                 o.requests,
                 o.early_raised(),
                 o.early_raised() as f64 / o.minutes * 60.0,
-                o.raised.len()
+                o.raised.len(),
+                peaks.join(", ")
             );
             for r in &o.raised {
                 eprintln!(

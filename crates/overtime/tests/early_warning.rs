@@ -5,8 +5,8 @@
 //! to the first 504 — must raise an early-warning alert at least 3
 //! simulated minutes before the outage's first 504 reaches a client (a
 //! lone 504 earlier is a stray of a starved test machine, reported, not
-//! the incident), a GPU pool tipping over in 2 minutes before it (the
-//! goal is a minute; see the test); 36 simulated minutes of healthy, noisy traffic, with the
+//! the incident), a GPU pool tipping over in 2 minutes a minute before
+//! it; 36 simulated minutes of healthy, noisy traffic, with the
 //! collector restarted in the middle, must raise none. The slower ramps
 //! and more seeds are the benchmark's (`benches/early_warning.rs`). Real nginx (when installed), the real OpenTelemetry SDK,
 //! the collector's own live engine (see `support::early_warning`).
@@ -183,11 +183,10 @@ fn a_ramp_into_seed_004_warns_at_least_3_minutes_before_the_outage_s_first_504()
 }
 
 #[test]
-fn a_gpu_pool_tipping_over_in_two_minutes_warns_before_the_first_504() {
-    // The goal is a minute; the benchmark measures 0.4 (the README's table:
-    // the mean over every request and LLM call dilutes the one flow that
-    // tips, and the live diagnosis observes a request 30 s after it ends).
-    warns_ahead("tipover_gpu_slots", "10m", 0.2);
+fn a_gpu_pool_tipping_over_in_two_minutes_warns_a_minute_before_the_first_504() {
+    // The model server's own queue depth (its scrapes, `--model-metrics`)
+    // moves before any request slows: the benchmark measures 1.3–1.6.
+    warns_ahead("tipover_gpu_slots", "10m", 1.0);
 }
 
 #[test]

@@ -20,7 +20,9 @@
 //! - Each trace is observed for the SLIs once, at its first diagnosis after
 //!   the full grace period ([`LiveDiagnoser::drain_observations`]): an early
 //!   verdict is not observed (its spans may still be on their way), and a
-//!   revision is not a new request.
+//!   revision is not a new request. Once its request is over it is also
+//!   observed provisionally, for the fast early warning only
+//!   (`provisional.rs`, [`LiveDiagnoser::drain_provisional`]).
 
 use crate::Trace;
 use crate::assemble::{Key, hex128, key_name, sane_gateway, sane_span};
@@ -38,6 +40,7 @@ mod bounds;
 mod complete;
 mod cuts;
 mod metrics;
+mod provisional;
 mod requests;
 mod share;
 pub use requests::RequestLookup;
@@ -72,6 +75,9 @@ struct Pending {
     early_at_us: Option<i64>,
     /// Counted in the SLI observations already.
     observed: bool,
+    /// Observed provisionally (`provisional.rs`): the latest end of the
+    /// calls that observation held.
+    provisional_until: Option<i64>,
     /// Looked up in the shared store already (see `complete.rs`).
     completed: bool,
     /// Another collector holds part of it too (its summary of the trace
@@ -142,6 +148,8 @@ pub struct LiveDiagnoser {
     tombstones: VecDeque<(u64, String)>,
     verdicts: FxHashMap<String, (u32, Verdict)>,
     observations: VecDeque<RequestObservation>,
+    /// Provisional observations (`provisional.rs`) not drained yet.
+    provisional: VecDeque<RequestObservation>,
     /// Failing verdicts as they stood when their trace's grace period
     /// ended: what root-cause counts are made of.
     settled: VecDeque<Verdict>,
@@ -190,6 +198,7 @@ impl LiveDiagnoser {
             tombstones: VecDeque::new(),
             verdicts: FxHashMap::default(),
             observations: VecDeque::new(),
+            provisional: VecDeque::new(),
             settled: VecDeque::new(),
             observations_dropped: 0,
             requests: requests::RequestJoin::default(),
@@ -455,6 +464,7 @@ impl LiveDiagnoser {
                 out.extend(self.finish(key, now_us, &timeouts, true));
             }
         }
+        self.observe_provisional(now_us);
         self.forget(now_us);
         self.enforce_max_records(now_us, &mut out);
         out
@@ -484,12 +494,9 @@ impl LiveDiagnoser {
                 self.observations_dropped += 1;
             }
             let summary = self.summaries.back().expect("diagnose keeps a summary");
-            self.observations
-                .push_back(crate::observe::observe_with_timeouts(
-                    &pending.trace,
-                    summary,
-                    timeouts,
-                ));
+            let mut o = crate::observe::observe_with_timeouts(&pending.trace, summary, timeouts);
+            o.provisional_calls_until_us = pending.provisional_until;
+            self.observations.push_back(o);
             if let Some((_, Some(v))) = &pending.given
                 && v.outcome != Outcome::Ok
             {

@@ -72,6 +72,8 @@ pub struct LlmWait {
     pub total_ms: f64,
     /// Queue and prefill were measured (not the TTFT stand-in).
     pub from_phases: bool,
+    /// Its index in the request's calls.
+    pub call: usize,
 }
 
 impl LlmWait {
@@ -93,8 +95,9 @@ pub struct Signals {
     pub judged_low: bool,
     /// (index in [`TIMED_STAGES`], used ≥ the near-timeout share).
     pub timed: Vec<(usize, bool)>,
-    /// Each call with a known timeout: the share of it used (1: cut).
-    pub call_use: Vec<f64>,
+    /// Each call with a known timeout (its index in the request's calls):
+    /// the share of it used (1: cut).
+    pub call_use: Vec<(usize, f64)>,
     pub llm: Vec<LlmWait>,
 }
 
@@ -217,7 +220,7 @@ pub fn classify(
     }
     let mut llm = Vec::new();
     let mut call_use = Vec::new();
-    for c in &o.calls {
+    for (n, c) in o.calls.iter().enumerate() {
         if let Some(i) = stage_index(c.stage) {
             let used = if c.timed_out() {
                 Some(1.0)
@@ -231,7 +234,7 @@ pub fn classify(
             };
             if let Some(u) = used {
                 timed.push((i, u >= near));
-                call_use.push(u);
+                call_use.push((n, u));
             }
         }
         if c.is_llm() && c.duration_ms > 0.0 {
@@ -243,6 +246,7 @@ pub fn classify(
                     first_token_ms: 0.0,
                     total_ms: total,
                     from_phases: true,
+                    call: n,
                 })
             } else {
                 c.ttft_ms.filter(|t| t.is_finite()).map(|t| LlmWait {
@@ -251,6 +255,7 @@ pub fn classify(
                     first_token_ms: t.clamp(0.0, total),
                     total_ms: total,
                     from_phases: false,
+                    call: n,
                 })
             };
             llm.extend(w);

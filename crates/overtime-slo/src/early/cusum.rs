@@ -27,6 +27,15 @@
 //! `S = max(0, S + zᵢ − k)` (allowance `k` = [`ALLOWANCE`]); the warning
 //! fires when `S ≥ h` (`[slo.early_warning] cusum_threshold`).
 //!
+//! Each signal is tested over everything and over each of its
+//! [`TOP_KEYS`] busiest keys (routes, call targets, models, model servers:
+//! [`super::series::Keyed`]); the detection reported is the one furthest
+//! along, naming its key. More series tested means more chances for noise
+//! to cross: a key's statistic pays [`key_penalty`] before it is compared
+//! (the CUSUM's false-alarm rate falls as `e^(-2kh)`, so adding
+//! `ln(n) / 2k` to the threshold of each of `n` series keeps the rate of
+//! the whole family that of one).
+//!
 //! The baseline is every bucket before the test span still held (up to
 //! `baseline_window_s`), once it has [`MIN_BASELINE_BUCKETS`] buckets with
 //! [`MIN_BASELINE_ITEMS`] items: a collector that started 7 minutes ago
@@ -35,6 +44,7 @@
 use super::series::{Moments, Signal};
 use super::{BUCKET_S, Early};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Buckets (30 s) the statistic runs over: 8 minutes.
 pub const CUSUM_BUCKETS: usize = 16;
@@ -47,13 +57,27 @@ pub const MIN_BASELINE_ITEMS: f64 = 30.0;
 pub const MIN_CURRENT_ITEMS: f64 = 5.0;
 /// The allowance `k`, in standard errors per bucket.
 pub const ALLOWANCE: f64 = 0.5;
+/// Keys per signal tested besides the signal over everything: the
+/// busiest over the history held.
+pub const TOP_KEYS: usize = 4;
+
+/// What a key's statistic pays: `ln(TOP_KEYS + 1) / (2 × ALLOWANCE)`, the
+/// threshold's rise that keeps the false-alarm rate of the signal's
+/// `TOP_KEYS + 1` series that of one.
+pub fn key_penalty() -> f64 {
+    ((TOP_KEYS + 1) as f64).ln() / (2.0 * ALLOWANCE)
+}
 
 /// One signal's fast detector at an evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Detection {
     /// The signal.
     pub signal: Signal,
-    /// The CUSUM statistic (standard errors beyond the allowance, summed).
+    /// The route, call target, model or model server whose own series
+    /// this is (`None`: over everything).
+    pub key: Option<String>,
+    /// The CUSUM statistic (standard errors beyond the allowance, summed);
+    /// a key's less [`key_penalty`].
     pub stat: f64,
     /// The mean over the buckets since the statistic last left 0 (`None`:
     /// it is 0).
@@ -84,18 +108,48 @@ impl Early {
             .filter(|(i, _)| *i <= cur && cur - *i < self.ring.len() as i64)
             .map(|(i, t)| ((cur - i) as usize, t))
             .collect();
+        // (buckets back from now, moments), newest first.
+        let points = |get: &dyn Fn(&super::Tally) -> Option<Moments>| {
+            let mut pts: Vec<(usize, Moments)> = entries
+                .iter()
+                .filter_map(|(b, t)| get(t).filter(|m| m.n > 0.0).map(|m| (*b, m)))
+                .collect();
+            pts.sort_by_key(|p| p.0);
+            pts
+        };
         Signal::ALL
             .iter()
             .filter_map(|s| {
                 let k = s.index();
-                // (buckets back from now, moments), newest first.
-                let mut pts: Vec<(usize, Moments)> = entries
-                    .iter()
-                    .filter(|(_, t)| t.series[k].n > 0.0)
-                    .map(|(b, t)| (*b, t.series[k]))
-                    .collect();
-                pts.sort_by_key(|p| p.0);
-                detect(*s, &pts, baseline_buckets)
+                let mut best = detect(*s, &points(&|t| Some(t.series[k])), baseline_buckets);
+                let mut busy: BTreeMap<&str, f64> = BTreeMap::new();
+                for (_, t) in &entries {
+                    for ((sig, key), m) in &t.keyed.0 {
+                        if sig == s {
+                            *busy.entry(key.as_str()).or_default() += m.n;
+                        }
+                    }
+                }
+                let mut keys: Vec<(&str, f64)> = busy.into_iter().collect();
+                keys.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+                keys.truncate(TOP_KEYS);
+                // One key: its series is the one over everything.
+                for (key, _) in keys.iter().filter(|_| keys.len() > 1) {
+                    let id = (*s, key.to_string());
+                    let pts = points(&|t| t.keyed.0.get(&id).copied());
+                    if let Some(d) = detect(*s, &pts, baseline_buckets)
+                        && best
+                            .as_ref()
+                            .is_none_or(|b| d.stat - key_penalty() > b.stat)
+                    {
+                        best = Some(Detection {
+                            key: Some(key.to_string()),
+                            stat: d.stat - key_penalty(),
+                            ..d
+                        });
+                    }
+                }
+                best
             })
             .collect()
     }
@@ -165,6 +219,7 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
         * BUCKET_S;
     Some(Detection {
         signal,
+        key: None,
         stat,
         recent: run.mean(),
         recent_items: run.n as u64,

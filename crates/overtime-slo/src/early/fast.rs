@@ -59,9 +59,15 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         return None;
     }
     let s = d.signal;
+    let pen = if d.key.is_some() {
+        super::cusum::key_penalty()
+    } else {
+        0.0
+    };
     let summary = format!(
-        "{}: {} {} over the last {} ({} items), up from {} over {} ({} items); CUSUM {:.1} >= {h} (30 s buckets, rises beyond {} counted)",
+        "{}{}: {} {} over the last {} ({} items), up from {} over {} ({} items); CUSUM {:.1}{} >= {h} (30 s buckets, rises beyond {} counted)",
         title(s),
+        d.key.as_ref().map_or(String::new(), |k| format!(" ({k})")),
         s.show(recent),
         s.what(),
         minutes(d.recent_s),
@@ -69,7 +75,15 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         s.show(d.baseline),
         baseline_words(d),
         d.baseline_items,
-        d.stat,
+        d.stat + pen,
+        if d.key.is_some() {
+            format!(
+                " less {pen:.1} (one of the signal's {} series tested)",
+                super::cusum::TOP_KEYS + 1
+            )
+        } else {
+            String::new()
+        },
         match s {
             Signal::LlmLatency => "15 %".to_string(),
             Signal::Ttft => "25 %".to_string(),

@@ -11,10 +11,22 @@
 //!   a rise smaller than that is not worth a page however significant.
 //! - Model-server load comes in as plain data ([`ServerLoad`]): whoever
 //!   scrapes the server maps its metric names (vLLM, TGI, SGLang) to it.
+//! - Every item also feeds the series of its *key* ([`Keyed`]): the
+//!   request's route, the call's `stage target` (`tool weather_lookup`),
+//!   the LLM call's model, the model server. A ramp into one flow moves
+//!   the mean over every request by a fraction of its own rise; its own
+//!   route's, model's or server's series sees it whole. Bounded: at most
+//!   [`MAX_KEYS`] keys a bucket, and the detector reads the
+//!   [`super::cusum::TOP_KEYS`] busiest of each signal.
 
 use super::classify::Signals;
 use overtime_model::RequestObservation;
 use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Keys (over every signal) one bucket holds a series for; items of
+/// further keys feed only the signal's series over everything.
+pub const MAX_KEYS: usize = 64;
 
 /// Count, sum and sum of squares of one value.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -60,7 +72,7 @@ impl Moments {
 }
 
 /// One fast early-warning signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     /// Requests' duration over their gateway's read timeout (or budget).
@@ -155,24 +167,74 @@ impl Signal {
 /// Items per signal in one bucket.
 pub type Series = [Moments; 7];
 
-/// Adds a classified request's items to `s`.
-pub(crate) fn add_request(s: &mut Series, o: &RequestObservation, sig: &Signals) {
-    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
-        s[Signal::RequestTimeoutUse.index()].add(u.min(1.0));
+/// The series of one bucket per (signal, key).
+#[derive(Debug, Clone, Default)]
+pub struct Keyed(pub BTreeMap<(Signal, String), Moments>);
+
+impl Keyed {
+    fn add(&mut self, s: Signal, key: &str, x: f64) {
+        if let Some(m) = self.0.get_mut(&(s, key.to_string())) {
+            m.add(x);
+        } else if self.0.len() < MAX_KEYS {
+            self.0.entry((s, key.to_string())).or_default().add(x);
+        }
     }
-    for u in &sig.call_use {
-        s[Signal::CallTimeoutUse.index()].add(u.min(1.0));
+}
+
+/// One item: its signal, its key, its value.
+pub(crate) type Item = (Signal, String, f64);
+
+/// A classified request's items; `taken_until`: its provisional
+/// observation's items were taken, so only those of the calls that ended
+/// after it.
+pub(crate) fn request_items(
+    o: &RequestObservation,
+    sig: &Signals,
+    taken_until: Option<i64>,
+) -> Vec<Item> {
+    let mut v = Vec::new();
+    let new = |c: &overtime_model::CallObservation| taken_until.is_none_or(|t| c.end_us > t);
+    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0)
+        && taken_until.is_none()
+    {
+        v.push((Signal::RequestTimeoutUse, o.route.clone(), u.min(1.0)));
     }
-    for c in o.calls.iter().filter(|c| c.is_llm()) {
+    for (i, u) in &sig.call_use {
+        let c = &o.calls[*i];
+        if !new(c) {
+            continue;
+        }
+        let key = format!("{} {}", c.stage.as_str(), c.target());
+        v.push((Signal::CallTimeoutUse, key, u.min(1.0)));
+    }
+    for c in o.calls.iter().filter(|c| c.is_llm() && new(c)) {
         if c.duration_ms > 0.0 {
-            s[Signal::LlmLatency.index()].add(c.duration_ms.max(1.0).ln());
+            let x = c.duration_ms.max(1.0).ln();
+            v.push((Signal::LlmLatency, c.target().to_string(), x));
         }
         if let Some(t) = c.ttft_ms.filter(|t| t.is_finite() && *t > 0.0) {
-            s[Signal::Ttft.index()].add(t.max(1.0).ln());
+            v.push((Signal::Ttft, c.target().to_string(), t.max(1.0).ln()));
         }
     }
-    for w in sig.llm.iter().filter(|w| w.from_phases && w.total_ms > 0.0) {
-        s[Signal::LlmQueuePrefill.index()].add(w.wait_ms().min(w.total_ms) / w.total_ms);
+    for w in sig
+        .llm
+        .iter()
+        .filter(|w| w.from_phases && w.total_ms > 0.0 && new(&o.calls[w.call]))
+    {
+        let key = o.calls[w.call].target().to_string();
+        let x = w.wait_ms().min(w.total_ms) / w.total_ms;
+        v.push((Signal::LlmQueuePrefill, key, x));
+    }
+    v
+}
+
+/// Adds items to `s`, and to `keyed` by their keys.
+pub(crate) fn add_items(s: &mut Series, mut keyed: Option<&mut Keyed>, items: &[Item]) {
+    for (signal, key, x) in items {
+        s[signal.index()].add(*x);
+        if let Some(k) = keyed.as_deref_mut() {
+            k.add(*signal, key, *x);
+        }
     }
 }
 
@@ -192,14 +254,16 @@ pub struct ServerLoad {
     pub kv_cache_use: Option<f64>,
 }
 
-/// Adds a server sample's items to `s`.
-pub(crate) fn add_server(s: &mut Series, l: &ServerLoad) {
+/// A server sample's items.
+pub(crate) fn server_items(l: &ServerLoad) -> Vec<Item> {
+    let mut v = Vec::new();
     if let Some(q) = l.queue_depth.filter(|q| *q >= 0.0) {
-        s[Signal::QueueDepth.index()].add(q);
+        v.push((Signal::QueueDepth, l.server.clone(), q));
     }
     if let Some(k) = l.kv_cache_use.filter(|k| (0.0..=1.5).contains(k)) {
-        s[Signal::KvCacheUse.index()].add(k.min(1.0));
+        v.push((Signal::KvCacheUse, l.server.clone(), k.min(1.0)));
     }
+    v
 }
 
 #[cfg(test)]

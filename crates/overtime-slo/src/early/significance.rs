@@ -89,6 +89,7 @@ mod tests {
                     first_token_ms: 0.0,
                     total_ms: total,
                     from_phases: true,
+                    call: 0,
                 }],
                 chain: Chain::Healthy,
                 answer: Answer::Success,

@@ -1,6 +1,7 @@
 //! Early warning measured against reality: `overtime simulate` plays a
 //! ramp into a seed incident (or healthy noisy traffic) on the real
-//! simulated platform behind nginx; its access log and spans are then fed,
+//! simulated platform behind nginx; its access log, spans and model-server
+//! scrapes (`--model-metrics`: vLLM's queue depth every 15 s) are then fed,
 //! in the order they were written, through what `overtime serve` runs
 //! live — the live diagnosis (`LiveDiagnoser`, grace periods scaled like
 //! everything else) and the metrics with their SLO and early-warning
@@ -24,7 +25,8 @@ use super::BIN;
 use overtime_config::SloConfig;
 use overtime_diagnose::live::LiveDiagnoser;
 use overtime_diagnose::{DiagnoseConfig, LayerConfig};
-use overtime_model::{GatewayRecord, SpanRecord, gateway_records, span_records};
+use overtime_model::{GatewayRecord, MetricSample, SpanRecord, gateway_records, span_records};
+use overtime_parse::metrics::read_metrics;
 use overtime_parse::nginx::{GatewayParser, LogFormat};
 use overtime_parse::spans::{SpanFormat, parse_span_bytes};
 use overtime_server::Metrics;
@@ -122,6 +124,9 @@ pub struct Outcome {
     /// largest z seen (with enough traffic on both sides): how close the
     /// run came to a warning.
     pub peaks: BTreeMap<&'static str, (f64, f64)>,
+    /// Per fast signal, the largest CUSUM statistic seen (a key's less its
+    /// penalty), against `cusum_threshold`: how close a quiet run came.
+    pub fast_peaks: BTreeMap<&'static str, f64>,
 }
 
 impl Outcome {
@@ -188,6 +193,7 @@ pub fn run_with(
     let access = dir.join(format!("{scenario}-{seed}.access.log"));
     let spans = dir.join(format!("{scenario}-{seed}.spans.jsonl"));
     let truth = dir.join(format!("{scenario}-{seed}.truth.jsonl"));
+    let model = dir.join(format!("{scenario}-{seed}.model.prom"));
     let scale = time_scale.to_string();
     let seed_s = seed.to_string();
     let mut args = vec![
@@ -210,6 +216,8 @@ pub fn run_with(
         .arg(&spans)
         .arg("--truth")
         .arg(&truth)
+        .arg("--model-metrics")
+        .arg(&model)
         .output()
         .expect("running overtime simulate");
     assert!(
@@ -225,6 +233,7 @@ pub fn run_with(
         &access,
         &spans,
         &truth,
+        Some(&model),
         restart_at_min,
     )
 }
@@ -329,6 +338,7 @@ pub fn replay(
     access: &Path,
     spans: &Path,
     truth: &Path,
+    model_metrics: Option<&Path>,
     restart_at_min: Option<f64>,
 ) -> Outcome {
     let mut p = GatewayParser::new(LogFormat::builtin("overtime").unwrap(), "access", 0);
@@ -345,12 +355,23 @@ pub fn replay(
     let (span_batch, _) = parsed.to_batches();
     let spans: Vec<SpanRecord> = span_records(&span_batch).unwrap();
 
-    // Arrival order: a gateway line when written, a span when exported.
+    // The model server's scrapes (`--model-metrics`), as the collector's
+    // `[[model_server]]` scrape would have taken them.
+    let scraped: Vec<MetricSample> = model_metrics.map_or_else(Vec::new, |p| {
+        let text = String::from_utf8(read(p)).unwrap();
+        let m = read_metrics(&text);
+        assert!(m.rejected.is_empty(), "{}: {:?}", p.display(), m.rejected);
+        m.samples
+    });
+
+    // Arrival order: a gateway line when written, a span when exported, a
+    // scrape when taken.
     let scaled = |ms: f64| (ms / time_scale * 1000.0) as i64;
     #[derive(Clone)]
     enum Rec {
         G(Box<GatewayRecord>),
         S(Box<SpanRecord>),
+        M(Box<MetricSample>),
     }
     let mut recs: Vec<(i64, Rec)> = gateway
         .into_iter()
@@ -359,6 +380,11 @@ pub fn replay(
             spans
                 .into_iter()
                 .map(|s| (s.end_us + scaled(EXPORT_DELAY_MS), Rec::S(Box::new(s)))),
+        )
+        .chain(
+            scraped
+                .into_iter()
+                .map(|m| (m.time_us, Rec::M(Box::new(m)))),
         )
         .collect();
     recs.sort_by_key(|r| r.0);
@@ -399,9 +425,10 @@ pub fn replay(
     let mut firing: BTreeMap<String, bool> = BTreeMap::new();
     let mut raised = Vec::new();
     let mut peaks: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
+    let mut fast_peaks: BTreeMap<&'static str, f64> = BTreeMap::new();
     let ew = SloConfig::default().early_warning;
     while clock <= end {
-        let (mut g, mut s) = (Vec::new(), Vec::new());
+        let (mut g, mut s, mut m) = (Vec::new(), Vec::new(), Vec::new());
         if restart_us.is_some_and(|r| clock >= r && clock - tick < r) {
             // A new collector: what the store holds of the last keep_ms.
             (live, metrics) = (new_live(), new_metrics());
@@ -410,6 +437,7 @@ pub fn replay(
                 match r {
                     Rec::G(x) if x.time_us >= from => g.push((**x).clone()),
                     Rec::S(x) if x.start_us >= from => s.push((**x).clone()),
+                    Rec::M(x) if x.time_us >= from => m.push((**x).clone()),
                     _ => {}
                 }
             }
@@ -422,12 +450,19 @@ pub fn replay(
             match r.1 {
                 Rec::G(x) => g.push(*x),
                 Rec::S(x) => s.push(*x),
+                Rec::M(x) => m.push(*x),
             }
         }
+        // As the collector's sink: a scrape reaches the SLOs when stored.
+        metrics.observe_server_metrics(&m);
         live.add_gateway(g, clock);
         live.add_spans(s, clock);
         let verdicts = live.tick(clock);
-        metrics.record(&verdicts, &live.drain_settled(), live.drain_observations());
+        // As the collector's tick: provisional observations (requests just
+        // over, for the fast early warning), then the final ones.
+        let mut observed = live.drain_provisional();
+        observed.extend(live.drain_observations());
+        metrics.record(&verdicts, &live.drain_settled(), observed);
         let now: BTreeMap<String, overtime_slo::Alert> = metrics
             .alerts()
             .into_iter()
@@ -445,6 +480,10 @@ pub fn replay(
             }
         }
         let v = metrics.slo_snapshot().early_warning;
+        for d in &v.fast {
+            let p = fast_peaks.entry(d.signal.as_str()).or_insert(0.0f64);
+            *p = p.max(d.stat);
+        }
         for (signal, sv, up, min) in [
             ("chain_health", &v.chain_healthy, false, ew.min_requests),
             ("near_timeout", &v.near_timeout, true, ew.min_calls),
@@ -489,5 +528,6 @@ pub fn replay(
         raised,
         minutes: t.clock.at(last_us) as f64 / 60e6,
         peaks,
+        fast_peaks,
     }
 }
