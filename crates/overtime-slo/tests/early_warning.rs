@@ -412,14 +412,7 @@ fn a_model_server_queue_growing_warns_from_its_own_metrics() {
             kv_cache_use: Some(0.4 + 0.1 * rng.f64()),
         }]);
         slo.evaluate();
-        if first.is_none()
-            && let Some(a) = slo
-                .alerts()
-                .iter()
-                .find(|a| a.label("signal") == Some("queue_depth"))
-        {
-            first = Some((m, a.summary().to_string()));
-        }
+        first = first.or_else(|| warning_now(&slo, "queue_depth", m));
     }
     let (at, summary) = first.expect("a queue-depth warning");
     assert!((20.0..23.0).contains(&at), "{at}: {summary}");
@@ -455,14 +448,7 @@ fn a_queue_growing_on_one_of_two_model_servers_warns_naming_it() {
             }]);
         }
         slo.evaluate();
-        if first.is_none()
-            && let Some(a) = slo
-                .alerts()
-                .iter()
-                .find(|a| a.label("signal") == Some("queue_depth"))
-        {
-            first = Some((m, a.summary().to_string()));
-        }
+        first = first.or_else(|| warning_now(&slo, "queue_depth", m));
     }
     let (at, summary) = first.expect("a queue-depth warning");
     assert!((20.0..23.0).contains(&at), "{at}: {summary}");
@@ -504,4 +490,13 @@ fn a_provisional_observation_feeds_only_the_fast_series_and_its_final_one_adds_o
     assert_eq!(slo.early_totals().chains.iter().sum::<u64>(), 1);
     assert_eq!(n(&slo, Signal::RequestTimeoutUse), 1.0);
     assert_eq!(n(&slo, Signal::CallTimeoutUse), calls + 1.0);
+}
+
+/// At minute `m`, the summary of an early warning of `signal` the SLO
+/// engine holds, if any.
+fn warning_now(slo: &Slo, signal: &str, m: f64) -> Option<(f64, String)> {
+    slo.alerts()
+        .iter()
+        .find(|a| a.label("signal") == Some(signal))
+        .map(|a| (m, a.summary().to_string()))
 }
