@@ -25,6 +25,61 @@ pub struct Common {
     pub faults: VecDeque<Fault>,
 }
 
+/// A vendor's stand-in: where it listens, its state, its server. Each
+/// vendor's module adds its own constructors and views.
+pub struct StandIn<S> {
+    pub url: String,
+    pub state: std::sync::Arc<std::sync::Mutex<S>>,
+    served: overtime_test_support::stand_in::Served,
+}
+
+impl<S: HasCommon + Default + Sync> StandIn<S> {
+    /// Serves `handle` on `l`, from a fresh state.
+    pub fn serve<F, Fut>(l: tokio::net::TcpListener, handle: F) -> Self
+    where
+        F: Fn(
+                std::sync::Arc<std::sync::Mutex<S>>,
+                axum::http::Method,
+                axum::http::Uri,
+                axum::http::HeaderMap,
+                axum::body::Bytes,
+            ) -> Fut
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        Fut: std::future::Future<Output = axum::response::Response> + Send + 'static,
+    {
+        let state = std::sync::Arc::new(std::sync::Mutex::new(S::default()));
+        let served = overtime_test_support::stand_in::Served::serve(l, state.clone(), handle);
+        StandIn {
+            url: served.url(),
+            state,
+            served,
+        }
+    }
+
+    pub fn state(&self) -> std::sync::MutexGuard<'_, S> {
+        overtime_test_support::stand_in::lock(&self.state)
+    }
+
+    pub fn rejections(&self) -> Vec<String> {
+        self.state().common().rejections.clone()
+    }
+
+    pub fn log(&self) -> Vec<Logged> {
+        self.state().common().log.clone()
+    }
+
+    pub fn fault(&self, f: Fault) {
+        self.state().common().faults.push_back(f);
+    }
+
+    pub fn stop(&self) {
+        self.served.stop();
+    }
+}
+
 /// A stand-in's state, which holds the [`Common`] part.
 pub trait HasCommon: Send + 'static {
     fn common(&mut self) -> &mut Common;

@@ -12,13 +12,13 @@
 //! Success is 202 `{"status": "success", "message": "Event processed",
 //! "dedup_key": …}`.
 
-use super::{Common, Fault, HasCommon, Logged, answer};
+use super::{Common, HasCommon, StandIn, answer};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use overtime_test_support::stand_in::{Served, lock};
+use overtime_test_support::stand_in::lock;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 pub const ROUTING_KEY: &str = "R0123456789abcdef0123456789abcde";
 pub const PATH: &str = "/v2/enqueue";
@@ -41,11 +41,7 @@ pub struct State {
     pub alerts: Vec<Alert>,
 }
 
-pub struct PagerDuty {
-    pub url: String,
-    pub state: Arc<Mutex<State>>,
-    served: Served,
-}
+pub type PagerDuty = StandIn<State>;
 
 impl HasCommon for State {
     fn common(&mut self) -> &mut Common {
@@ -53,44 +49,23 @@ impl HasCommon for State {
     }
 }
 
-impl PagerDuty {
+impl StandIn<State> {
     pub async fn start() -> PagerDuty {
-        Self::serve(super::listener().await)
+        Self::serve(super::listener().await, handle)
     }
 
+    /// Starts on a socket bound beforehand (the vendor coming back at the
+    /// address its clients already use).
     pub fn start_on(socket: tokio::net::TcpSocket) -> PagerDuty {
-        let l = socket.listen(1024).unwrap();
-        Self::serve(l)
-    }
-
-    fn serve(l: tokio::net::TcpListener) -> PagerDuty {
-        let state = Arc::new(Mutex::new(State::default()));
-        let served = Served::serve(l, state.clone(), handle);
-        PagerDuty {
-            url: served.url(),
-            state,
-            served,
-        }
+        Self::serve(socket.listen(1024).unwrap(), handle)
     }
 
     pub fn events_url(&self) -> String {
         format!("{}{PATH}", self.url)
     }
 
-    pub fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
     pub fn alerts(&self) -> Vec<Alert> {
         self.state().alerts.clone()
-    }
-
-    pub fn rejections(&self) -> Vec<String> {
-        self.state().common.rejections.clone()
-    }
-
-    pub fn log(&self) -> Vec<Logged> {
-        self.state().common.log.clone()
     }
 
     /// Events accepted (202).
@@ -101,10 +76,6 @@ impl PagerDuty {
             .iter()
             .filter(|l| l.status == 202)
             .count()
-    }
-
-    pub fn fault(&self, f: Fault) {
-        self.state().common.faults.push_back(f);
     }
 }
 

@@ -13,14 +13,14 @@
 //! without `charset=utf-8` is answered with Slack's `missing_charset`
 //! warning — and recorded as a rejection.
 
-use super::{Common, Fault, HasCommon, Logged, answer};
+use super::{Common, HasCommon, StandIn, answer};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use overtime_test_support::stand_in::{Served, lock};
+use overtime_test_support::stand_in::lock;
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const TOKEN: &str = "xoxb-0000-test-token";
@@ -49,11 +49,7 @@ pub struct State {
     next: u64,
 }
 
-pub struct Slack {
-    pub url: String,
-    pub state: Arc<Mutex<State>>,
-    served: Served,
-}
+pub type Slack = StandIn<State>;
 
 impl HasCommon for State {
     fn common(&mut self) -> &mut Common {
@@ -61,26 +57,15 @@ impl HasCommon for State {
     }
 }
 
-impl Slack {
+impl StandIn<State> {
     pub async fn start() -> Slack {
-        Self::serve(super::listener().await)
+        Self::serve(super::listener().await, handle)
     }
 
-    /// Starts on a socket bound beforehand (Slack coming back at the
+    /// Starts on a socket bound beforehand (the vendor coming back at the
     /// address its clients already use).
     pub fn start_on(socket: tokio::net::TcpSocket) -> Slack {
-        let l = socket.listen(1024).unwrap();
-        Self::serve(l)
-    }
-
-    fn serve(l: tokio::net::TcpListener) -> Slack {
-        let state = Arc::new(Mutex::new(State::default()));
-        let served = Served::serve(l, state.clone(), handle);
-        Slack {
-            url: served.url(),
-            state,
-            served,
-        }
+        Self::serve(socket.listen(1024).unwrap(), handle)
     }
 
     pub fn api_url(&self) -> String {
@@ -91,24 +76,12 @@ impl Slack {
         format!("{}{WEBHOOK_PATH}", self.url)
     }
 
-    pub fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
     pub fn messages(&self) -> Vec<Message> {
         self.state().messages.clone()
     }
 
     pub fn webhook_posts(&self) -> Vec<Value> {
         self.state().webhook_posts.clone()
-    }
-
-    pub fn rejections(&self) -> Vec<String> {
-        self.state().common.rejections.clone()
-    }
-
-    pub fn log(&self) -> Vec<Logged> {
-        self.state().common.log.clone()
     }
 
     /// Requests to a path ending with `suffix` that were answered 200.
@@ -119,14 +92,6 @@ impl Slack {
             .iter()
             .filter(|l| l.path.ends_with(suffix) && l.status == 200)
             .count()
-    }
-
-    pub fn fault(&self, f: Fault) {
-        self.state().common.faults.push_back(f);
-    }
-
-    pub fn stop(&self) {
-        self.served.stop();
     }
 }
 
