@@ -235,20 +235,24 @@ impl Partitions {
         st.on_disk[p] + st.mem[p].len as u64
     }
 
+    /// Takes partition `p` out of the state: its buffers in memory and
+    /// the bytes of it on disk, once every write counted in them landed.
+    fn take_out(&self, p: usize) -> (Chunks, u64) {
+        let mut st = self.state.lock().expect("partition lock");
+        let mem = std::mem::take(&mut st.mem[p]);
+        st.mem_bytes -= mem.cap;
+        let disk = std::mem::take(&mut st.on_disk[p]);
+        if disk > 0 {
+            // Waits for the writes counted in `disk` (see the type's doc).
+            drop(self.files[p].lock().expect("partition file lock"));
+        }
+        (mem, disk)
+    }
+
     /// Takes partition `p` whole (its file is removed): buffers of framed
     /// records, what was spilled first.
     pub fn take(&self, p: usize, spill: &SpillDir) -> Result<Vec<Vec<u8>>, BatchError> {
-        let (mem, disk) = {
-            let mut st = self.state.lock().expect("partition lock");
-            let mem = std::mem::take(&mut st.mem[p]);
-            st.mem_bytes -= mem.cap;
-            let disk = std::mem::take(&mut st.on_disk[p]);
-            if disk > 0 {
-                // Waits for the writes counted in `disk` (see the type's doc).
-                drop(self.files[p].lock().expect("partition file lock"));
-            }
-            (mem, disk)
-        };
+        let (mem, disk) = self.take_out(p);
         if disk == 0 {
             return Ok(mem.bufs);
         }
@@ -268,17 +272,7 @@ impl Partitions {
         spill: &SpillDir,
         mut f: impl FnMut(&[u8]) -> Result<(), BatchError>,
     ) -> Result<(), BatchError> {
-        let (mem, disk) = {
-            let mut st = self.state.lock().expect("partition lock");
-            let mem = std::mem::take(&mut st.mem[p]);
-            st.mem_bytes -= mem.cap;
-            let disk = std::mem::take(&mut st.on_disk[p]);
-            if disk > 0 {
-                // Waits for the writes counted in `disk` (see the type's doc).
-                drop(self.files[p].lock().expect("partition file lock"));
-            }
-            (mem, disk)
-        };
+        let (mem, disk) = self.take_out(p);
         if disk > 0 {
             let path = self.file(spill.path()?, p);
             for_each_spilled(&path, spill.compress, disk, &mut f)?;
