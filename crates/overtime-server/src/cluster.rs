@@ -161,8 +161,15 @@ impl Peers {
 
     /// One query's use of the peers: it remembers who did not answer.
     pub fn query(self: &Arc<Self>) -> Arc<PeerQuery> {
+        self.query_only(self.urls.clone())
+    }
+
+    /// A query that asks only the peers at `urls` (those known to hold
+    /// what it looks for); its report counts only them.
+    pub fn query_only(self: &Arc<Self>, urls: Vec<String>) -> Arc<PeerQuery> {
         Arc::new(PeerQuery {
             peers: self.clone(),
+            urls,
             unanswered: Mutex::new(BTreeMap::new()),
             itself: Mutex::new(Vec::new()),
         })
@@ -173,6 +180,8 @@ impl Peers {
 #[derive(Debug)]
 pub struct PeerQuery {
     peers: Arc<Peers>,
+    /// The peers this query asks: all, or the ones known to hold it.
+    urls: Vec<String>,
     unanswered: Mutex<BTreeMap<String, String>>,
     /// URLs that turned out to be this collector.
     itself: Mutex<Vec<String>>,
@@ -183,12 +192,7 @@ impl PeerQuery {
     pub fn report(&self) -> PeerReport {
         let itself = self.itself.lock().expect("peer lock").clone();
         PeerReport {
-            asked: self
-                .peers
-                .urls
-                .iter()
-                .filter(|u| !itself.contains(u))
-                .count(),
+            asked: self.urls.iter().filter(|u| !itself.contains(u)).count(),
             unanswered: self
                 .unanswered
                 .lock()
@@ -278,7 +282,7 @@ impl PeerQuery {
         F: Fn(&'a str) -> Fut,
         Fut: std::future::Future<Output = Result<Option<T>, String>>,
     {
-        let asks = self.peers.urls.iter().map(|url| {
+        let asks = self.urls.iter().map(|url| {
             let answer = ask(url);
             async move {
                 match answer.await {

@@ -37,6 +37,8 @@ pub struct ClusterView {
     mirrors: BTreeMap<String, (String, u64, PeerMirror)>,
     /// URLs of the peers that did not answer the last refresh.
     silent: BTreeSet<String>,
+    /// Has a refresh been made (so the mirrors say who holds what)?
+    refreshed: bool,
 }
 
 impl ClusterView {
@@ -49,6 +51,40 @@ impl ClusterView {
             .flat_map(|(_, _, m)| m.traces().verdicts)
             .collect()
     }
+
+    /// The peers (by URL) whose mirror keeps `trace_id`, each with the
+    /// verdict it last told (if the trace failed there): where a lookup of
+    /// it is asked, instead of every peer. A peer that stopped answering
+    /// is listed too — its last word is served while it is down. `None`
+    /// before the first refresh: nobody is known to hold anything yet.
+    ///
+    /// ```
+    /// use overtime_server::ClusterView;
+    /// assert!(ClusterView::default().holders("ab").is_none());
+    /// ```
+    pub fn holders(&self, trace_id: &str) -> Option<Vec<Holder>> {
+        self.refreshed.then(|| {
+            self.mirrors
+                .iter()
+                .filter_map(|(url, (_, _, m))| {
+                    m.holds(trace_id).map(|told| Holder {
+                        url: url.clone(),
+                        told: told.cloned(),
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+/// A peer that holds a trace ([`ClusterView::holders`]).
+#[derive(Debug, Clone)]
+pub struct Holder {
+    /// The peer's URL as configured.
+    pub url: String,
+    /// The verdict it last told, with its revision (`None`: the trace
+    /// did not fail there).
+    pub told: Option<(u32, Verdict)>,
 }
 
 /// The answer of `GET /api/cluster/traces`.
@@ -177,6 +213,7 @@ pub async fn refresh_peers(state: &crate::AppState) {
     held.mirrors = kept;
     held.alive = alive;
     held.report = report;
+    held.refreshed = true;
     let mut live = state.live.lock().expect("live state lock");
     live.set_peer_samples(&held.others);
     live.set_peer_claims(&held.others);

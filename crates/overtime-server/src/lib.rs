@@ -51,7 +51,7 @@ mod ui_routes;
 
 pub use api::{PEERS_HEADER, TRUNCATED_HEADER};
 pub use cluster::{ClusterConfig, PeerQuery, PeerReport, Peers, SloAlertsFrom, Unanswered};
-pub use cluster_view::{ClusterView, fingerprint_owner, refresh_peers};
+pub use cluster_view::{ClusterView, Holder, fingerprint_owner, refresh_peers};
 pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
 pub use jaeger::params::go_duration_us as jaeger_go_duration_us;
 pub use metrics::{LiveGauges, Metrics};

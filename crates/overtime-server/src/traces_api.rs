@@ -2,7 +2,13 @@
 //! collector, whichever one is asked.
 //!
 //! Design rules:
-//! - With peers, a trace looked up is judged from every row of it — each
+//! - With peers, a trace exactly one collector holds with a verdict is
+//!   answered by that collector alone (this one's live verdict, or one
+//!   `local=1` request to the holder the mirror of the peers names —
+//!   [`crate::ClusterView::holders`]); its records are keyed to its
+//!   partition, and a split trace is completed before it is judged, so
+//!   that holder's verdict is the whole trace's.
+//! - Otherwise (several holders, or none) a trace looked up is judged from every row of it — each
 //!   collector's Parquet in the bucket, this collector's memtable and the
 //!   peers' unflushed rows, gateway lines found by trace id or by the
 //!   request ids its spans carry — so every collector gives the same
@@ -391,6 +397,9 @@ pub(crate) async fn get_trace(
             None => Err(not_found(&id, None)),
         };
     };
+    if let Some(answer) = from_its_holder(&s, &id, own.as_ref()).await {
+        return Ok(answer);
+    }
     // Every collector that judged it live, this one included.
     let path = format!(
         "/api/traces/{}?local=1",
@@ -422,6 +431,55 @@ pub(crate) async fn get_trace(
             }
             None => Err(not_found(&id, Some(&pq))),
         },
+    }
+}
+
+/// The answer for a trace exactly one collector holds with a verdict —
+/// the usual case: its records are keyed to one partition, and a split
+/// trace is completed before it is judged — from that collector alone:
+/// this one's live verdict, or the one holder asked (`local=1`), or, while
+/// it does not answer, the verdict it last told. `None` when no collector
+/// or several hold it, or its holder has no verdict: those are judged
+/// from every row (what the mirror cannot know, it does not guess).
+async fn from_its_holder(
+    s: &Arc<AppState>,
+    id: &str,
+    own: Option<&(u32, Verdict)>,
+) -> Option<Response> {
+    let holders = s.cluster.lock().expect("cluster view lock").holders(id)?;
+    match (own, holders.as_slice()) {
+        (Some((rev, v)), []) => Some(trace_doc(v, Some(*rev), Some(&s.peers.query_only(vec![])))),
+        (
+            None,
+            [
+                crate::cluster_view::Holder {
+                    url,
+                    told: Some((rev, told)),
+                },
+            ],
+        ) => {
+            let pq = s.peers.query_only(vec![url.clone()]);
+            let path = format!(
+                "/api/traces/{}?local=1",
+                percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC)
+            );
+            let answer = pq.get_json(&path).await.into_iter().next();
+            let mut doc = match answer {
+                Some((_, Some(doc))) => doc,
+                // It holds no verdict now (healthy after all, or evicted):
+                // judged from the rows.
+                Some((_, None)) => return None,
+                // Down: its last word.
+                None => {
+                    let mut doc = serde_json::to_value(told).unwrap_or_default();
+                    doc["revision"] = (*rev).into();
+                    doc
+                }
+            };
+            doc["peers"] = serde_json::to_value(pq.report()).unwrap_or_default();
+            Some(Json(doc).into_response())
+        }
+        _ => None,
     }
 }
 

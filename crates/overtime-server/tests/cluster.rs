@@ -40,6 +40,8 @@ pub(crate) fn incident_c() -> (
 struct Collector {
     state: Arc<AppState>,
     url: String,
+    /// Its server: aborted, the collector is down (connections refused).
+    server: tokio::task::JoinHandle<()>,
 }
 
 fn open_store(dir: &Path, bucket: &Path, id: &str) -> Store {
@@ -72,8 +74,8 @@ async fn start(store: Store, peers: Vec<String>, timeout_ms: u64) -> Collector {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let app = router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Collector { state, url }
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Collector { state, url, server }
 }
 
 /// Two listeners bound up front, so each collector can name both.
@@ -96,8 +98,8 @@ async fn serve_on(l: tokio::net::TcpListener, store: Store, peers: Vec<String>) 
     });
     let url = format!("http://{}", l.local_addr().unwrap());
     let app = router(state.clone());
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    Collector { state, url }
+    let server = tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    Collector { state, url, server }
 }
 
 async fn get(url: &str) -> (u16, serde_json::Value) {
@@ -212,6 +214,70 @@ async fn a_trace_only_the_other_collector_judged_is_found_and_searched_from_eith
     assert_eq!(v["root_cause"]["kind"], first["kind"]);
     assert_eq!(v["revision"], first["revision"]);
     assert_eq!(v["peers"]["unanswered"], serde_json::json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_asks_only_the_collector_holding_the_trace_and_gets_its_last_word_while_it_is_down()
+ {
+    let dirs = [
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    ];
+    // A third peer that accepts connections and never answers: a lookup
+    // that asked every peer would wait for it and name it.
+    let silent_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://{}", silent_listener.local_addr().unwrap());
+    let a = start(
+        open_store(dirs[0].path(), dirs[2].path(), "collector-a"),
+        vec![],
+        300,
+    )
+    .await;
+    let b = start(
+        open_store(dirs[1].path(), dirs[2].path(), "collector-b"),
+        vec![a.url.clone(), silent.clone()],
+        300,
+    )
+    .await;
+    let (gw, spans) = incident_c();
+    let sink = DiagnosingSink {
+        state: a.state.clone(),
+    };
+    sink.write(Table::GatewayRequests, gw, None).unwrap();
+    sink.write(Table::Spans, spans, None).unwrap();
+    overtime_server::pipeline::tick(&a.state);
+    overtime_server::refresh_peers(&b.state).await;
+
+    let (_, on_a) = get(&format!("{}/api/traces?limit=1000&local=1", a.url)).await;
+    let listed = on_a["traces"].as_array().unwrap();
+    assert!(!listed.is_empty(), "incident C has failing traces: {on_a}");
+    for t in listed {
+        let id = t["trace_id"].as_str().unwrap();
+        let (status, v) = get(&format!("{}/api/traces/{id}", b.url)).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["root_cause"]["kind"], t["kind"], "{id}: {v}");
+        assert_eq!(v["revision"], t["revision"], "{id}: {v}");
+        // Only a, which holds it, was asked: not the silent peer.
+        assert_eq!(v["peers"]["asked"], 1, "{id}: {v}");
+        assert_eq!(v["peers"]["unanswered"], serde_json::json!([]), "{id}: {v}");
+    }
+
+    // a goes down: its traces are still answered, with the verdict it
+    // last told, and the answer says a did not respond.
+    a.server.abort();
+    let _ = a.server.await;
+    for t in listed {
+        let id = t["trace_id"].as_str().unwrap();
+        let (status, v) = get(&format!("{}/api/traces/{id}", b.url)).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["root_cause"]["kind"], t["kind"], "{id}: {v}");
+        assert_eq!(v["revision"], t["revision"], "{id}: {v}");
+        let unanswered = v["peers"]["unanswered"].as_array().unwrap();
+        assert_eq!(unanswered.len(), 1, "{id}: {v}");
+        assert_eq!(unanswered[0]["peer"], a.url.as_str(), "{id}: {v}");
+    }
+    drop(silent_listener);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

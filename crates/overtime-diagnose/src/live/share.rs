@@ -30,6 +30,9 @@
 //! // The peer's trace, its verdict with it, as the peer holds them.
 //! assert_eq!(mirror.traces().summaries.len(), 1);
 //! assert_eq!(mirror.traces().verdicts[0].1.trace_id, "ab".repeat(16));
+//! // Which peer holds a trace, and the verdict it told: where a lookup goes.
+//! assert_eq!(mirror.holds(&"ab".repeat(16)).unwrap().unwrap().1.trace_id, "ab".repeat(16));
+//! assert!(mirror.holds(&"cd".repeat(16)).is_none());
 //! // Nothing new: the next delta is empty.
 //! assert!(peer.shared_since(mirror.cursor()).summaries.is_empty());
 //! ```
@@ -123,6 +126,19 @@ impl PeerMirror {
     /// Nothing mirrored?
     pub fn is_empty(&self) -> bool {
         self.summaries.is_empty()
+    }
+
+    /// Does the peer keep a summary of `trace_id` (judged there, failed
+    /// or not)? The verdict it last told, with its revision, if it failed.
+    ///
+    /// ```
+    /// use overtime_diagnose::live::PeerMirror;
+    /// assert_eq!(PeerMirror::default().holds("ab"), None);
+    /// ```
+    pub fn holds(&self, trace_id: &str) -> Option<Option<&(u32, Verdict)>> {
+        self.seq_of
+            .contains_key(trace_id)
+            .then(|| self.verdicts.get(trace_id))
     }
 
     /// Applies a delta from the peer.
