@@ -160,3 +160,94 @@ fn live_equals_batch_on_incident_b() {
 fn live_equals_batch_on_incident_c() {
     check("c_dns_retry");
 }
+
+/// The records fed as they were written — each gateway line at its time,
+/// each span at its end — ten seconds of the incident at a time, each
+/// batch judged before the next arrives: the first failing traces are
+/// judged before their layer's timeout can be inferred (it takes three
+/// 504s) or while it still moves. Once it moves they are judged again, and
+/// end with the batch run's causes.
+fn judged_as_written_end_with_the_batch_causes(name: &str) {
+    let (gateway, spans, cfg) = match name {
+        "short_gateway" => short_gateway(),
+        _ => incident(name),
+    };
+    let mut cols = overtime_model::GatewayColumns::new();
+    for g in &gateway {
+        cols.append(g);
+    }
+    let batch = diagnose_tables(&[cols.finish()], spans.clone(), &cfg).unwrap();
+    let mut live = LiveDiagnoser::new(cfg, 1_000, 3_600_000, 1_000_000);
+    const STEP_US: i64 = 10_000_000;
+    let mut at: BTreeMap<i64, (Vec<GatewayRecord>, Vec<SpanRecord>)> = BTreeMap::new();
+    for g in gateway {
+        at.entry(g.time_us.div_euclid(STEP_US))
+            .or_default()
+            .0
+            .push(g);
+    }
+    for s in spans {
+        at.entry(s.end_us.div_euclid(STEP_US))
+            .or_default()
+            .1
+            .push(s);
+    }
+    let (mut now, mut revised) = (0i64, 0);
+    for (_, (g, s)) in at {
+        live.add_gateway(g, now);
+        live.add_spans(s, now);
+        now += 2_000_000;
+        revised += live.tick(now).iter().filter(|v| v.revision > 0).count();
+    }
+    live.tick(now + 60_000_000);
+    let cause = |v: &Verdict| {
+        format!(
+            "{:?} {:?} {:?} {}",
+            v.outcome, v.root_cause.kind, v.root_cause.component, v.root_cause.summary
+        )
+    };
+    let got: BTreeMap<String, String> = live
+        .verdicts()
+        .map(|(_, v)| (v.trace_id.clone(), cause(v)))
+        .collect();
+    let want: BTreeMap<String, String> = batch
+        .verdicts
+        .iter()
+        .map(|v| (v.trace_id.clone(), cause(v)))
+        .collect();
+    assert_eq!(got, want, "{name}: causes ({revised} revisions)");
+}
+
+/// A gateway whose read timeout (10 s, not configured) is shorter than
+/// the service's budget: 504s a minute apart, each ~10.2 s into a request
+/// whose model call was within its own timeout. Until three 504s show the
+/// timeout, a verdict can only say the gateway gave up at 10.2 s.
+fn short_gateway() -> (Vec<GatewayRecord>, Vec<SpanRecord>, DiagnoseConfig) {
+    use crate::common::Builder;
+    use overtime_model::Stage;
+    let (mut gateway, mut spans) = (Vec::new(), Vec::new());
+    for n in 0..8u32 {
+        let mut b = Builder::new(n).at(n as i64 * 60_000);
+        let rt = 10_180.0 + 10.0 * n as f64;
+        b.gateway(504, rt);
+        b.root("agent-api", 2.0, rt + 5_000.0).budget_ms = Some(90_000.0);
+        let llm = b.child("2", "agent-api", Stage::Llm, 5.0, rt + 4_000.0);
+        llm.timeout_ms = Some(60_000.0);
+        llm.model = Some("deepseek-v4-pro".into());
+        gateway.append(&mut b.gateway);
+        spans.append(&mut b.spans);
+    }
+    (gateway, spans, DiagnoseConfig::default())
+}
+
+#[test]
+fn traces_judged_before_their_layers_timeout_was_known_end_with_the_batch_causes() {
+    for name in [
+        "short_gateway",
+        "a_prefill",
+        "b_tool_no_timeout",
+        "c_dns_retry",
+    ] {
+        judged_as_written_end_with_the_batch_causes(name);
+    }
+}

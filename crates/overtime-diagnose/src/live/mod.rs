@@ -43,6 +43,7 @@ mod lines;
 mod metrics;
 mod provisional;
 mod requests;
+mod revise;
 mod share;
 pub use requests::RequestLookup;
 pub use share::{PeerMirror, SharedTraces, TracesDelta};
@@ -171,6 +172,9 @@ pub struct LiveDiagnoser {
     split: Vec<Key>,
     /// The model servers' metrics scraped so far (`metrics.rs`).
     metrics: crate::server_metrics::ServerMetrics,
+    /// The layers' timeouts the last judging used: when one moves, the
+    /// failing traces judged with it are judged again (`revise.rs`).
+    judged_with: BTreeMap<String, timeouts::LayerTimeout>,
 }
 
 impl LiveDiagnoser {
@@ -208,6 +212,7 @@ impl LiveDiagnoser {
             answered: Vec::new(),
             split: Vec::new(),
             metrics: Default::default(),
+            judged_with: BTreeMap::new(),
         }
     }
 
@@ -378,6 +383,12 @@ impl LiveDiagnoser {
             for key in std::mem::take(&mut self.answered) {
                 out.extend(self.finish(key, now_us, &timeouts, true));
             }
+            self.revise_moved(now_us, timeouts, &mut out);
+        } else if !self.done.is_empty() {
+            // Nothing new to judge, but the peers' 504s may have moved a
+            // layer's timeout.
+            let timeouts = self.layer_timeouts();
+            self.revise_moved(now_us, timeouts, &mut out);
         }
         self.observe_provisional(now_us);
         self.forget(now_us);
