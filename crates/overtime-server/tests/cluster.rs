@@ -125,6 +125,17 @@ async fn count(c: &Collector, table: &str) -> u64 {
     v["rows"][0]["n"].as_u64().unwrap()
 }
 
+/// Incident C read by `c` alone, through its live diagnosis, and judged.
+fn judge_incident_c(c: &Collector) {
+    let (gw, spans) = incident_c();
+    let sink = DiagnosingSink {
+        state: c.state.clone(),
+    };
+    sink.write(Table::GatewayRequests, gw, None).unwrap();
+    sink.write(Table::Spans, spans, None).unwrap();
+    overtime_server::pipeline::tick(&c.state);
+}
+
 /// Two collectors on one bucket, each listing both URLs (itself too).
 async fn pair() -> (Collector, Collector, [tempfile::TempDir; 3]) {
     let dirs = [
@@ -186,13 +197,7 @@ async fn sql_on_one_collector_counts_every_row_of_the_other_once_before_and_afte
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trace_only_the_other_collector_judged_is_found_and_searched_from_either() {
     let (a, b, _dirs) = pair().await;
-    let (gw, spans) = incident_c();
-    let sink = DiagnosingSink {
-        state: a.state.clone(),
-    };
-    sink.write(Table::GatewayRequests, gw, None).unwrap();
-    sink.write(Table::Spans, spans, None).unwrap();
-    overtime_server::pipeline::tick(&a.state);
+    judge_incident_c(&a);
 
     let (_, on_a) = get(&format!("{}/api/traces?limit=1000&local=1", a.url)).await;
     let total = on_a["total"].as_u64().unwrap();
@@ -240,13 +245,7 @@ async fn a_lookup_asks_only_the_collector_holding_the_trace_and_gets_its_last_wo
         300,
     )
     .await;
-    let (gw, spans) = incident_c();
-    let sink = DiagnosingSink {
-        state: a.state.clone(),
-    };
-    sink.write(Table::GatewayRequests, gw, None).unwrap();
-    sink.write(Table::Spans, spans, None).unwrap();
-    overtime_server::pipeline::tick(&a.state);
+    judge_incident_c(&a);
     overtime_server::refresh_peers(&b.state).await;
 
     let (_, on_a) = get(&format!("{}/api/traces?limit=1000&local=1", a.url)).await;
