@@ -18,6 +18,8 @@
 //! ```sh
 //! cargo bench --profile release -p overtime --bench cluster_lookup
 //! OVERTIME_BENCH_LOOKUPS=2000 cargo bench --profile release -p overtime --bench cluster_lookup
+//! # the collectors from another build (a release binary, the harness from the dev build):
+//! OVERTIME_BENCH_BIN=target/release/overtime cargo bench -p overtime --bench cluster_lookup --profile dev
 //! ```
 
 #[path = "../tests/support/mod.rs"]
@@ -26,8 +28,21 @@ mod support;
 use overtime_test_support::net::{get, wait_for};
 use overtime_test_support::ports::{Started, on_fresh_ports};
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Instant;
-use support::{Serve, fixture, serve_command};
+use support::{Serve, fixture};
+
+/// `overtime serve --config <file>` of the build under test
+/// (`OVERTIME_BENCH_BIN`, else this one's).
+fn serve_command(config: &Path) -> Command {
+    let bin = std::env::var("OVERTIME_BENCH_BIN").unwrap_or_else(|_| support::BIN.to_string());
+    let mut c = Command::new(bin);
+    c.args(["serve", "--config", config.to_str().unwrap()])
+        .env_remove("OVERTIME_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    c
+}
 
 const INCIDENT: &str = "c_dns_retry";
 
@@ -119,7 +134,14 @@ fn main() {
     let bucket = format!("file://{}", dir.path().join("bucket").display());
     std::fs::create_dir_all(dir.path().join("bucket")).unwrap();
 
-    let lone = Serve::start(&config(dir.path(), "lone", 0, true, None, &[]));
+    let lone = Serve::start_command(serve_command(&config(
+        dir.path(),
+        "lone",
+        0,
+        true,
+        None,
+        &[],
+    )));
     let pair: Vec<Serve> = on_fresh_ports("the two collectors", 2, |ports| {
         let mut up = Vec::new();
         for (i, (id, tail)) in [("writer", true), ("reader", false)]
