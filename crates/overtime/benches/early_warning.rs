@@ -77,7 +77,9 @@ fn first_by_signal(o: &Outcome) -> BTreeMap<String, i64> {
 fn main() {
     let scale: f64 = env_or("OVERTIME_EW_SCALE", 20.0);
     let tmp = tempfile::tempdir().unwrap();
-    let keep = std::env::var("OVERTIME_EW_KEEP").ok().map(std::path::PathBuf::from);
+    let keep = std::env::var("OVERTIME_EW_KEEP")
+        .ok()
+        .map(std::path::PathBuf::from);
     let base = keep.as_deref().unwrap_or(tmp.path());
     println!(
         "time scale {scale} (10x behind seed 004's 10 s gateway); every time is simulated, \
