@@ -14,6 +14,10 @@
 //! cargo bench -p overtime --bench early_warning --profile dev
 //! OVERTIME_EW_SEEDS=1,2 OVERTIME_EW_SCALE=20 cargo bench -p overtime --bench early_warning --profile dev
 //! OVERTIME_EW_ONLY=ramp_prefill,healthy_noisy cargo bench -p overtime --bench early_warning --profile dev
+//! # tuning: keep the runs, then replay them without simulating, with
+//! # every signal's CUSUM printed once a bucket
+//! OVERTIME_EW_RAMPS=5m OVERTIME_EW_KEEP=/tmp/ew cargo bench -p overtime --bench early_warning --profile dev
+//! OVERTIME_EW_REUSE=1 OVERTIME_EW_TRACE=1 OVERTIME_EW_KEEP=/tmp/ew cargo bench …
 //! ```
 
 #[path = "../tests/support/mod.rs"]
@@ -43,6 +47,21 @@ fn wanted(scenario: &str) -> bool {
         .map_or(true, |only| only.split(',').any(|s| s.trim() == scenario))
 }
 
+/// `OVERTIME_EW_RAMPS=5m,10m`: run only ramps of those lengths.
+fn wanted_ramp(ramp: &str) -> bool {
+    std::env::var("OVERTIME_EW_RAMPS")
+        .map_or(true, |only| only.split(',').any(|s| s.trim() == ramp))
+}
+
+/// Where the runs' files go: `OVERTIME_EW_KEEP` (kept, one folder a run,
+/// so `OVERTIME_EW_REUSE=1` replays them again without simulating), else
+/// a temporary folder.
+fn run_dir(base: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let d = base.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// The warm-up every ramp starts with (simulated minutes).
 const WARMUP_MIN: f64 = 10.0;
 
@@ -57,7 +76,11 @@ fn first_by_signal(o: &Outcome) -> BTreeMap<String, i64> {
 
 fn main() {
     let scale: f64 = env_or("OVERTIME_EW_SCALE", 20.0);
-    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let keep = std::env::var("OVERTIME_EW_KEEP")
+        .ok()
+        .map(std::path::PathBuf::from);
+    let base = keep.as_deref().unwrap_or(tmp.path());
     println!(
         "time scale {scale} (10x behind seed 004's 10 s gateway); every time is simulated, \
          read on the simulated clock; the ramp begins at minute {WARMUP_MIN}\n"
@@ -77,10 +100,10 @@ fn main() {
             continue;
         }
         let s = scale.min(gateway_timeout_ms(scenario) / 1000.0);
-        for ramp in lengths {
+        for ramp in lengths.iter().filter(|r| wanted_ramp(r)) {
             for seed in seeds() {
                 let o = run(
-                    dir.path(),
+                    &run_dir(base, &format!("{scenario}-{ramp}-{seed}")),
                     scenario,
                     seed,
                     s,
@@ -130,7 +153,8 @@ fn main() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for restart in [None, Some(15.0)] {
         for seed in seeds().into_iter().filter(|_| wanted("healthy_noisy")) {
-            let o = run_with(dir.path(), "healthy_noisy", seed, scale, &[], restart);
+            let dir = run_dir(base, &format!("healthy_noisy-{seed}"));
+            let o = run_with(&dir, "healthy_noisy", seed, scale, &[], restart);
             let mut peaks: Vec<(&str, f64)> = o.fast_peaks.iter().map(|(k, v)| (*k, *v)).collect();
             peaks.sort_by(|a, b| b.1.total_cmp(&a.1));
             let peaks: Vec<String> = peaks

@@ -19,35 +19,74 @@
 //!   the same statistic from 30 s recording rules (`sum_over_time`).
 //!
 //! Each bucket `i` of the last [`CUSUM_BUCKETS`] (fewer while the history
-//! is short) gives `zᵢ = (x̄ᵢ − μ − δ) / seᵢ`, with `μ` the baseline mean,
+//! is short) gives `zᵢ = (x̄ᵢ − μ − δ/2) / seᵢ`, with `μ` the baseline mean,
 //! `δ` the signal's minimum relevant shift ([`Signal::min_shift`]) and
-//! `seᵢ² = σ²/nᵢ + τ² + σ²/N` (the bucket's sampling error, the
+//! `seᵢ² = c · (σ²/nᵢ + τ² + σ²/N)` (the bucket's sampling error, the
 //! between-bucket variance the baseline showed beyond sampling — load
-//! swings, bursts — and the baseline mean's own error). The statistic is
-//! `S = max(0, S + zᵢ − k)` (allowance `k` = [`ALLOWANCE`]); the warning
-//! fires when `S ≥ h` (`[slo.early_warning] cusum_threshold`).
+//! swings, bursts — and the baseline mean's own error; `c` widens it for a
+//! young baseline, below). The statistic is `S = max(0, S + zᵢ − k)`
+//! (allowance `k` = [`ALLOWANCE`]); the warning fires when `S ≥ h`
+//! (`[slo.early_warning] cusum_threshold`) *and* the buckets of the
+//! excursion (since `S` last left 0) average at least `δ` above `μ`
+//! ([`Detection::relevant`]).
+//!
+//! Why the reference is `μ + δ/2`: a CUSUM built to detect a shift of `δ`
+//! (Page's design) counts each bucket against the midpoint between the
+//! two levels, so a rise adds evidence from the moment it passes half the
+//! shift that matters. Counting only what exceeds `μ + δ` (as this
+//! detector once did) makes a ramp wait until it has already risen by `δ`
+//! before a single bucket counts — on a 5-minute ramp, most of a minute.
+//! Whether the rise is *worth* a warning is then judged on the mean of
+//! the excursion itself, the way the window tests ask for a change both
+//! large and significant.
+//!
+//! ```
+//! use overtime_slo::early::Signal;
+//! // Timeout use: a bucket counts from 1.5 points up, a warning needs 3.
+//! assert_eq!(Signal::RequestTimeoutUse.min_shift(), 0.03);
+//! ```
+//!
+//! *A young baseline.* `σ²` and `τ²` estimated from `B` buckets have
+//! `ν = B − 1` degrees of freedom; a bucket compared with them follows
+//! Student's `t` with `ν` degrees of freedom, not a normal, and its
+//! variance is `ν / (ν − 2)` times larger: `c = ν / (ν − 2)`, 1.4 for the
+//! 4 minutes a collector with nothing to replay arms on, 1.02 for an hour.
+//! Four minutes of history are never trusted like 55.
+//!
+//! *Counts.* The queue depth is a count of waiting requests: its variance
+//! is at least its mean (Poisson; a real queue is burstier, never
+//! steadier), so a bucket's error is at least `√(max(μ, 1) / nᵢ)` — the
+//! noise of a count at the baseline's level, and of one request when the
+//! queue was empty — whatever the baseline's own spread showed. A queue
+//! that was empty for an hour and then holds three requests for half a
+//! minute is one bucket at `z ≈ 3`, not a warning; a queue that keeps
+//! growing is.
 //!
 //! Each signal is tested over everything and over each of its
 //! [`TOP_KEYS`] busiest keys (routes, call targets, models, model servers:
 //! [`super::series::Keyed`]); the detection reported is the one furthest
-//! along, naming its key. More series tested means more chances for noise
-//! to cross: a key's statistic pays [`key_penalty`] before it is compared
-//! (the CUSUM's false-alarm rate falls as `e^(-2kh)`, so adding
-//! `ln(n) / 2k` to the threshold of each of `n` series keeps the rate of
-//! the whole family that of one).
+//! along (a relevant one first), naming its key. More series tested means
+//! more chances for noise to cross: a key's statistic pays [`key_penalty`]
+//! before it is compared (the CUSUM's false-alarm rate falls as
+//! `e^(-2kh)`, so adding `ln(n) / 2k` to the threshold of each of `n`
+//! series keeps the rate of the whole family that of one).
 //!
 //! The baseline is every bucket before the test span still held (up to
 //! `baseline_window_s`), once it has [`MIN_BASELINE_BUCKETS`] buckets with
-//! [`MIN_BASELINE_ITEMS`] items: a collector that started 7 minutes ago
-//! with nothing to replay is armed after 4, and says it used 3.
+//! [`MIN_BASELINE_ITEMS`] items: a collector with nothing to replay is
+//! armed once it holds 5 minutes (4 of baseline, 2 buckets to test), and
+//! says the baseline was 4 minutes. The test
+//! span is 4 minutes ([`CUSUM_BUCKETS`]): long enough for a creep's small
+//! excesses to add up, short enough that the baseline a ramp is compared
+//! with is the recent past, not the hour before it.
 
 use super::series::{Moments, Signal};
 use super::{BUCKET_S, Early};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Buckets (30 s) the statistic runs over: 8 minutes.
-pub const CUSUM_BUCKETS: usize = 16;
+/// Buckets (30 s) the statistic runs over: 4 minutes.
+pub const CUSUM_BUCKETS: usize = 8;
 /// Buckets of history with data before a signal is armed: 4 minutes.
 pub const MIN_BASELINE_BUCKETS: usize = 8;
 /// Items the baseline needs.
@@ -95,6 +134,17 @@ pub struct Detection {
     /// The baseline is shorter than `baseline_window_s`: all the history
     /// held (a collector that started recently).
     pub baseline_short: bool,
+    /// `recent` is at least the signal's minimum shift above `baseline`:
+    /// a rise worth a warning, whatever `stat` says of its significance.
+    pub relevant: bool,
+}
+
+impl Detection {
+    /// Is `self` further along than `other`: relevant before not, then
+    /// the larger statistic.
+    fn ahead_of(&self, other: &Detection) -> bool {
+        (self.relevant, self.stat) > (other.relevant, other.stat)
+    }
 }
 
 impl Early {
@@ -137,16 +187,16 @@ impl Early {
                 for (key, _) in keys.iter().filter(|_| keys.len() > 1) {
                     let id = (*s, key.to_string());
                     let pts = points(&|t| t.keyed.0.get(&id).copied());
-                    if let Some(d) = detect(*s, &pts, baseline_buckets)
-                        && best
-                            .as_ref()
-                            .is_none_or(|b| d.stat - key_penalty() > b.stat)
-                    {
-                        best = Some(Detection {
-                            key: Some(key.to_string()),
-                            stat: d.stat - key_penalty(),
-                            ..d
-                        });
+                    let Some(d) = detect(*s, &pts, baseline_buckets) else {
+                        continue;
+                    };
+                    let d = Detection {
+                        key: Some(key.to_string()),
+                        stat: d.stat - key_penalty(),
+                        ..d
+                    };
+                    if best.as_ref().is_none_or(|b| d.ahead_of(b)) {
+                        best = Some(d);
                     }
                 }
                 best
@@ -188,7 +238,11 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
         0.0
     };
     let delta = signal.min_shift();
+    let reference = mu + delta / 2.0;
     let floor = delta / 4.0;
+    // Student's t with ν = B − 1: its variance is ν / (ν − 2) (B ≥ 8).
+    let nu = base.len() as f64 - 1.0;
+    let young = nu / (nu - 2.0);
     let (mut stat, mut run) = (0.0f64, Moments::default());
     let mut run_from = 0;
     let tested = pts
@@ -196,8 +250,14 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
         .rev()
         .filter(|(b, x)| *b < m && (*b > 0 || x.n >= MIN_CURRENT_ITEMS));
     for (back, x) in tested {
-        let se = (var / x.n + tau2 + var / b.n).sqrt().max(floor);
-        let z = (x.sum / x.n - mu - delta) / se;
+        let mean = x.sum / x.n;
+        let mut se2 = (var / x.n + tau2 + var / b.n) * young;
+        if signal == Signal::QueueDepth {
+            // A count: at least Poisson's noise at the baseline's level
+            // (one request when it was empty).
+            se2 = se2.max(mu.max(1.0) / x.n);
+        }
+        let z = (mean - reference) / se2.sqrt().max(floor);
         let next = stat + z - ALLOWANCE;
         if next <= 0.0 {
             stat = 0.0;
@@ -228,6 +288,7 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
         baseline_items: b.n as u64,
         baseline_s,
         baseline_short: oldest + 1 < m + baseline_max,
+        relevant: run.mean().is_some_and(|r| r - mu >= delta),
     })
 }
 
@@ -246,12 +307,17 @@ mod tests {
     }
 
     fn run(levels: &[f64]) -> Option<Detection> {
-        // Oldest first in `levels`; the last is the current bucket.
+        run_sd(levels, 0.1)
+    }
+
+    /// Oldest first in `levels`; the last is the current bucket. 15
+    /// items a bucket at ± `sd`.
+    fn run_sd(levels: &[f64], sd: f64) -> Option<Detection> {
         let n = levels.len();
         let pts: Vec<(usize, Moments)> = levels
             .iter()
             .enumerate()
-            .map(|(i, x)| bucket(n - 1 - i, 15, *x, 0.1))
+            .map(|(i, x)| bucket(n - 1 - i, 15, *x, sd))
             .rev()
             .collect();
         detect(Signal::RequestTimeoutUse, &pts, 110)
@@ -281,6 +347,72 @@ mod tests {
         );
         v.extend(&creep[3..]);
         assert!(run(&v).unwrap().stat >= 5.0, "{:?}", run(&v));
+    }
+
+    /// The queue depth's series: `base` buckets of 2 scrapes at 0 waiting,
+    /// then `tail` (the depth of each later bucket's 2 scrapes).
+    fn queue(base: usize, tail: &[f64]) -> Option<Detection> {
+        let mut levels = vec![0.0; base];
+        levels.extend(tail);
+        let n = levels.len();
+        let pts: Vec<(usize, Moments)> = levels
+            .iter()
+            .enumerate()
+            .map(|(i, x)| bucket(n - 1 - i, 2, *x, 0.0))
+            .rev()
+            .collect();
+        detect(Signal::QueueDepth, &pts, 110)
+    }
+
+    #[test]
+    fn a_silent_queue_bursting_for_half_a_minute_does_not_warn_and_a_growing_one_does() {
+        // An hour of an empty queue, then 3 waiting for one bucket (the
+        // bucket still filling, 2 scrapes, is not counted yet): a burst.
+        let d = queue(120, &[3.0, 0.0]).unwrap();
+        assert!(d.stat > 0.0 && d.stat < 5.0, "{d:?}");
+        for quiet in 2..5 {
+            let mut tail = vec![3.0];
+            tail.extend(vec![0.0; quiet]);
+            let d = queue(120, &tail).unwrap();
+            assert!(d.stat < 5.0, "{d:?}");
+        }
+        let d = queue(120, &[3.0, 0.0, 0.0, 0.0, 0.0]).unwrap();
+        assert_eq!(d.stat, 0.0, "gone after a minute and a half: {d:?}");
+        // Without the count's own noise, the empty baseline's error would
+        // be its floor (a quarter of a request) and that burst a warning.
+        // A queue that keeps growing: 2, 4, 8 waiting.
+        let d = queue(120, &[2.0, 4.0, 8.0, 0.0]).unwrap();
+        assert!(d.stat >= 5.0 && d.relevant, "{d:?}");
+    }
+
+    #[test]
+    fn a_rise_counts_from_half_the_minimum_shift_and_warns_only_past_the_whole() {
+        // A steady series: 2.5 points up (half of 3 is 1.5) is
+        // significant, bucket after bucket…
+        let mut v = vec![0.4; 40];
+        v.extend([0.425; 8]);
+        let d = run_sd(&v, 0.02).unwrap();
+        assert!(d.stat >= 5.0, "{d:?}");
+        // …but an excursion averaging less than 3 points is no warning,
+        // however long.
+        assert!(!d.relevant, "{d:?}");
+        let mut v = vec![0.4; 40];
+        v.extend([0.435; 4]);
+        let d = run_sd(&v, 0.02).unwrap();
+        assert!(d.relevant && d.stat >= 5.0, "{d:?}");
+    }
+
+    #[test]
+    fn a_young_baseline_is_trusted_less_than_a_long_one() {
+        // The same rise after 4 minutes of history and after 55.
+        let rise = [0.43, 0.44];
+        let mut young = vec![0.4; 8 + CUSUM_BUCKETS - rise.len()];
+        young.extend(rise);
+        let mut old = vec![0.4; 110 + CUSUM_BUCKETS - rise.len()];
+        old.extend(rise);
+        let (y, o) = (run(&young).unwrap(), run(&old).unwrap());
+        assert!(y.baseline_short && !o.baseline_short);
+        assert!(y.stat < o.stat, "young {y:?}\nold {o:?}");
     }
 
     #[test]

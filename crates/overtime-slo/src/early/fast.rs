@@ -55,7 +55,7 @@ fn baseline_words(d: &Detection) -> String {
 pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
     let h = cfg.early_warning.cusum_threshold;
     let recent = d.recent?;
-    if d.stat < h {
+    if d.stat < h || !d.relevant {
         return None;
     }
     let s = d.signal;
@@ -65,7 +65,7 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         0.0
     };
     let summary = format!(
-        "{}{}: {} {} over the last {} ({} items), up from {} over {} ({} items); CUSUM {:.1}{} >= {h} (30 s buckets, rises beyond {} counted)",
+        "{}{}: {} {} over the last {} ({} items), up from {} over {} ({} items); CUSUM {:.1}{} >= {h} (30 s buckets, rises beyond half of {} counted)",
         title(s),
         d.key.as_ref().map_or(String::new(), |k| format!(" ({k})")),
         s.show(recent),
@@ -92,7 +92,7 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         },
     );
     let description = format!(
-        "one-sided CUSUM of each 30 s bucket's mean against the baseline (the history before the last 8 minutes, up to {}): z = (mean - baseline - minimum shift) / standard error, allowance {ALLOWANCE}, fires at {h}",
+        "one-sided CUSUM of each 30 s bucket's mean against the baseline (the history before the last 4 minutes, up to {}): z = (mean - baseline - half the minimum shift) / standard error (widened for a young baseline; at least a count's own noise for a queue), allowance {ALLOWANCE}; fires at {h} once the buckets since it left 0 average the minimum shift above the baseline",
         window_name(cfg.early_warning.baseline_window_s)
     );
     Some(Condition {

@@ -208,23 +208,12 @@ pub fn run_with(
         "-q",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(BIN)
-        .args(&args)
-        .arg("--access-log")
-        .arg(&access)
-        .arg("--spans-out")
-        .arg(&spans)
-        .arg("--truth")
-        .arg(&truth)
-        .arg("--model-metrics")
-        .arg(&model)
-        .output()
-        .expect("running overtime simulate");
-    assert!(
-        out.status.success(),
-        "overtime simulate {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `OVERTIME_EW_REUSE=1` (the benchmark's tuning loop): replay what an
+    // earlier run left in `dir` instead of simulating again.
+    let reuse = std::env::var("OVERTIME_EW_REUSE").is_ok_and(|v| v == "1") && truth.exists();
+    if !reuse {
+        simulate(&args, &access, &spans, &truth, &model);
+    }
     replay(
         scenario,
         seed,
@@ -236,6 +225,26 @@ pub fn run_with(
         Some(&model),
         restart_at_min,
     )
+}
+
+fn simulate(args: &[&str], access: &Path, spans: &Path, truth: &Path, model: &Path) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--access-log")
+        .arg(access)
+        .arg("--spans-out")
+        .arg(spans)
+        .arg("--truth")
+        .arg(truth)
+        .arg("--model-metrics")
+        .arg(model)
+        .output()
+        .expect("running overtime simulate");
+    assert!(
+        out.status.success(),
+        "overtime simulate {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The read timeout of the gateway in front of `scenario`'s platform
@@ -427,6 +436,8 @@ pub fn replay(
     let mut peaks: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
     let mut fast_peaks: BTreeMap<&'static str, f64> = BTreeMap::new();
     let ew = SloConfig::default().early_warning;
+    let trace = std::env::var("OVERTIME_EW_TRACE").is_ok_and(|v| v == "1");
+    let bucket_us = scaled(30_000.0).max(1);
     while clock <= end {
         let (mut g, mut s, mut m) = (Vec::new(), Vec::new(), Vec::new());
         if restart_us.is_some_and(|r| clock >= r && clock - tick < r) {
@@ -480,6 +491,27 @@ pub fn replay(
             }
         }
         let v = metrics.slo_snapshot().early_warning;
+        // `OVERTIME_EW_TRACE=1`: every signal's CUSUM once a bucket, to
+        // look at before tuning (stderr).
+        if trace && clock / bucket_us != (clock - tick) / bucket_us {
+            let line: Vec<String> = v
+                .fast
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{}{}={:.1}",
+                        d.signal.as_str(),
+                        d.key.as_ref().map_or(String::new(), |k| format!("[{k}]")),
+                        d.stat
+                    )
+                })
+                .collect();
+            eprintln!(
+                "  trace {scenario} seed {seed} restart {restart_at_min:?} min {:.1}: {}",
+                t.clock.at(clock) as f64 / 60e6,
+                line.join(" ")
+            );
+        }
         for d in &v.fast {
             let p = fast_peaks.entry(d.signal.as_str()).or_insert(0.0f64);
             *p = p.max(d.stat);
