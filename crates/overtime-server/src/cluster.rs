@@ -107,6 +107,9 @@ pub struct Peers {
     token: Option<String>,
     self_id: String,
     http: reqwest::Client,
+    /// Keeps connections open between requests: for lookups, which ask
+    /// from the server's own runtime (it outlives the connections).
+    pooled: reqwest::Client,
 }
 
 /// A peer that did not answer, and why.
@@ -151,6 +154,7 @@ impl Peers {
                 .pool_max_idle_per_host(0)
                 .build()
                 .unwrap_or_default(),
+            pooled: reqwest::Client::new(),
         }
     }
 
@@ -161,15 +165,21 @@ impl Peers {
 
     /// One query's use of the peers: it remembers who did not answer.
     pub fn query(self: &Arc<Self>) -> Arc<PeerQuery> {
-        self.query_only(self.urls.clone())
+        self.query_with(self.urls.clone(), self.http.clone())
     }
 
-    /// A query that asks only the peers at `urls` (those known to hold
-    /// what it looks for); its report counts only them.
-    pub fn query_only(self: &Arc<Self>, urls: Vec<String>) -> Arc<PeerQuery> {
+    /// A lookup that asks only the peers at `urls` (those known to hold
+    /// what it looks for; its report counts only them), over kept-open
+    /// connections: only for requests made from the server's runtime.
+    pub fn lookup(self: &Arc<Self>, urls: Vec<String>) -> Arc<PeerQuery> {
+        self.query_with(urls, self.pooled.clone())
+    }
+
+    fn query_with(self: &Arc<Self>, urls: Vec<String>, http: reqwest::Client) -> Arc<PeerQuery> {
         Arc::new(PeerQuery {
             peers: self.clone(),
             urls,
+            http,
             unanswered: Mutex::new(BTreeMap::new()),
             itself: Mutex::new(Vec::new()),
         })
@@ -182,6 +192,8 @@ pub struct PeerQuery {
     peers: Arc<Peers>,
     /// The peers this query asks: all, or the ones known to hold it.
     urls: Vec<String>,
+    /// The client it asks with ([`Peers::query`], [`Peers::lookup`]).
+    http: reqwest::Client,
     unanswered: Mutex<BTreeMap<String, String>>,
     /// URLs that turned out to be this collector.
     itself: Mutex<Vec<String>>,
@@ -216,7 +228,6 @@ impl PeerQuery {
 
     async fn get(&self, url: &str, path_and_query: &str) -> Result<reqwest::Response, String> {
         let mut req = self
-            .peers
             .http
             .get(format!("{url}{path_and_query}"))
             .timeout(self.peers.timeout);

@@ -448,7 +448,7 @@ async fn from_its_holder(
 ) -> Option<Response> {
     let holders = s.cluster.lock().expect("cluster view lock").holders(id)?;
     match (own, holders.as_slice()) {
-        (Some((rev, v)), []) => Some(trace_doc(v, Some(*rev), Some(&s.peers.query_only(vec![])))),
+        (Some((rev, v)), []) => Some(trace_doc(v, Some(*rev), Some(&s.peers.lookup(vec![])))),
         (
             None,
             [
@@ -458,7 +458,7 @@ async fn from_its_holder(
                 },
             ],
         ) => {
-            let pq = s.peers.query_only(vec![url.clone()]);
+            let pq = s.peers.lookup(vec![url.clone()]);
             let path = format!(
                 "/api/traces/{}?local=1",
                 percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC)
