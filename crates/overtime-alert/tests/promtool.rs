@@ -174,13 +174,21 @@ fn recording_rules_follow_the_level_metric_operation_naming() {
             assert_eq!(parts.len(), 3, "{name}");
             assert!(parts[0].starts_with("overtime"), "{name}");
             // The operations applied, newest first, with their window: a
-            // rate or increase (the early warning's sums over a window
-            // and its baseline's variance are further operations on those).
+            // rate or increase (the early warning's sums over a window,
+            // its baseline's variance and bucket count are further
+            // operations on those).
             let op = parts[2];
             assert!(
-                ["rate", "increase", "stdvar", "max_sum_over_time", "const"]
-                    .iter()
-                    .any(|o| op.starts_with(o)),
+                [
+                    "rate",
+                    "increase",
+                    "stdvar",
+                    "max_sum_over_time",
+                    "count_over_time",
+                    "const",
+                ]
+                .iter()
+                .any(|o| op.starts_with(o)),
                 "{name}"
             );
         }
