@@ -251,12 +251,20 @@ async fn a_lookup_asks_only_the_collector_holding_the_trace_and_gets_its_last_wo
     let (_, on_a) = get(&format!("{}/api/traces?limit=1000&local=1", a.url)).await;
     let listed = on_a["traces"].as_array().unwrap();
     assert!(!listed.is_empty(), "incident C has failing traces: {on_a}");
+    // Looked up from b: a's verdict, as a listed it.
+    let looked_up = |t: &serde_json::Value| {
+        let id = t["trace_id"].as_str().unwrap().to_string();
+        let (url, t) = (b.url.clone(), t.clone());
+        async move {
+            let (status, v) = get(&format!("{url}/api/traces/{id}")).await;
+            assert_eq!(status, 200, "{v}");
+            assert_eq!(v["root_cause"]["kind"], t["kind"], "{id}: {v}");
+            assert_eq!(v["revision"], t["revision"], "{id}: {v}");
+            (id, v)
+        }
+    };
     for t in listed {
-        let id = t["trace_id"].as_str().unwrap();
-        let (status, v) = get(&format!("{}/api/traces/{id}", b.url)).await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["root_cause"]["kind"], t["kind"], "{id}: {v}");
-        assert_eq!(v["revision"], t["revision"], "{id}: {v}");
+        let (id, v) = looked_up(t).await;
         // Only a, which holds it, was asked: not the silent peer.
         assert_eq!(v["peers"]["asked"], 1, "{id}: {v}");
         assert_eq!(v["peers"]["unanswered"], serde_json::json!([]), "{id}: {v}");
@@ -267,11 +275,7 @@ async fn a_lookup_asks_only_the_collector_holding_the_trace_and_gets_its_last_wo
     a.server.abort();
     let _ = a.server.await;
     for t in listed {
-        let id = t["trace_id"].as_str().unwrap();
-        let (status, v) = get(&format!("{}/api/traces/{id}", b.url)).await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["root_cause"]["kind"], t["kind"], "{id}: {v}");
-        assert_eq!(v["revision"], t["revision"], "{id}: {v}");
+        let (id, v) = looked_up(t).await;
         let unanswered = v["peers"]["unanswered"].as_array().unwrap();
         assert_eq!(unanswered.len(), 1, "{id}: {v}");
         assert_eq!(unanswered[0]["peer"], a.url.as_str(), "{id}: {v}");

@@ -129,12 +129,8 @@ impl PeerMirror {
     }
 
     /// Does the peer keep a summary of `trace_id` (judged there, failed
-    /// or not)? The verdict it last told, with its revision, if it failed.
-    ///
-    /// ```
-    /// use overtime_diagnose::live::PeerMirror;
-    /// assert_eq!(PeerMirror::default().holds("ab"), None);
-    /// ```
+    /// or not)? The verdict it last told, with its revision, if it failed
+    /// (the module's example).
     pub fn holds(&self, trace_id: &str) -> Option<Option<&(u32, Verdict)>> {
         self.seq_of
             .contains_key(trace_id)
