@@ -501,3 +501,57 @@ fn warning_now(slo: &Slo, signal: &str, m: f64) -> Option<(f64, String)> {
         .find(|a| a.label("signal") == Some(signal))
         .map(|a| (m, a.summary().to_string()))
 }
+
+/// Lookups (a tool, then the model) and quick answers (memory, then the
+/// model) mixed at random on one route, 40 a minute: the lookups use 40 %
+/// of the gateway timeout, the answers 10 %, each ×0.7–1.3; from minute
+/// 30 the lookups creep up `creep` points a minute.
+fn two_flows(m: i64, k: i64, creep: f64, rng: &mut Rng) -> RequestObservation {
+    let t = T0 + (m * 60 + k * 3 / 2) * 1_000_000;
+    let lookup = rng.f64() < 0.5;
+    let mut o = RequestObservation::new("/v1/agent/run", Outcome::Ok, t);
+    let (stage, target) = if lookup {
+        (Stage::Tool, "poi_search")
+    } else {
+        (Stage::Memory, "session_memory")
+    };
+    let mut first = CallObservation::new(stage, SpanStatus::Ok, 500.0, t);
+    first.tool = Some(target.into());
+    let mut llm = CallObservation::new(Stage::Llm, SpanStatus::Ok, 2_000.0, t);
+    llm.model = Some("deepseek-v4-pro".into());
+    o.calls = vec![first, llm];
+    let used = if lookup {
+        0.4 + creep * (m - 29).max(0) as f64
+    } else {
+        0.1
+    };
+    o.timeout_used = Some(used * (0.7 + 0.6 * rng.f64()));
+    o
+}
+
+#[test]
+fn a_creep_into_one_flow_of_a_busy_route_warns_naming_the_flow_within_three_minutes() {
+    // The route's mean moves by half the lookups' creep and swings with
+    // each bucket's mix of the two; the lookups' own series does neither.
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(31);
+    let mut first = None;
+    'play: for m in 0..40 {
+        for k in 0..40 {
+            slo.observe(&two_flows(m, k, 0.04, &mut rng));
+            if let Some(w) = warning_now(&slo, "request_timeout_use", m as f64 + k as f64 / 40.0) {
+                assert!(m >= 30, "a warning before the creep: {w:?}");
+                first = Some(w);
+                break 'play;
+            }
+        }
+    }
+    let (at, summary) = first.expect("the creep raised no warning");
+    assert!(at < 33.0, "{at}: {summary}");
+    assert!(
+        summary.starts_with(
+            "requests creeping toward their gateway timeout (calls deepseek-v4-pro + poi_search): "
+        ),
+        "{summary}"
+    );
+}

@@ -62,9 +62,15 @@
 //! minute is one bucket at `z ≈ 3`, not a warning; a queue that keeps
 //! growing is.
 //!
+//! *Sparse series.* A bucket of a request or call signal is tested once
+//! it holds [`Signal::min_items`] (5): the mean of one or two skewed
+//! values is no normal variate, and a lone slow request on a quiet flow
+//! would read as many standard errors. A sparse series' buckets are
+//! merged, oldest first, until they hold that many.
+//!
 //! Each signal is tested over everything and over each of its
-//! [`TOP_KEYS`] busiest keys (routes, call targets, models, model servers:
-//! [`super::series::Keyed`]); the detection reported is the one furthest
+//! [`TOP_KEYS`] busiest keys (routes, flows, call targets, models, model
+//! servers: [`super::series::Keyed`]); the detection reported is the one furthest
 //! along (a relevant one first), naming its key. More series tested means
 //! more chances for noise to cross: a key's statistic pays [`key_penalty`]
 //! before it is compared (the CUSUM's false-alarm rate falls as
@@ -245,11 +251,21 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
     let young = nu / (nu - 2.0);
     let (mut stat, mut run) = (0.0f64, Moments::default());
     let mut run_from = 0;
+    // Oldest first; a sparse bucket waits for the ones after it until
+    // they hold the signal's `min_items` together.
+    let (mut pending, mut pending_from) = (Moments::default(), None);
     let tested = pts
         .iter()
         .rev()
         .filter(|(b, x)| *b < m && (*b > 0 || x.n >= MIN_CURRENT_ITEMS));
     for (back, x) in tested {
+        pending.merge(x);
+        let from = *pending_from.get_or_insert(*back);
+        if pending.n < signal.min_items() {
+            continue;
+        }
+        let x = std::mem::take(&mut pending);
+        pending_from = None;
         let mean = x.sum / x.n;
         let mut se2 = (var / x.n + tau2 + var / b.n) * young;
         if signal == Signal::QueueDepth {
@@ -264,10 +280,10 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
             run = Moments::default();
         } else {
             if stat == 0.0 {
-                run_from = *back;
+                run_from = from;
             }
             stat = next;
-            run.merge(x);
+            run.merge(&x);
         }
     }
     let baseline_s = pts
@@ -400,6 +416,46 @@ mod tests {
         v.extend([0.435; 4]);
         let d = run_sd(&v, 0.02).unwrap();
         assert!(d.relevant && d.stat >= 5.0, "{d:?}");
+    }
+
+    /// A sparse series: an hour of buckets of 2 requests at 7.5 % ± 1
+    /// point, then the 4 minutes tested (`tail`, each bucket's requests;
+    /// the last is the one still filling).
+    fn sparse(tail: [&[f64]; CUSUM_BUCKETS]) -> Option<Detection> {
+        let mut pts: Vec<(usize, Moments)> = (CUSUM_BUCKETS..CUSUM_BUCKETS + 110)
+            .map(|back| bucket(back, 2, 0.075, 0.01))
+            .collect();
+        for (j, xs) in tail.iter().enumerate() {
+            let mut m = Moments::default();
+            xs.iter().for_each(|x| m.add(*x));
+            pts.push((CUSUM_BUCKETS - 1 - j, m));
+        }
+        pts.sort_by_key(|p| p.0);
+        detect(Signal::RequestTimeoutUse, &pts, 110)
+    }
+
+    #[test]
+    fn a_sparse_series_waits_for_five_requests_so_one_slow_request_is_no_trend() {
+        let usual: &[f64] = &[0.065, 0.075, 0.085];
+        // One request at 16 %: 8 standard errors of a bucket of one, but
+        // one slow request.
+        let one = [usual, usual, usual, usual, usual, usual, &[0.16], &[]];
+        let d = sparse(one).unwrap();
+        assert_eq!(d.stat, 0.0, "{d:?}");
+        // Five of them, over three buckets, are a trend.
+        let five = [
+            usual,
+            usual,
+            usual,
+            usual,
+            &[0.16],
+            &[0.16, 0.16],
+            &[0.16, 0.16],
+            &[],
+        ];
+        let d = sparse(five).unwrap();
+        assert!(d.stat >= 5.0 && d.relevant, "{d:?}");
+        assert_eq!((d.recent_items, d.recent_s), (5, 120.0), "{d:?}");
     }
 
     #[test]

@@ -11,9 +11,10 @@
 //!   a rise smaller than that is not worth a page however significant.
 //! - Model-server load comes in as plain data ([`ServerLoad`]): whoever
 //!   scrapes the server maps its metric names (vLLM, TGI, SGLang) to it.
-//! - Every item also feeds the series of its *key* ([`Keyed`]): the
-//!   request's route, the call's `stage target` (`tool weather_lookup`),
-//!   the LLM call's model, the model server. A ramp into one flow moves
+//! - Every item also feeds the series of its *keys* ([`Keyed`]): the
+//!   request's route and its flow ([`flow_key`]: what it called), the
+//!   call's `stage target` (`tool weather_lookup`), the LLM call's model,
+//!   the model server. A ramp into one flow moves
 //!   the mean over every request by a fraction of its own rise; its own
 //!   route's, model's or server's series sees it whole. Bounded: at most
 //!   [`MAX_KEYS`] keys a bucket, and the detector reads the
@@ -26,7 +27,11 @@ use std::collections::BTreeMap;
 
 /// Keys (over every signal) one bucket holds a series for; items of
 /// further keys feed only the signal's series over everything.
-pub const MAX_KEYS: usize = 64;
+pub const MAX_KEYS: usize = 128;
+
+/// Items a request or call signal's bucket needs to be tested
+/// ([`Signal::min_items`]).
+pub const MIN_BUCKET_ITEMS: f64 = 5.0;
 
 /// Count, sum and sum of squares of one value.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -139,6 +144,26 @@ impl Signal {
         }
     }
 
+    /// Items a bucket needs before it is tested: a request's or call's
+    /// value is often skewed (a retry doubles it), so the mean of one or
+    /// two is no normal variate and a lone slow request would read as
+    /// many standard errors; a sparse series' buckets are merged until
+    /// they hold [`MIN_BUCKET_ITEMS`]. A model server's samples are read
+    /// at their own pace (two a bucket at a 15 s scrape) and a count's
+    /// noise is already bounded below (Poisson): one is enough.
+    ///
+    /// ```
+    /// use overtime_slo::early::Signal;
+    /// assert_eq!(Signal::RequestTimeoutUse.min_items(), 5.0);
+    /// assert_eq!(Signal::QueueDepth.min_items(), 1.0);
+    /// ```
+    pub fn min_items(self) -> f64 {
+        match self {
+            Signal::QueueDepth | Signal::KvCacheUse => 1.0,
+            _ => MIN_BUCKET_ITEMS,
+        }
+    }
+
     /// A mean in words.
     pub fn show(self, x: f64) -> String {
         match self {
@@ -181,8 +206,31 @@ impl Keyed {
     }
 }
 
-/// One item: its signal, its key, its value.
-pub(crate) type Item = (Signal, String, f64);
+/// One item: its signal, the keys whose series it also feeds, its value.
+pub(crate) type Item = (Signal, Vec<String>, f64);
+
+/// A request's *flow*: the distinct targets it called, sorted (`calls
+/// calc + deepseek-v4-pro + poi_search`), `None` when it called nothing
+/// seen. Requests of one flow are alike; a route usually serves several
+/// flows of very different lengths, so its mean swings with the mix of
+/// each bucket's few requests. A ramp into one flow (its inputs growing,
+/// its tool slowing) moves that flow's series whole and early, against a
+/// baseline as steady as the flow itself, where the route's and
+/// everything's series wait until the mix can no longer hide it. The
+/// route is not part of it: the same agent behind two routes (`/v1`,
+/// `/v2`) is one flow, its timeout use already in each route's own unit.
+///
+/// ```
+/// use overtime_slo::early::series::flow_key;
+/// assert_eq!(flow_key(["poi_search", "calc", "", "poi_search"]).as_deref(), Some("calls calc + poi_search"));
+/// assert_eq!(flow_key([]), None);
+/// ```
+pub fn flow_key<'a>(targets: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut t: Vec<&str> = targets.into_iter().filter(|t| !t.is_empty()).collect();
+    t.sort_unstable();
+    t.dedup();
+    (!t.is_empty()).then(|| format!("calls {}", t.join(" + ")))
+}
 
 /// A classified request's items; `taken_until`: its provisional
 /// observation's items were taken, so only those of the calls that ended
@@ -197,7 +245,9 @@ pub(crate) fn request_items(
     if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0)
         && taken_until.is_none()
     {
-        v.push((Signal::RequestTimeoutUse, o.route.clone(), u.min(1.0)));
+        let mut keys = vec![o.route.clone()];
+        keys.extend(flow_key(o.calls.iter().map(|c| c.target())));
+        v.push((Signal::RequestTimeoutUse, keys, u.min(1.0)));
     }
     for (i, u) in &sig.call_use {
         let c = &o.calls[*i];
@@ -205,15 +255,15 @@ pub(crate) fn request_items(
             continue;
         }
         let key = format!("{} {}", c.stage.as_str(), c.target());
-        v.push((Signal::CallTimeoutUse, key, u.min(1.0)));
+        v.push((Signal::CallTimeoutUse, vec![key], u.min(1.0)));
     }
     for c in o.calls.iter().filter(|c| c.is_llm() && new(c)) {
         if c.duration_ms > 0.0 {
             let x = c.duration_ms.max(1.0).ln();
-            v.push((Signal::LlmLatency, c.target().to_string(), x));
+            v.push((Signal::LlmLatency, vec![c.target().to_string()], x));
         }
         if let Some(t) = c.ttft_ms.filter(|t| t.is_finite() && *t > 0.0) {
-            v.push((Signal::Ttft, c.target().to_string(), t.max(1.0).ln()));
+            v.push((Signal::Ttft, vec![c.target().to_string()], t.max(1.0).ln()));
         }
     }
     for w in sig
@@ -223,17 +273,19 @@ pub(crate) fn request_items(
     {
         let key = o.calls[w.call].target().to_string();
         let x = w.wait_ms().min(w.total_ms) / w.total_ms;
-        v.push((Signal::LlmQueuePrefill, key, x));
+        v.push((Signal::LlmQueuePrefill, vec![key], x));
     }
     v
 }
 
 /// Adds items to `s`, and to `keyed` by their keys.
 pub(crate) fn add_items(s: &mut Series, mut keyed: Option<&mut Keyed>, items: &[Item]) {
-    for (signal, key, x) in items {
+    for (signal, keys, x) in items {
         s[signal.index()].add(*x);
         if let Some(k) = keyed.as_deref_mut() {
-            k.add(*signal, key, *x);
+            for key in keys {
+                k.add(*signal, key, *x);
+            }
         }
     }
 }
@@ -258,10 +310,10 @@ pub struct ServerLoad {
 pub(crate) fn server_items(l: &ServerLoad) -> Vec<Item> {
     let mut v = Vec::new();
     if let Some(q) = l.queue_depth.filter(|q| *q >= 0.0) {
-        v.push((Signal::QueueDepth, l.server.clone(), q));
+        v.push((Signal::QueueDepth, vec![l.server.clone()], q));
     }
     if let Some(k) = l.kv_cache_use.filter(|k| (0.0..=1.5).contains(k)) {
-        v.push((Signal::KvCacheUse, l.server.clone(), k.min(1.0)));
+        v.push((Signal::KvCacheUse, vec![l.server.clone()], k.min(1.0)));
     }
     v
 }
