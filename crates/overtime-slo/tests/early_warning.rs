@@ -555,3 +555,39 @@ fn a_creep_into_one_flow_of_a_busy_route_warns_naming_the_flow_within_three_minu
         "{summary}"
     );
 }
+
+#[test]
+fn llm_calls_piling_up_warn_against_the_most_the_model_served_when_only_the_load_grows() {
+    // 40 requests a minute, each with a 10 s LLM call: ~6.7 calls in
+    // flight. From minute 30, twice the requests, each exactly as before:
+    // no latency, share or timeout moves — only the calls in flight.
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(41);
+    let mut first = None;
+    'play: for m in 0..36i64 {
+        let per_min = if m >= 30 { 80 } else { 40 };
+        for k in 0..per_min {
+            let t = T0 + m * 60_000_000 + k * 60_000_000 / per_min;
+            slo.observe(&request(t, EVERYDAY, &mut rng));
+            let at = m as f64 + k as f64 / per_min as f64;
+            if let Some(a) = slo.alerts().iter().find(|a| EARLY.contains(&a.name())) {
+                assert!(m >= 30, "a warning before the load grew: {a:?}");
+                first = Some((
+                    at,
+                    a.label("signal").unwrap_or("").to_string(),
+                    a.summary().to_string(),
+                ));
+                break 'play;
+            }
+        }
+    }
+    let (at, signal, summary) = first.expect("twice the calls in flight raised no warning");
+    assert_eq!(signal, "llm_in_flight", "{summary}");
+    assert!(at < 32.0, "{at}: {summary}");
+    assert!(summary.starts_with("LLM calls piling up: 1"), "{summary}");
+    assert!(summary.contains("up from 6."), "{summary}");
+    assert!(
+        summary.contains("a quarter of the most in flight in a bucket of the baseline, "),
+        "{summary}"
+    );
+}

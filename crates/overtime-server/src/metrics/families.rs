@@ -359,7 +359,7 @@ fn fast_signals(
         ),
         (
             "overtime_early_signal_sum_total",
-            "sum of each fast signal's values (timeout use 0-1, ln seconds, shares, waiting requests)",
+            "sum of each fast signal's values (timeout use 0-1, ln seconds, shares, waiting requests; llm_in_flight: call seconds / 30, so its 30 s increase is the calls in flight)",
             |m| m.sum,
         ),
         (

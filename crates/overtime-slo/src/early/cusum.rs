@@ -133,6 +133,9 @@ pub struct Detection {
     pub recent_s: f64,
     /// The baseline mean.
     pub baseline: f64,
+    /// A [`Signal::per_bucket`] signal: its largest bucket in the baseline
+    /// (the most the model served), whose quarter is the minimum shift.
+    pub baseline_peak: Option<f64>,
     /// Items behind it.
     pub baseline_items: u64,
     /// Nominal seconds of history it spans.
@@ -177,22 +180,32 @@ impl Early {
             .iter()
             .filter_map(|s| {
                 let k = s.index();
-                let mut best = detect(*s, &points(&|t| Some(t.series[k])), baseline_buckets);
-                let mut busy: BTreeMap<&str, f64> = BTreeMap::new();
+                let mut best = detect(
+                    *s,
+                    &per_bucket(*s, points(&|t| Some(t.series[k]))),
+                    baseline_buckets,
+                );
+                let mut busy: BTreeMap<&str, Moments> = BTreeMap::new();
+                let mut all = Moments::default();
                 for (_, t) in &entries {
+                    all.merge(&t.series[k]);
                     for ((sig, key), m) in &t.keyed.0 {
                         if sig == s {
-                            *busy.entry(key.as_str()).or_default() += m.n;
+                            busy.entry(key.as_str()).or_default().merge(m);
                         }
                     }
                 }
-                let mut keys: Vec<(&str, f64)> = busy.into_iter().collect();
-                keys.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-                keys.truncate(TOP_KEYS);
                 // One key: its series is the one over everything.
-                for (key, _) in keys.iter().filter(|_| keys.len() > 1) {
+                let several = busy.len() > 1;
+                let mut keys: Vec<(&str, Moments)> = busy
+                    .into_iter()
+                    .filter(|(_, m)| !s.at_risk_keys_only() || m.mean() >= all.mean())
+                    .collect();
+                keys.sort_by(|a, b| b.1.n.total_cmp(&a.1.n).then(a.0.cmp(b.0)));
+                keys.truncate(TOP_KEYS);
+                for (key, _) in keys.iter().filter(|_| several) {
                     let id = (*s, key.to_string());
-                    let pts = points(&|t| t.keyed.0.get(&id).copied());
+                    let pts = per_bucket(*s, points(&|t| t.keyed.0.get(&id).copied()));
                     let Some(d) = detect(*s, &pts, baseline_buckets) else {
                         continue;
                     };
@@ -209,6 +222,22 @@ impl Early {
             })
             .collect()
     }
+}
+
+/// A [`Signal::per_bucket`] signal's points as one item a bucket (its
+/// total), the bucket still filling left out; others as they are.
+fn per_bucket(signal: Signal, pts: Vec<(usize, Moments)>) -> Vec<(usize, Moments)> {
+    if !signal.per_bucket() {
+        return pts;
+    }
+    pts.into_iter()
+        .filter(|(back, _)| *back > 0)
+        .map(|(back, m)| {
+            let mut one = Moments::default();
+            one.add(m.sum);
+            (back, one)
+        })
+        .collect()
 }
 
 /// The detector of `signal` over `pts` (buckets back from now with their
@@ -229,7 +258,12 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
     for x in &base {
         b.merge(x);
     }
-    if base.len() < MIN_BASELINE_BUCKETS || b.n < MIN_BASELINE_ITEMS {
+    let min_items = if signal.per_bucket() {
+        0.0
+    } else {
+        MIN_BASELINE_ITEMS
+    };
+    if base.len() < MIN_BASELINE_BUCKETS || b.n < min_items {
         return None;
     }
     let mu = b.sum / b.n;
@@ -243,7 +277,11 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
     } else {
         0.0
     };
-    let delta = signal.min_shift();
+    // A total's shift is a share of the most the baseline saw (at least 1).
+    let peak = signal
+        .per_bucket()
+        .then(|| base.iter().map(|x| x.sum).fold(0.0, f64::max));
+    let delta = signal.min_shift() * peak.map_or(1.0, |p| p.max(1.0));
     let reference = mu + delta / 2.0;
     let floor = delta / 4.0;
     // Student's t with ν = B − 1: its variance is ν / (ν − 2) (B ≥ 8).
@@ -301,6 +339,7 @@ fn detect(signal: Signal, pts: &[(usize, Moments)], baseline_max: usize) -> Opti
         recent_items: run.n as u64,
         recent_s: (run_from + 1) as f64 * BUCKET_S,
         baseline: mu,
+        baseline_peak: peak,
         baseline_items: b.n as u64,
         baseline_s,
         baseline_short: oldest + 1 < m + baseline_max,

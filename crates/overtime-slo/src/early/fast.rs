@@ -29,6 +29,7 @@ fn title(s: Signal) -> &'static str {
         Signal::LlmQueuePrefill => "LLM queue and prefill rising",
         Signal::QueueDepth => "model server queue growing",
         Signal::KvCacheUse => "model server KV cache filling",
+        Signal::LlmInFlight => "LLM calls piling up",
     }
 }
 
@@ -64,17 +65,24 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
     } else {
         0.0
     };
+    let unit = |n: u64| match (s.per_bucket(), n) {
+        (true, 1) => "bucket",
+        (true, _) => "buckets",
+        _ => "items",
+    };
     let summary = format!(
-        "{}{}: {} {} over the last {} ({} items), up from {} over {} ({} items); CUSUM {:.1}{} >= {h} (30 s buckets, rises beyond half of {} counted)",
+        "{}{}: {} {} over the last {} ({} {}), up from {} over {} ({} {}); CUSUM {:.1}{} >= {h} (30 s buckets, rises beyond half of {} counted)",
         title(s),
         d.key.as_ref().map_or(String::new(), |k| format!(" ({k})")),
         s.show(recent),
         s.what(),
         minutes(d.recent_s),
         d.recent_items,
+        unit(d.recent_items),
         s.show(d.baseline),
         baseline_words(d),
         d.baseline_items,
+        unit(d.baseline_items),
         d.stat + pen,
         if d.key.is_some() {
             format!(
@@ -88,6 +96,10 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
             Signal::LlmLatency => "15 %".to_string(),
             Signal::Ttft => "25 %".to_string(),
             Signal::QueueDepth => "1 request".to_string(),
+            Signal::LlmInFlight => format!(
+                "a quarter of the most in flight in a bucket of the baseline, {}",
+                s.show(d.baseline_peak.unwrap_or(0.0))
+            ),
             _ => format!("{:.0} points", s.min_shift() * 100.0),
         },
     );

@@ -97,11 +97,17 @@ pub enum Signal {
     QueueDepth,
     /// Share of the model server's KV cache in use (its metrics).
     KvCacheUse,
+    /// LLM calls in flight per model, on average over a bucket: the call
+    /// time of the requests that ended in it over its 30 s (Little's law:
+    /// arrivals × time in the system). One value a bucket
+    /// ([`Signal::per_bucket`]), compared with the most the model served
+    /// in the baseline.
+    LlmInFlight,
 }
 
 impl Signal {
     /// Every signal, in the order of the series arrays.
-    pub const ALL: [Signal; 7] = [
+    pub const ALL: [Signal; 8] = [
         Signal::RequestTimeoutUse,
         Signal::CallTimeoutUse,
         Signal::LlmLatency,
@@ -109,6 +115,7 @@ impl Signal {
         Signal::LlmQueuePrefill,
         Signal::QueueDepth,
         Signal::KvCacheUse,
+        Signal::LlmInFlight,
     ];
 
     /// The `signal` label value.
@@ -121,6 +128,7 @@ impl Signal {
             Signal::LlmQueuePrefill => "llm_queue_prefill_per_call",
             Signal::QueueDepth => "queue_depth",
             Signal::KvCacheUse => "kv_cache_use",
+            Signal::LlmInFlight => "llm_in_flight",
         }
     }
 
@@ -133,9 +141,11 @@ impl Signal {
     /// 3 points of a timeout (the mean over every request, most of which a
     /// ramp into one flow leaves alone), 5 points of a share, 15 % of a
     /// latency (ln 1.15), 25 % of a time to first token, one more waiting
-    /// request.
+    /// request; for the calls in flight, a quarter of the most the model
+    /// served in the baseline (at least one call: [`Signal::per_bucket`]).
     pub fn min_shift(self) -> f64 {
         match self {
+            Signal::LlmInFlight => 0.25,
             Signal::RequestTimeoutUse | Signal::CallTimeoutUse => 0.03,
             Signal::LlmLatency => 1.15f64.ln(),
             Signal::Ttft => 1.25f64.ln(),
@@ -159,16 +169,47 @@ impl Signal {
     /// ```
     pub fn min_items(self) -> f64 {
         match self {
-            Signal::QueueDepth | Signal::KvCacheUse => 1.0,
+            Signal::QueueDepth | Signal::KvCacheUse | Signal::LlmInFlight => 1.0,
             _ => MIN_BUCKET_ITEMS,
         }
+    }
+
+    /// Are only the keys at risk tested: those whose values average at
+    /// least the signal's over everything. For the requests' timeout use:
+    /// the routes and flows that come closest to their timeout, the ones
+    /// that fail first. A quick flow (a chat at 7 % of its timeout) that
+    /// slows to 12 % is a real change but no creep toward a timeout, and
+    /// on a busy machine short requests swing most; a quick flow slowing
+    /// enough to matter moves its route's series and everything's.
+    ///
+    /// ```
+    /// use overtime_slo::early::Signal;
+    /// assert!(Signal::RequestTimeoutUse.at_risk_keys_only());
+    /// assert!(!Signal::CallTimeoutUse.at_risk_keys_only());
+    /// ```
+    pub fn at_risk_keys_only(self) -> bool {
+        self == Signal::RequestTimeoutUse
+    }
+
+    /// A bucket's value is its total, not a mean of items: the calls in
+    /// flight are the call time of the bucket over its length. The
+    /// detector reads such a series as one value a bucket (complete
+    /// buckets only), its noise the spread of the baseline's buckets, and
+    /// its minimum shift relative to the most the model served then.
+    ///
+    /// ```
+    /// use overtime_slo::early::Signal;
+    /// assert!(Signal::LlmInFlight.per_bucket() && !Signal::LlmLatency.per_bucket());
+    /// ```
+    pub fn per_bucket(self) -> bool {
+        self == Signal::LlmInFlight
     }
 
     /// A mean in words.
     pub fn show(self, x: f64) -> String {
         match self {
             Signal::LlmLatency | Signal::Ttft => super::secs(x.exp() / 1000.0),
-            Signal::QueueDepth => format!("{x:.1}"),
+            Signal::QueueDepth | Signal::LlmInFlight => format!("{x:.1}"),
             _ => super::pct(x),
         }
     }
@@ -185,12 +226,15 @@ impl Signal {
             Signal::LlmQueuePrefill => "of each LLM call was queue + prefill, on average",
             Signal::QueueDepth => "requests waiting at the model server, on average",
             Signal::KvCacheUse => "of the model server's KV cache in use, on average",
+            Signal::LlmInFlight => {
+                "LLM calls in flight, on average (call time of the requests ending, per second)"
+            }
         }
     }
 }
 
 /// Items per signal in one bucket.
-pub type Series = [Moments; 7];
+pub type Series = [Moments; 8];
 
 /// The series of one bucket per (signal, key).
 #[derive(Debug, Clone, Default)]
@@ -261,6 +305,10 @@ pub(crate) fn request_items(
         if c.duration_ms > 0.0 {
             let x = c.duration_ms.max(1.0).ln();
             v.push((Signal::LlmLatency, vec![c.target().to_string()], x));
+        }
+        if c.duration_ms > 0.0 && c.duration_ms.is_finite() {
+            let busy = c.duration_ms / 1000.0 / super::BUCKET_S;
+            v.push((Signal::LlmInFlight, vec![c.target().to_string()], busy));
         }
         if let Some(t) = c.ttft_ms.filter(|t| t.is_finite() && *t > 0.0) {
             v.push((Signal::Ttft, vec![c.target().to_string()], t.max(1.0).ln()));
