@@ -253,9 +253,10 @@ impl Keyed {
 /// One item: its signal, the keys whose series it also feeds, its value.
 pub(crate) type Item = (Signal, Vec<String>, f64);
 
-/// A request's *flow*: the distinct targets it called, sorted (`calls
-/// calc + deepseek-v4-pro + poi_search`), `None` when it called nothing
-/// seen. Requests of one flow are alike; a route usually serves several
+/// A request's *flow*: the distinct models, tools and stores it called,
+/// sorted (`calls calc + deepseek-v4-pro + poi_search`), `None` when it
+/// called nothing seen (network hops and queues are not part of it: they
+/// name addresses). Requests of one flow are alike; a route usually serves several
 /// flows of very different lengths, so its mean swings with the mix of
 /// each bucket's few requests. A ramp into one flow (its inputs growing,
 /// its tool slowing) moves that flow's series whole and early, against a
@@ -290,7 +291,13 @@ pub(crate) fn request_items(
         && taken_until.is_none()
     {
         let mut keys = vec![o.route.clone()];
-        keys.extend(flow_key(o.calls.iter().map(|c| c.target())));
+        // What the agent chose to call: not the network hops or queues
+        // under it, which name addresses (one flow would be a pod's).
+        let chosen = o.calls.iter().filter(|c| {
+            use overtime_model::Stage::*;
+            matches!(c.stage, Llm | Judge | Tool | Memory)
+        });
+        keys.extend(flow_key(chosen.map(|c| c.target())));
         v.push((Signal::RequestTimeoutUse, keys, u.min(1.0)));
     }
     for (i, u) in &sig.call_use {
