@@ -587,7 +587,7 @@ fn llm_calls_piling_up_warn_against_the_most_the_model_served_when_only_the_load
     assert!(summary.starts_with("LLM calls piling up: 1"), "{summary}");
     assert!(summary.contains("up from 6."), "{summary}");
     assert!(
-        summary.contains("a quarter of the most in flight in a bucket of the baseline, "),
+        summary.contains("half the most in flight in a bucket of the baseline, "),
         "{summary}"
     );
 }

@@ -134,7 +134,7 @@ pub struct Detection {
     /// The baseline mean.
     pub baseline: f64,
     /// A [`Signal::per_bucket`] signal: its largest bucket in the baseline
-    /// (the most the model served), whose quarter is the minimum shift.
+    /// (the most the model served), whose half is the minimum shift.
     pub baseline_peak: Option<f64>,
     /// Items behind it.
     pub baseline_items: u64,

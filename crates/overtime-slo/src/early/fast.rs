@@ -97,7 +97,7 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
             Signal::Ttft => "25 %".to_string(),
             Signal::QueueDepth => "1 request".to_string(),
             Signal::LlmInFlight => format!(
-                "a quarter of the most in flight in a bucket of the baseline, {}",
+                "half the most in flight in a bucket of the baseline, {}",
                 s.show(d.baseline_peak.unwrap_or(0.0))
             ),
             _ => format!("{:.0} points", s.min_shift() * 100.0),

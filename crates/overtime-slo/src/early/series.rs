@@ -141,11 +141,13 @@ impl Signal {
     /// 3 points of a timeout (the mean over every request, most of which a
     /// ramp into one flow leaves alone), 5 points of a share, 15 % of a
     /// latency (ln 1.15), 25 % of a time to first token, one more waiting
-    /// request; for the calls in flight, a quarter of the most the model
-    /// served in the baseline (at least one call: [`Signal::per_bucket`]).
+    /// request; for the calls in flight, half the most the model served
+    /// in a bucket of the baseline (at least one call): load growing within
+    /// what the model already served in the last hour is no warning, one
+    /// past it by a half is ([`Signal::per_bucket`]).
     pub fn min_shift(self) -> f64 {
         match self {
-            Signal::LlmInFlight => 0.25,
+            Signal::LlmInFlight => 0.5,
             Signal::RequestTimeoutUse | Signal::CallTimeoutUse => 0.03,
             Signal::LlmLatency => 1.15f64.ln(),
             Signal::Ttft => 1.25f64.ln(),
