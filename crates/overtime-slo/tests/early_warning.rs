@@ -591,3 +591,40 @@ fn llm_calls_piling_up_warn_against_the_most_the_model_served_when_only_the_load
         "{summary}"
     );
 }
+
+#[test]
+fn requests_with_no_timeout_known_yet_warn_as_they_slow_down() {
+    // No gateway timeout configured and no 504 seen to infer it: the
+    // requests' own time creeps 15 % a minute from minute 30 (3 s at
+    // first, ×0.7–1.3), and the warning needs no timeout to come before
+    // the first 504.
+    let mut slo = Slo::new(SloConfig::default());
+    let mut rng = Rng::with_seed(51);
+    let mut first = None;
+    'play: for m in 0..40i64 {
+        for k in 0..40i64 {
+            let t = T0 + (m * 60 + k * 3 / 2) * 1_000_000;
+            let mut o = request(t, EVERYDAY, &mut rng);
+            o.timeout_used = None;
+            let secs = 3.0 * 1.15f64.powi((m - 29).max(0) as i32) * (0.7 + 0.6 * rng.f64());
+            o.start_us = t - (secs * 1e6) as i64;
+            slo.observe(&o);
+            if let Some(w) = warning_now(&slo, "request_latency", m as f64 + k as f64 / 40.0) {
+                assert!(m >= 30, "a warning before the creep: {w:?}");
+                first = Some(w);
+                break 'play;
+            }
+        }
+    }
+    let (at, summary) = first.expect("the creep raised no warning");
+    assert!(at < 33.0, "{at}: {summary}");
+    assert!(summary.starts_with("requests slowing down: "), "{summary}");
+    // The geometric mean of 3 s ×0.7–1.3.
+    let from: f64 = summary
+        .split("up from ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!((2.8..3.1).contains(&from), "{summary}");
+}

@@ -15,7 +15,9 @@ use crate::windows::window_name;
 /// The alert a signal's fast warning is raised under.
 pub fn alert_of(s: Signal) -> &'static str {
     match s {
-        Signal::RequestTimeoutUse | Signal::CallTimeoutUse => NEAR_TIMEOUT_RISING,
+        Signal::RequestTimeoutUse | Signal::CallTimeoutUse | Signal::RequestLatency => {
+            NEAR_TIMEOUT_RISING
+        }
         _ => LLM_WAIT_RISING,
     }
 }
@@ -23,6 +25,7 @@ pub fn alert_of(s: Signal) -> &'static str {
 fn title(s: Signal) -> &'static str {
     match s {
         Signal::RequestTimeoutUse => "requests creeping toward their gateway timeout",
+        Signal::RequestLatency => "requests slowing down",
         Signal::CallTimeoutUse => "calls creeping toward their timeout",
         Signal::LlmLatency => "LLM calls slowing down",
         Signal::Ttft => "time to first token creeping up",
@@ -94,6 +97,7 @@ pub(super) fn condition(d: &Detection, cfg: &SloConfig) -> Option<Condition> {
         },
         match s {
             Signal::LlmLatency => "15 %".to_string(),
+            Signal::RequestLatency => "20 %".to_string(),
             Signal::Ttft => "25 %".to_string(),
             Signal::QueueDepth => "1 request".to_string(),
             Signal::LlmInFlight => format!(

@@ -97,6 +97,10 @@ pub enum Signal {
     QueueDepth,
     /// Share of the model server's KV cache in use (its metrics).
     KvCacheUse,
+    /// ln(request duration in ms, at least 1 ms), for the requests whose
+    /// timeout is not known (no gateway read timeout configured, no 504
+    /// seen to infer it from, no budget): their creep before the first 504.
+    RequestLatency,
     /// LLM calls in flight per model, on average over a bucket: the call
     /// time of the requests that ended in it over its 30 s (Little's law:
     /// arrivals × time in the system). One value a bucket
@@ -107,7 +111,7 @@ pub enum Signal {
 
 impl Signal {
     /// Every signal, in the order of the series arrays.
-    pub const ALL: [Signal; 8] = [
+    pub const ALL: [Signal; 9] = [
         Signal::RequestTimeoutUse,
         Signal::CallTimeoutUse,
         Signal::LlmLatency,
@@ -116,6 +120,7 @@ impl Signal {
         Signal::QueueDepth,
         Signal::KvCacheUse,
         Signal::LlmInFlight,
+        Signal::RequestLatency,
     ];
 
     /// The `signal` label value.
@@ -129,6 +134,7 @@ impl Signal {
             Signal::QueueDepth => "queue_depth",
             Signal::KvCacheUse => "kv_cache_use",
             Signal::LlmInFlight => "llm_in_flight",
+            Signal::RequestLatency => "request_latency",
         }
     }
 
@@ -150,6 +156,7 @@ impl Signal {
             Signal::LlmInFlight => 0.5,
             Signal::RequestTimeoutUse | Signal::CallTimeoutUse => 0.03,
             Signal::LlmLatency => 1.15f64.ln(),
+            Signal::RequestLatency => 1.2f64.ln(),
             Signal::Ttft => 1.25f64.ln(),
             Signal::LlmQueuePrefill | Signal::KvCacheUse => 0.05,
             Signal::QueueDepth => 1.0,
@@ -190,7 +197,7 @@ impl Signal {
     /// assert!(!Signal::CallTimeoutUse.at_risk_keys_only());
     /// ```
     pub fn at_risk_keys_only(self) -> bool {
-        self == Signal::RequestTimeoutUse
+        matches!(self, Signal::RequestTimeoutUse | Signal::RequestLatency)
     }
 
     /// A bucket's value is its total, not a mean of items: the calls in
@@ -210,7 +217,9 @@ impl Signal {
     /// A mean in words.
     pub fn show(self, x: f64) -> String {
         match self {
-            Signal::LlmLatency | Signal::Ttft => super::secs(x.exp() / 1000.0),
+            Signal::LlmLatency | Signal::Ttft | Signal::RequestLatency => {
+                super::secs(x.exp() / 1000.0)
+            }
             Signal::QueueDepth | Signal::LlmInFlight => format!("{x:.1}"),
             _ => super::pct(x),
         }
@@ -220,6 +229,7 @@ impl Signal {
     pub fn what(self) -> &'static str {
         match self {
             Signal::RequestTimeoutUse => "requests used of their gateway timeout, on average",
+            Signal::RequestLatency => "request duration (geometric mean; no timeout known yet)",
             Signal::CallTimeoutUse => {
                 "calls used of their timeout (configured, else the one seen firing), on average"
             }
@@ -236,7 +246,7 @@ impl Signal {
 }
 
 /// Items per signal in one bucket.
-pub type Series = [Moments; 8];
+pub type Series = [Moments; 9];
 
 /// The series of one bucket per (signal, key).
 #[derive(Debug, Clone, Default)]
@@ -289,9 +299,7 @@ pub(crate) fn request_items(
 ) -> Vec<Item> {
     let mut v = Vec::new();
     let new = |c: &overtime_model::CallObservation| taken_until.is_none_or(|t| c.end_us > t);
-    if let Some(u) = o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0)
-        && taken_until.is_none()
-    {
+    if taken_until.is_none() {
         let mut keys = vec![o.route.clone()];
         // What the agent chose to call: not the network hops or queues
         // under it, which name addresses (one flow would be a pod's).
@@ -300,7 +308,14 @@ pub(crate) fn request_items(
             matches!(c.stage, Llm | Judge | Tool | Memory)
         });
         keys.extend(flow_key(chosen.map(|c| c.target())));
-        v.push((Signal::RequestTimeoutUse, keys, u.min(1.0)));
+        let ms = (o.end_us - o.start_us) as f64 / 1000.0;
+        match o.timeout_used.filter(|u| u.is_finite() && *u >= 0.0) {
+            Some(u) => v.push((Signal::RequestTimeoutUse, keys, u.min(1.0))),
+            // No timeout known yet (none configured, no 504 seen): the
+            // request's own time, so a creep is seen before its first 504.
+            None if ms > 0.0 => v.push((Signal::RequestLatency, keys, ms.max(1.0).ln())),
+            None => {}
+        }
     }
     for (i, u) in &sig.call_use {
         let c = &o.calls[*i];
