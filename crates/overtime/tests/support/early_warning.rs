@@ -190,6 +190,32 @@ pub fn run_with(
     extra: &[&str],
     restart_at_min: Option<f64>,
 ) -> Outcome {
+    // `OVERTIME_EW_NO_TIMEOUT=1` (the benchmark): the gateway's timeout
+    // not configured.
+    let configured = std::env::var("OVERTIME_EW_NO_TIMEOUT").map_or(true, |v| v != "1");
+    run_configured(
+        dir,
+        scenario,
+        seed,
+        time_scale,
+        extra,
+        restart_at_min,
+        configured,
+    )
+}
+
+/// [`run_with`], the gateway's read timeout given to the collector
+/// (`timeout_configured`) or not: then it knows it only once the 504s let
+/// it be inferred, as a collector started without nginx.conf.
+pub fn run_configured(
+    dir: &Path,
+    scenario: &str,
+    seed: u64,
+    time_scale: f64,
+    extra: &[&str],
+    restart_at_min: Option<f64>,
+    timeout_configured: bool,
+) -> Outcome {
     let access = dir.join(format!("{scenario}-{seed}.access.log"));
     let spans = dir.join(format!("{scenario}-{seed}.spans.jsonl"));
     let truth = dir.join(format!("{scenario}-{seed}.truth.jsonl"));
@@ -218,7 +244,7 @@ pub fn run_with(
         scenario,
         seed,
         time_scale,
-        gateway_timeout_ms(scenario),
+        timeout_configured.then(|| gateway_timeout_ms(scenario)),
         &access,
         &spans,
         &truth,
@@ -343,7 +369,7 @@ pub fn replay(
     scenario: &str,
     seed: u64,
     time_scale: f64,
-    gateway_timeout_ms: f64,
+    gateway_timeout_ms: Option<f64>,
     access: &Path,
     spans: &Path,
     truth: &Path,
@@ -402,11 +428,7 @@ pub fn replay(
     let cfg = DiagnoseConfig {
         layers: vec![LayerConfig {
             name: "access".into(),
-            // `OVERTIME_EW_NO_TIMEOUT=1`: the gateway's timeout not
-            // configured (inferred from the 504s once they come).
-            read_timeout_ms: std::env::var("OVERTIME_EW_NO_TIMEOUT")
-                .map_or(true, |v| v != "1")
-                .then_some(gateway_timeout_ms / time_scale),
+            read_timeout_ms: gateway_timeout_ms.map(|t| t / time_scale),
         }],
         ..Default::default()
     };
