@@ -400,7 +400,11 @@ fn fast_signals(
     ] {
         let mut m = counter(e, name, help)?;
         for ((s, key), v) in &t.keyed.totals {
-            count(&mut m, &[("signal", s.as_str()), ("key", key.as_str())], pick(v))?;
+            count(
+                &mut m,
+                &[("signal", s.as_str()), ("key", key.as_str())],
+                pick(v),
+            )?;
         }
     }
     let mut m = gauge(

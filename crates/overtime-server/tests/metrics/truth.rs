@@ -125,7 +125,10 @@ async fn metrics_of_each_incident_match_its_truth() {
         // signal's totals, in families of their own (a sum by signal of
         // the totals counts nothing twice).
         for (signal, pick) in [
-            ("request_timeout_use", (|k: &str| !k.starts_with("calls ")) as fn(&str) -> bool),
+            (
+                "request_timeout_use",
+                (|k: &str| !k.starts_with("calls ")) as fn(&str) -> bool,
+            ),
             ("llm_latency", |_| true),
             ("llm_in_flight", |_| true),
         ] {

@@ -18,7 +18,10 @@
 //!   the mean over every request by a fraction of its own rise; its own
 //!   route's, model's or server's series sees it whole. Bounded: at most
 //!   [`MAX_KEYS`] keys a bucket, and the detector reads the
-//!   [`super::cusum::TOP_KEYS`] busiest of each signal.
+//!   [`super::cusum::TOP_KEYS`] busiest of each signal; the lifetime
+//!   totals `/metrics` publishes per key (for the Prometheus rules' own
+//!   per-key test) keep the first [`MAX_TOTAL_KEYS`] of each signal
+//!   ([`KeyedTotals`]).
 
 use super::classify::Signals;
 use overtime_model::RequestObservation;
