@@ -176,7 +176,8 @@ fn recording_rules_follow_the_level_metric_operation_naming() {
             // The operations applied, newest first, with their window: a
             // rate or increase (the early warning's sums over a window,
             // its baseline's variance and bucket count are further
-            // operations on those).
+            // operations on those; the calls in flight's minimum shift
+            // is a max_over_time of its baseline buckets).
             let op = parts[2];
             assert!(
                 [
@@ -184,6 +185,7 @@ fn recording_rules_follow_the_level_metric_operation_naming() {
                     "increase",
                     "stdvar",
                     "max_sum_over_time",
+                    "max_over_time",
                     "count_over_time",
                     "const",
                 ]

@@ -192,6 +192,11 @@ pub struct EarlyTotals {
     /// Per fast signal ([`Signal::ALL`] order): count, Σ value, Σ value²
     /// (the Prometheus rules' CUSUM reads them).
     pub series: series::Series,
+    /// The same per (signal, key), for the first
+    /// [`series::MAX_TOTAL_KEYS`] keys of each signal: the rules' per-key
+    /// CUSUM, as the collector's ([`cusum`]). The buckets' keyed series
+    /// are the detector's; these only feed `/metrics`.
+    pub keyed: series::KeyedTotals,
 }
 
 /// The `phase` labels of [`EarlyTotals::llm_seconds`].
@@ -311,7 +316,7 @@ impl Early {
         };
         self.totals.add(&s);
         let items = series::request_items(o, &s, o.provisional_calls_until_us);
-        series::add_items(&mut self.totals.series, None, &items);
+        series::add_totals(&mut self.totals.series, &mut self.totals.keyed, &items);
         if let Some(b) = self.ring.at(o.end_us, now_us) {
             b.add(&s);
             series::add_items(&mut b.series, Some(&mut b.keyed), &items);
@@ -325,7 +330,7 @@ impl Early {
             return;
         };
         let items = series::request_items(o, &s, None);
-        series::add_items(&mut self.totals.series, None, &items);
+        series::add_totals(&mut self.totals.series, &mut self.totals.keyed, &items);
         if let Some(b) = self.ring.at(o.end_us, now_us) {
             series::add_items(&mut b.series, Some(&mut b.keyed), &items);
         }
@@ -334,7 +339,7 @@ impl Early {
     /// Adds a model server's load sample at data time `now_us`.
     pub fn add_server(&mut self, l: &ServerLoad, now_us: i64) {
         let items = series::server_items(l);
-        series::add_items(&mut self.totals.series, None, &items);
+        series::add_totals(&mut self.totals.series, &mut self.totals.keyed, &items);
         if let Some(b) = self.ring.at(l.at_us, now_us) {
             series::add_items(&mut b.series, Some(&mut b.keyed), &items);
         }

@@ -343,8 +343,9 @@ pub(super) fn early_warning(e: &mut DescriptorEncoder, slo: &Slo, snap: &SloSnap
     fast_signals(e, t, ew)
 }
 
-/// The fast early warning's series (count, Σ, Σ² per signal: the
-/// Prometheus rules' CUSUM reads them) and the collector's own statistic.
+/// The fast early warning's series (count, Σ, Σ² per signal, and per
+/// signal and key: the Prometheus rules' CUSUM reads them) and the
+/// collector's own statistic.
 fn fast_signals(
     e: &mut DescriptorEncoder,
     t: &overtime_slo::EarlyTotals,
@@ -374,6 +375,35 @@ fn fast_signals(
                 &mut m,
                 &[("signal", s.as_str())],
                 pick(&t.series[s.index()]),
+            )?;
+        }
+    }
+    // Per key in families of their own, so that a sum by signal over the
+    // families above never counts an item twice (a request feeds its
+    // route's and its flow's series).
+    for (name, help, pick) in [
+        (
+            "overtime_early_signal_keyed_items_total",
+            "items behind each fast signal per key (route, flow, call target, model, model server; the first 64 keys of each signal)",
+            (|m: &overtime_slo::Moments| m.n) as fn(&overtime_slo::Moments) -> f64,
+        ),
+        (
+            "overtime_early_signal_keyed_sum_total",
+            "sum of each fast signal's values per key (as overtime_early_signal_sum_total)",
+            |m| m.sum,
+        ),
+        (
+            "overtime_early_signal_keyed_squares_total",
+            "sum of each fast signal's values squared per key",
+            |m| m.sq,
+        ),
+    ] {
+        let mut m = counter(e, name, help)?;
+        for ((s, key), v) in &t.keyed.totals {
+            count(
+                &mut m,
+                &[("signal", s.as_str()), ("key", key.as_str())],
+                pick(v),
             )?;
         }
     }

@@ -119,6 +119,34 @@ async fn metrics_of_each_incident_match_its_truth() {
             near.unwrap() >= want.get("gateway_timeout").copied().unwrap_or(0.0) * 0.5,
             "{name}: {near:?}"
         );
+        // The fast signals per key: every request feeds its route's series
+        // (and its flow's, `calls …`), every LLM call its model's; a
+        // fixture has fewer than 64 of each, so the keys add up to the
+        // signal's totals, in families of their own (a sum by signal of
+        // the totals counts nothing twice).
+        for (signal, pick) in [
+            (
+                "request_timeout_use",
+                (|k: &str| !k.starts_with("calls ")) as fn(&str) -> bool,
+            ),
+            ("llm_latency", |_| true),
+            ("llm_in_flight", |_| true),
+        ] {
+            let everything = value(
+                &fams,
+                "overtime_early_signal_items_total",
+                &[("signal", signal)],
+            )
+            .unwrap();
+            let keyed: f64 = fams["overtime_early_signal_keyed_items_total"]
+                .samples
+                .iter()
+                .filter(|(_, l, _)| l["signal"] == signal && pick(&l["key"]))
+                .map(|s| s.2)
+                .sum();
+            assert!(everything > 0.0, "{name}: {signal}");
+            assert_eq!(keyed, everything, "{name}: {signal} by key");
+        }
 
         // Gateway records by status, as parsed.
         let statuses: BTreeMap<String, u64> =

@@ -18,7 +18,10 @@
 //!   the mean over every request by a fraction of its own rise; its own
 //!   route's, model's or server's series sees it whole. Bounded: at most
 //!   [`MAX_KEYS`] keys a bucket, and the detector reads the
-//!   [`super::cusum::TOP_KEYS`] busiest of each signal.
+//!   [`super::cusum::TOP_KEYS`] busiest of each signal; the lifetime
+//!   totals `/metrics` publishes per key (for the Prometheus rules' own
+//!   per-key test) keep the first [`MAX_TOTAL_KEYS`] of each signal
+//!   ([`KeyedTotals`]).
 
 use super::classify::Signals;
 use overtime_model::RequestObservation;
@@ -262,6 +265,48 @@ impl Keyed {
     }
 }
 
+/// Keys per signal whose lifetime totals [`KeyedTotals`] keeps.
+pub const MAX_TOTAL_KEYS: usize = 64;
+
+/// Lifetime count, Σ and Σ² per (signal, key), for `/metrics` (the
+/// Prometheus rules' per-key CUSUM). Unlike a bucket's [`Keyed`], these
+/// live as long as the collector, so each signal keeps the first
+/// [`MAX_TOTAL_KEYS`] keys it sees and no more: a counter, once
+/// published, must keep its series (dropping a key to make room for a
+/// busier one would read as a reset), and a label whose values come from
+/// the traffic must not grow without bound.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyedTotals {
+    /// The totals by (signal, key).
+    pub totals: BTreeMap<(Signal, String), Moments>,
+    kept: [usize; 8],
+}
+
+impl KeyedTotals {
+    /// Adds the items' values to their keys' totals.
+    ///
+    /// ```
+    /// use overtime_slo::early::series::{KeyedTotals, MAX_TOTAL_KEYS};
+    /// use overtime_slo::early::Signal;
+    /// let mut t = KeyedTotals::default();
+    /// for i in 0..MAX_TOTAL_KEYS + 10 {
+    ///     t.add(Signal::LlmLatency, &format!("model-{i}"), 1.0);
+    /// }
+    /// t.add(Signal::LlmLatency, "model-0", 2.0);
+    /// t.add(Signal::Ttft, "model-99", 1.0);
+    /// assert_eq!(t.totals.len(), MAX_TOTAL_KEYS + 1);
+    /// assert_eq!(t.totals[&(Signal::LlmLatency, "model-0".into())].sum, 3.0);
+    /// ```
+    pub fn add(&mut self, s: Signal, key: &str, x: f64) {
+        if let Some(m) = self.totals.get_mut(&(s, key.to_string())) {
+            m.add(x);
+        } else if self.kept[s.index()] < MAX_TOTAL_KEYS {
+            self.kept[s.index()] += 1;
+            self.totals.entry((s, key.to_string())).or_default().add(x);
+        }
+    }
+}
+
 /// One item: its signal, the keys whose series it also feeds, its value.
 pub(crate) type Item = (Signal, Vec<String>, f64);
 
@@ -358,6 +403,16 @@ pub(crate) fn add_items(s: &mut Series, mut keyed: Option<&mut Keyed>, items: &[
             for key in keys {
                 k.add(*signal, key, *x);
             }
+        }
+    }
+}
+
+/// Adds items to the lifetime totals: `s`, and `keyed` by their keys.
+pub(crate) fn add_totals(s: &mut Series, keyed: &mut KeyedTotals, items: &[Item]) {
+    add_items(s, None, items);
+    for (signal, keys, x) in items {
+        for key in keys {
+            keyed.add(*signal, key, *x);
         }
     }
 }
