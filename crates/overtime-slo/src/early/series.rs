@@ -249,7 +249,7 @@ impl Signal {
 }
 
 /// Items per signal in one bucket.
-pub type Series = [Moments; 9];
+pub type Series = [Moments; Signal::ALL.len()];
 
 /// The series of one bucket per (signal, key).
 #[derive(Debug, Clone, Default)]
@@ -279,7 +279,7 @@ pub const MAX_TOTAL_KEYS: usize = 64;
 pub struct KeyedTotals {
     /// The totals by (signal, key).
     pub totals: BTreeMap<(Signal, String), Moments>,
-    kept: [usize; 8],
+    kept: [usize; Signal::ALL.len()],
 }
 
 impl KeyedTotals {
