@@ -115,11 +115,6 @@ fn requests_with_no_timeout_known_yet_warn_as_they_slow_down() {
     assert!(at < 33.0, "{at}: {summary}");
     assert!(summary.starts_with("requests slowing down: "), "{summary}");
     // The geometric mean of 3 s ×0.7–1.3.
-    let from: f64 = summary
-        .split("up from ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{summary}"));
+    let from = up_from(&summary);
     assert!((2.8..3.1).contains(&from), "{summary}");
 }

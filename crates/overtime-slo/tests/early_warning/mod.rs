@@ -302,6 +302,16 @@ fn the_signals_are_exported_with_their_baseline_and_z() {
     assert_eq!(t.llm_calls, 1600);
 }
 
+/// The baseline a warning's summary states ("… up from 38.0 % over …").
+fn up_from(summary: &str) -> f64 {
+    summary
+        .split("up from ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no baseline in {summary}"))
+}
+
 /// The first fast warning of `signal`: (minute, summary).
 fn first_of(raised: &[Raised], signal: &str) -> (f64, String) {
     raised
@@ -329,12 +339,7 @@ fn requests_jumping_toward_their_timeout_warn_within_a_minute_and_a_half() {
         summary.starts_with("requests creeping toward their gateway timeout: "),
         "{summary}"
     );
-    let from: f64 = summary
-        .split("up from ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{summary}"));
+    let from = up_from(&summary);
     assert!((28.0..32.0).contains(&from), "{summary}");
     assert!(
         // The history before the CUSUM's last 4 minutes.
