@@ -296,9 +296,15 @@ function planOf(req) {
   return p && typeof p === "object" && Array.isArray(p.steps) ? p : null;
 }
 
-function logAnswer(req, status) {
+// `span_sees`: whether the status set now can still reach the server span.
+// @opentelemetry/instrumentation-http ends that span on the response's
+// 'close' and reads `statusCode` then: a status set before 'close' fires is
+// in it (also when the client has already hung up, a race of a millisecond
+// when the service's budget and nginx's read timeout end together), one
+// set after is not.
+function logAnswer(req, status, spanSees) {
   if (!ANSWER_LOG) return;
-  const line = JSON.stringify({ request_id: req.get("x-request-id") || null, status, t: Date.now() / 1000 });
+  const line = JSON.stringify({ request_id: req.get("x-request-id") || null, status, span_sees: spanSees, t: Date.now() / 1000 });
   fs.appendFileSync(ANSWER_LOG, line + "\n");
 }
 
@@ -321,6 +327,12 @@ class Pool {
 }
 
 async function answer(req, res, plan) {
+  // Registered after the instrumentation's own listener, so both run in the
+  // same 'close' emit: false here means the span has not ended yet.
+  let closed = false;
+  res.on("close", () => {
+    closed = true;
+  });
   const ctl = new AbortController();
   let timer;
   let status;
@@ -353,8 +365,9 @@ async function answer(req, res, plan) {
   } finally {
     clearTimeout(timer);
   }
-  logAnswer(req, status);
-  if (!res.headersSent && !res.writableEnded) res.status(status).json(body);
+  const writes = !res.headersSent && !res.writableEnded;
+  logAnswer(req, status, writes && !closed);
+  if (writes) res.status(status).json(body);
 }
 
 const app = express();
@@ -379,7 +392,7 @@ app.post("/v1/agent/report", async (req, res) => {
 app.post("/v1/agent/stream", async (req, res) => {
   const plan = planOf(req);
   if (!plan) return res.status(400).json(badPlan);
-  logAnswer(req, 200);
+  logAnswer(req, 200, true);
   const ctl = new AbortController();
   res.on("close", () => {
     if (!res.writableFinished) ctl.abort(new Error("the client went away"));
