@@ -67,7 +67,7 @@ impl KafkaCollector {
 }
 
 /// Name (as exposed), type and help of the families, in encoding order.
-const FAMILIES: [(&str, MetricType, &str); 15] = [
+const FAMILIES: [(&str, MetricType, &str); 16] = [
     (
         "overtime_kafka_messages_total",
         Counter,
@@ -143,10 +143,15 @@ const FAMILIES: [(&str, MetricType, &str); 15] = [
         Counter,
         "Partitions assigned at a position past the group's committed offset (the store's or a collector's published checkpoint).",
     ),
+    (
+        "overtime_kafka_replayed_messages_total",
+        Counter,
+        "Messages a newly assigned partition read again from before its start, for the live diagnosis only (what a dead owner had stored but not judged).",
+    ),
 ];
 
 /// The values of [`FAMILIES`], in the same order.
-fn values(s: &KafkaStats) -> [u64; 15] {
+fn values(s: &KafkaStats) -> [u64; 16] {
     let (commits, commit_errors) = s.commits();
     [
         s.messages(),
@@ -164,17 +169,18 @@ fn values(s: &KafkaStats) -> [u64; 15] {
         s.consumer_errors(),
         s.skipped_below_checkpoint(),
         s.checkpoint_seeks(),
+        s.replayed(),
     ]
 }
 
 impl Collector for KafkaCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // Sum sources that share their labels (one series per label set).
-        let mut by_labels: BTreeMap<(&str, &str), [u64; 15]> = BTreeMap::new();
+        let mut by_labels: BTreeMap<(&str, &str), [u64; 16]> = BTreeMap::new();
         for s in &self.sources {
             let sum = by_labels
                 .entry((s.group.as_str(), s.brokers.as_str()))
-                .or_insert([0; 15]);
+                .or_insert([0; 16]);
             for (a, b) in sum.iter_mut().zip(values(&s.stats)) {
                 *a += b;
             }

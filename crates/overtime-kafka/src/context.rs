@@ -18,6 +18,14 @@
 //!   object storage that is what its last flush holds, so when this
 //!   collector dies the partition's next owner reads again everything the
 //!   bucket lacks. With a local store it is the durable checkpoint.
+//! - With a replay window ([`CommitPoints::replay_window_ms`]: a store
+//!   shared by collectors that judge traces after a grace period), a
+//!   partition is read from the first message of the window (by the
+//!   messages' timestamps, `offsets_for_times`) when that is before its
+//!   start: what lies between goes to [`CommitPoints::replay`], for the
+//!   diagnosis only, never stored or committed again. A previous owner
+//!   killed before judging what it had stored took those traces with it;
+//!   the sink decides which of them nobody told of.
 //! - Revoke publishes (the store flushes) and commits the commit points
 //!   synchronously before giving the partitions up, so the next owner
 //!   reads nothing this collector holds; a batch still in flight was never
@@ -50,11 +58,14 @@ fn offset(position: &str) -> Option<i64> {
 /// What a rebalance did, for the run loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// Partition assigned; `start` is the first offset to read when known.
+    /// Partition assigned; `start` is the first offset to store when
+    /// known, `replay_from` (below it) the first to read again for the
+    /// sink's diagnosis only ([`CommitPoints::replay`]).
     Assigned {
         topic: String,
         partition: i32,
         start: Option<i64>,
+        replay_from: Option<i64>,
     },
     Revoked {
         topic: String,
@@ -164,8 +175,9 @@ impl SourceContext {
     }
 
     /// Sets each partition's start offset in `tpl` to the latest of the
-    /// committed offset, the sink's checkpoint and the published ones, and
-    /// queues the events.
+    /// committed offset, the sink's checkpoint and the published ones (or
+    /// to the start of the sink's replay window, when that is before it),
+    /// and queues the events.
     fn choose_starts(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
         let committed = match consumer.committed_offsets(tpl.clone(), COMMITTED_TIMEOUT) {
             Ok(c) => Some(c),
@@ -190,6 +202,7 @@ impl SourceContext {
             .iter()
             .map(|e| (e.topic().to_string(), e.partition()))
             .collect();
+        let mut starts = Vec::with_capacity(parts.len());
         for (topic, partition) in parts {
             let source = source_name(&self.group, &topic, partition);
             let committed_at = committed
@@ -211,20 +224,73 @@ impl SourceContext {
                 Some(c) => self.committed_map().insert((topic.clone(), partition), c),
                 None => self.committed_map().remove(&(topic.clone(), partition)),
             };
-            if let Some(s) = start
+            if seeked {
+                self.stats.checkpoint_seeks.fetch_add(1, Relaxed);
+            }
+            starts.push((topic, partition, start));
+        }
+        let replays = self.replay_starts(consumer, &starts);
+        for (topic, partition, start) in starts {
+            let replay_from = replays
+                .get(&(topic.clone(), partition))
+                .copied()
+                .filter(|&r| start.is_some_and(|s| r < s));
+            if let Some(s) = replay_from.or(start)
                 && let Err(e) = tpl.set_partition_offset(&topic, partition, Offset::Offset(s))
             {
                 self.stats.error(format!("{topic}/{partition}: {e}"));
-            }
-            if seeked {
-                self.stats.checkpoint_seeks.fetch_add(1, Relaxed);
             }
             self.push(Event::Assigned {
                 topic,
                 partition,
                 start,
+                replay_from,
             });
         }
+    }
+
+    /// Per partition with a known start, the first offset of the sink's
+    /// replay window ([`CommitPoints::replay_window_ms`]) by the messages'
+    /// timestamps; none when the window is 0 or the lookup fails (counted:
+    /// the partition is read from its start, as without a window).
+    fn replay_starts(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        starts: &[(String, i32, Option<i64>)],
+    ) -> HashMap<(String, i32), i64> {
+        let window = self.sink.replay_window_ms();
+        let mut out = HashMap::new();
+        if window == 0 || starts.iter().all(|s| s.2.is_none()) {
+            return out;
+        }
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+            - window as i64;
+        let mut q = TopicPartitionList::new();
+        for (topic, partition, _) in starts.iter().filter(|s| s.2.is_some()) {
+            if let Err(e) = q.add_partition_offset(topic, *partition, Offset::Offset(since)) {
+                self.stats.error(format!("{topic}/{partition}: {e}"));
+            }
+        }
+        match consumer.offsets_for_times(q, COMMITTED_TIMEOUT) {
+            Ok(found) => {
+                for e in found.elements() {
+                    if let Offset::Offset(o) = e.offset()
+                        && o >= 0
+                    {
+                        out.insert((e.topic().to_string(), e.partition()), o);
+                    }
+                }
+            }
+            Err(e) => {
+                self.stats.consumer_errors.fetch_add(1, Relaxed);
+                self.stats.error(format!(
+                    "looking up the offsets of the last {window} ms to read again: {e}"
+                ));
+            }
+        }
+        out
     }
 
     fn revoked(&self, tpl: &TopicPartitionList) {

@@ -16,6 +16,10 @@
 //!   keeps polling, so the group keeps it), the same batch is retried after
 //!   the delay (`Failed`: doubling, capped), then the partition resumes.
 //!   Messages already prefetched are kept in order behind the batch.
+//! - Messages below a partition's start read again for the replay window
+//!   (context.rs) are decoded in batches as the others and handed to
+//!   `CommitPoints::replay`: no checkpoint, no commit, their rejected rows
+//!   dropped (the owner that stored them counted those).
 //! - Any message below a partition's next expected offset (a re-fetch
 //!   after a seek, pause or rebalance) is dropped: it is already durable or
 //!   already buffered.
@@ -64,6 +68,13 @@ struct Partition {
     oldest: Option<Instant>,
     /// Next offset expected; anything below is a re-fetch.
     next: Option<i64>,
+    /// The first offset stored; messages below it are read again for the
+    /// diagnosis only (the replay window).
+    store_from: Option<i64>,
+    /// Messages of the replay window not yet handed over, and when the
+    /// oldest of them arrived.
+    replay: Vec<Msg>,
+    replay_oldest: Option<Instant>,
     pending: Option<Pending>,
     paused: bool,
     retry_at: Option<Instant>,
@@ -153,7 +164,7 @@ impl Runner {
         let max_wait = Duration::from_millis(self.cfg.batch_max_ms);
         let mut t = POLL;
         for p in self.parts.values() {
-            let due = match (&p.pending, p.retry_at, p.oldest) {
+            let due = match (&p.pending, p.retry_at, p.oldest.or(p.replay_oldest)) {
                 (Some(_), Some(at), _) => Some(at),
                 (None, _, Some(oldest)) => Some(oldest + max_wait),
                 _ => None,
@@ -172,6 +183,7 @@ impl Runner {
                     topic,
                     partition,
                     start,
+                    replay_from,
                 } => {
                     // The group catches up with what the sink holds, and
                     // with a start past its offset (what a dead owner
@@ -181,7 +193,8 @@ impl Runner {
                         self.commit_offset(&topic, partition, s);
                     }
                     let p = Partition {
-                        next: start,
+                        next: replay_from.or(start),
+                        store_from: start,
                         ..Partition::default()
                     };
                     self.parts.insert((topic, partition), p);
@@ -208,6 +221,14 @@ impl Runner {
             return;
         }
         p.next = Some(msg.offset + 1);
+        if p.store_from.is_some_and(|s| msg.offset < s) {
+            if p.replay.is_empty() {
+                p.replay_oldest = Some(Instant::now());
+            }
+            p.replay.push(msg);
+            self.stats.replayed.fetch_add(1, Relaxed);
+            return;
+        }
         if p.buf.is_empty() {
             p.oldest = Some(Instant::now());
         }
@@ -224,6 +245,21 @@ impl Runner {
             let Some(p) = self.parts.get_mut(&key) else {
                 continue;
             };
+            let replay_due = p.replay.len() >= self.cfg.batch_max_messages
+                || !p.buf.is_empty()
+                || p.replay_oldest
+                    .is_some_and(|o| now.duration_since(o) >= max_wait);
+            if replay_due
+                && !p.replay.is_empty()
+                && let Some(decoder) = self.decoders.get_mut(&key.0)
+            {
+                let msgs = std::mem::take(&mut p.replay);
+                p.replay_oldest = None;
+                let d = decoder.decode(key.1, &msgs);
+                if d.records.num_rows() > 0 {
+                    self.sink.replay(d.table, d.records);
+                }
+            }
             if p.pending.is_some() {
                 if p.retry_at.is_some_and(|at| at > now) {
                     continue;

@@ -26,6 +26,7 @@ pub struct KafkaStats {
     pub(crate) sink_full: AtomicU64,
     pub(crate) sink_failures: AtomicU64,
     pub(crate) skipped_below_checkpoint: AtomicU64,
+    pub(crate) replayed: AtomicU64,
     pub(crate) checkpoint_seeks: AtomicU64,
     pub(crate) rebalances: AtomicU64,
     pub(crate) consumer_errors: AtomicU64,
@@ -76,6 +77,12 @@ impl KafkaStats {
     /// `SinkError::Failed` answers received (the batch was retried).
     pub fn sink_failures(&self) -> u64 {
         self.sink_failures.load(Relaxed)
+    }
+    /// Messages of a replay window read again for the sink's diagnosis
+    /// only, below where the partition's records are stored (not in
+    /// [`KafkaStats::messages`]).
+    pub fn replayed(&self) -> u64 {
+        self.replayed.load(Relaxed)
     }
     /// Messages dropped because the sink already held them (below its
     /// checkpoint for the partition).

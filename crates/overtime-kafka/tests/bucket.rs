@@ -4,7 +4,9 @@
 //! nothing — the partition's next owner reads them again — and a graceful
 //! hand-over publishes first, so nothing is read twice. A collector killed
 //! after a flush and before committing its offsets has published the
-//! flush's positions with it: the next owner starts after them.
+//! flush's positions with it: the next owner starts after them. With a
+//! replay window, the next owner reads the window's messages before its
+//! start again for the diagnosis only, storing none of them twice.
 
 use crate::broker::{Running, WAIT, assert_exactly, config, produce, setup, start_with};
 use crate::common::Broker;
@@ -37,6 +39,9 @@ struct Collector {
     flushed: Mutex<HashMap<String, String>>,
     held: Mutex<Option<HashMap<String, String>>>,
     crashed: AtomicBool,
+    /// `CommitPoints::replay_window_ms` (0: none), and what was replayed.
+    window_ms: std::sync::atomic::AtomicU64,
+    replayed: Mutex<Vec<(Table, usize)>>,
 }
 
 impl Collector {
@@ -49,6 +54,8 @@ impl Collector {
             flushed: Mutex::default(),
             held: Mutex::default(),
             crashed: AtomicBool::new(false),
+            window_ms: Default::default(),
+            replayed: Mutex::default(),
         })
     }
 
@@ -146,6 +153,17 @@ impl CommitPoints for Collector {
         }
         self.flush();
         Ok(())
+    }
+
+    fn replay_window_ms(&self) -> u64 {
+        self.window_ms.load(SeqCst)
+    }
+
+    fn replay(&self, table: Table, batch: RecordBatch) {
+        self.replayed
+            .lock()
+            .unwrap()
+            .push((table, batch.num_rows()));
     }
 }
 
@@ -291,5 +309,56 @@ fn a_collector_killed_between_its_flush_and_its_commit_has_nothing_read_twice() 
     assert!(
         seeks >= 1,
         "B started past the group's offsets, from a published position"
+    );
+}
+
+#[test]
+fn a_new_owner_reads_its_replay_window_again_for_the_diagnosis_only_and_stores_nothing_twice() {
+    let prefix = "replayed";
+    let t = Setup::new(prefix);
+    let (broker, cfg, bucket) = (&t.broker, &t.cfg, &t.bucket);
+    // A stores and commits 0..30, then dies: what it had not judged yet
+    // went with it.
+    let (a_store, a, _) = t.first_collector();
+    a_store.crash();
+    a.stop();
+
+    // B, with a window reaching before all of it, starts storing where A
+    // stopped and hands 0..30 to its diagnosis alone.
+    let b_store = t.collector();
+    b_store.window_ms.store(600_000, SeqCst);
+    produce(broker, prefix, 30..40);
+    let b = start_with(cfg, b_store.clone());
+    flush_until(&b_store, 40, &b);
+    let replayed = |table| -> usize {
+        b_store
+            .replayed
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| *t == table)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    wait_until(
+        WAIT,
+        "0..30 (30 requests, 90 spans) replayed to B's diagnosis",
+        || replayed(Table::GatewayRequests) == 30 && replayed(Table::Spans) == 90,
+        || format!("{:?}", b_store.replayed.lock().unwrap()),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    b_store.flush();
+    let stats = b.source.stats().clone();
+    b.stop();
+    assert_exactly(bucket, 40);
+    assert_eq!(
+        stats.replayed(),
+        30 * 3,
+        "every message of 0..30 (three topics), counted"
+    );
+    assert_eq!(
+        (replayed(Table::GatewayRequests), replayed(Table::Spans)),
+        (30, 90),
+        "nothing past where B stores is replayed"
     );
 }

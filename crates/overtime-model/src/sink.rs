@@ -161,4 +161,19 @@ pub trait CommitPoints: RecordSink {
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         Ok(Vec::new())
     }
+    /// How far back, ms, a source taking over work another collector held
+    /// reads its records again *for this sink's diagnosis only*
+    /// ([`CommitPoints::replay`]): the previous holder may have died with
+    /// traces it had stored but not yet judged and told anyone of, and
+    /// nobody else holds their records. 0 (the default): nothing is read
+    /// again.
+    fn replay_window_ms(&self) -> u64 {
+        0
+    }
+    /// Records read again from before where the source stores (another
+    /// collector stored them): shown to what watches this sink, never
+    /// stored twice. The watcher decides which of them nobody has judged.
+    /// The default has no watcher and nothing to do (the records are
+    /// stored already).
+    fn replay(&self, _table: Table, _batch: RecordBatch) {}
 }

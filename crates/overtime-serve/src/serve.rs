@@ -136,6 +136,7 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
         metrics: Metrics::new(cfg.slo.clone()),
         peers: Arc::new(peers),
         cluster: Mutex::new(Default::default()),
+        replayed: Default::default(),
     });
     let since = pipeline::now_us() - d.keep_ms as i64 * 1000;
     pipeline::replay_recent(&state, since).map_err(ServeError::Replay)?;

@@ -50,6 +50,12 @@ pub struct ClusterConfig {
     /// Who sends the SLO, burn-rate and breaker alerts when there are
     /// peers (alone, the collector always does).
     pub slo_alerts: SloAlertsFrom,
+    /// The longest a dead collector's Kafka partitions wait for a new
+    /// owner, in ms: Kafka's `session.timeout.ms` plus the rebalance. The
+    /// new owner reads this much more again than the traces' grace period
+    /// for its diagnosis only, so what the dead one had stored but not
+    /// judged is judged by the new owner (docs/deploy.md).
+    pub takeover_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -58,6 +64,7 @@ impl Default for ClusterConfig {
             peers: Vec::new(),
             peer_timeout_ms: 2_000,
             slo_alerts: SloAlertsFrom::Prometheus,
+            takeover_ms: 60_000,
         }
     }
 }
@@ -104,6 +111,7 @@ impl ClusterConfig {
 pub struct Peers {
     urls: Vec<String>,
     timeout: Duration,
+    takeover: Duration,
     token: Option<String>,
     self_id: String,
     http: reqwest::Client,
@@ -145,6 +153,7 @@ impl Peers {
                 .filter(|u| !u.is_empty())
                 .collect(),
             timeout: Duration::from_millis(cfg.peer_timeout_ms.max(1)),
+            takeover: Duration::from_millis(cfg.takeover_ms),
             token,
             self_id: self_id.to_string(),
             // No idle pool: SQL scans ask from the query's own runtime,
@@ -156,6 +165,17 @@ impl Peers {
                 .unwrap_or_default(),
             pooled: reqwest::Client::new(),
         }
+    }
+
+    /// How long one peer is waited for (`peer_timeout_ms`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How long a dead collector's partitions may wait for a new owner
+    /// (`takeover_ms`).
+    pub fn takeover(&self) -> Duration {
+        self.takeover
     }
 
     /// No peers configured.

@@ -77,6 +77,25 @@ impl ClusterView {
     }
 }
 
+impl ClusterView {
+    /// Whether any peer (answering or not) told of `trace_id`.
+    pub(crate) fn told_trace(&self, trace_id: &str) -> bool {
+        self.mirrors
+            .values()
+            .any(|(_, _, m)| m.holds(trace_id).is_some())
+    }
+
+    /// The request ids of the failing traces the peers told of (a line
+    /// keyed by its request id alone is theirs when its trace failed).
+    pub(crate) fn told_request_ids(&self) -> std::collections::HashSet<String> {
+        self.mirrors
+            .values()
+            .flat_map(|(_, _, m)| m.traces().verdicts)
+            .filter_map(|(_, v)| v.request_id)
+            .collect()
+    }
+}
+
 /// A peer that holds a trace ([`ClusterView::holders`]).
 #[derive(Debug, Clone)]
 pub struct Holder {

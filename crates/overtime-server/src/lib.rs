@@ -40,6 +40,7 @@ mod jaeger;
 mod metrics;
 pub mod pg;
 pub mod pipeline;
+mod replay;
 pub mod sql;
 mod sql_config;
 mod sql_guard;
@@ -55,6 +56,7 @@ pub use cluster_view::{ClusterView, Holder, fingerprint_owner, refresh_peers};
 pub use jaeger::model::{jaeger_trace, jaeger_trace_id};
 pub use jaeger::params::go_duration_us as jaeger_go_duration_us;
 pub use metrics::{LiveGauges, Metrics};
+pub use replay::Replayed;
 pub use sql_config::{PostgresConfig, SqlConfig};
 
 use axum::Router;
@@ -92,6 +94,9 @@ pub struct AppState {
     /// The peers' traces as of the last [`refresh_peers`], for
     /// incidents over every collector. Locked before `live` when both are.
     pub cluster: Mutex<ClusterView>,
+    /// Records a Kafka partition's new owner read again, held until the
+    /// peers have told what of them they judged (`replay.rs`).
+    pub replayed: replay::Replayed,
 }
 
 impl AppState {
@@ -129,6 +134,7 @@ impl AppState {
             metrics: Metrics::default(),
             peers: Arc::new(Peers::new(&Default::default(), None, "")),
             cluster: Mutex::new(ClusterView::default()),
+            replayed: Default::default(),
         }
     }
 

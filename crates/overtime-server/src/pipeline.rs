@@ -157,6 +157,14 @@ impl CommitPoints for DiagnosingSink {
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         self.state.store.shared_checkpoints()
     }
+
+    fn replay_window_ms(&self) -> u64 {
+        crate::replay::window_ms(&self.state)
+    }
+
+    fn replay(&self, table: Table, batch: RecordBatch) {
+        crate::replay::hold(&self.state, table, batch)
+    }
 }
 
 /// A [`DiagnosingSink`] whose writes are counted under a fixed source
@@ -214,6 +222,14 @@ impl CommitPoints for SourceSink {
     fn shared_checkpoints(&self) -> Result<Vec<Checkpoint>, SinkError> {
         self.state.store.shared_checkpoints()
     }
+
+    fn replay_window_ms(&self) -> u64 {
+        crate::replay::window_ms(&self.state)
+    }
+
+    fn replay(&self, table: Table, batch: RecordBatch) {
+        crate::replay::hold(&self.state, table, batch)
+    }
 }
 
 /// After a restart: what the WAL brought back into the memtable goes to the
@@ -253,6 +269,7 @@ pub fn replay_recent(state: &AppState, since_us: i64) -> Result<(), String> {
 /// SLOs (outside the live lock).
 pub fn tick(state: &AppState) -> usize {
     crate::store_health::log_changes(&state.store);
+    crate::replay::release_due(state);
     crate::cluster_join::join_requests(state);
     if state.store.shared() {
         complete_from_store(state);

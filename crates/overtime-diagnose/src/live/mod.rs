@@ -42,6 +42,7 @@ mod cuts;
 mod lines;
 mod metrics;
 mod provisional;
+mod replayed;
 mod requests;
 mod revise;
 mod share;
@@ -241,6 +242,11 @@ impl LiveDiagnoser {
     pub fn with_max_records(mut self, n: usize) -> Self {
         self.max_records = n.max(1);
         self
+    }
+
+    /// How long a trace waits after its last record for its verdict, ms.
+    pub fn grace_ms(&self) -> u64 {
+        (self.grace_us / 1000) as u64
     }
 
     /// Traces diagnosed before their grace period ended because the live

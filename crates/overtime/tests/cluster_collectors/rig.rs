@@ -178,13 +178,16 @@ impl Rig {
         );
         if !lone {
             toml += &format!(
-                "[cluster]\npeers = [{peers}]\npeer_timeout_ms = 2000\n\
+                "[cluster]\npeers = [{peers}]\npeer_timeout_ms = 2000\ntakeover_ms = {takeover}\n\
                  [alerts]\nalertmanager_urls = [\"{am}\"]\nresend_interval_ms = 1000\n\
                  external_url = \"http://127.0.0.1:{port}\"\n\
                  [jira]\nenabled = true\nbase_url = \"{jira}\"\nproject_key = \"{project}\"\n\
                  email = \"{email}\"\ntoken_env = \"{JIRA_TOKEN_ENV}\"\nsearch_settle_secs = 1\n\
                  [jira.retry]\nbase_backoff_ms = 100\nmax_backoff_secs = 1\n\n",
                 peers = peers.join(", "),
+                // The session timeout and a rebalance: how long a dead
+                // collector's partitions wait for a new owner.
+                takeover = self.session_timeout_ms + 10_000,
                 am = self.am.url,
                 jira = self.jira.url(),
                 project = jira_standin::PROJECT,
