@@ -10,11 +10,14 @@
 //! use overtime_diagnose::live::LiveDiagnoser;
 //! use overtime_model::SpanRecord;
 //! let mut live = LiveDiagnoser::new(DiagnoseConfig::default(), 0, 600_000, 1_000);
-//! let span = SpanRecord {
-//!     trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
-//!     span_id: "b7ad6b7169203331".into(),
-//!     ..Default::default()
-//! };
+//! let span = SpanRecord::new(
+//!     "0af7651916cd43dd8448eb211c80319c",
+//!     "b7ad6b7169203331",
+//!     "agent",
+//!     "POST /chat",
+//!     0,
+//!     1_000,
+//! );
 //! live.add_spans(vec![span.clone()], 0);
 //! assert_eq!(live.add_replayed(Vec::new(), vec![span], 1), 0);
 //! ```
