@@ -15,6 +15,7 @@ mod invariance;
 mod kinds_doc;
 mod live_bounded;
 mod live_early;
+mod live_late_spans;
 mod live_parity;
 mod llm_gateway;
 mod off_the_shelf_spans;

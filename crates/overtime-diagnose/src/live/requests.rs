@@ -29,7 +29,11 @@
 //!   the spans but not claimed within twice the grace (the spans' holder
 //!   looked before the line was there), its trace's rows are pulled here
 //!   instead ([`LiveDiagnoser::orphans_to_pull`], [`LiveDiagnoser::adopt_rows`]).
-//!   Found nowhere, it is judged alone, as a single collector would.
+//!   Found nowhere, it is judged alone, as a single collector would, and
+//!   looked up once more at twice the grace: after a collector dies its
+//!   partitions are read again by different survivors, so a line's spans
+//!   can arrive after its first look; found then, they are pulled here and
+//!   the line judged alone is withdrawn into its trace.
 //!
 //! Design rules: pure (the lookups are the caller's, outside the live
 //! lock); bounded (two lookups per trace, one per orphan; the claims kept
@@ -82,6 +86,10 @@ const MARGIN_US: i64 = 15 * 60 * 1_000_000;
 pub(super) struct Orphan {
     /// Looked up among the spans already.
     checked: bool,
+    /// Judged alone after a lookup that found nothing, then looked up once
+    /// more (the spans may have been read after the first look: a dead
+    /// collector's partitions are read again by different survivors).
+    rechecked: bool,
     /// The trace whose spans carry its request id, when found.
     trace: Option<String>,
 }
@@ -266,10 +274,19 @@ impl LiveDiagnoser {
     pub fn orphans_due(&mut self, now_us: i64) -> Vec<RequestLookup> {
         let g = self.grace_us;
         let mut out = Vec::new();
-        for p in self.pending.values_mut() {
+        let done = self.done.values_mut().map(|d| &mut d.pending);
+        for p in self.pending.values_mut().chain(done) {
             let Some(o) = p.orphan.as_mut() else { continue };
-            if o.checked || !p.trace.spans.is_empty() || now_us - p.last_update_us < g {
+            let quiet = now_us - p.last_update_us;
+            if !p.trace.spans.is_empty() || quiet < g {
                 continue;
+            }
+            if o.checked {
+                // A second look at twice the grace, for one found nowhere.
+                if o.rechecked || o.trace.is_some() || quiet < 2 * g {
+                    continue;
+                }
+                o.rechecked = true;
             }
             o.checked = true;
             let ids: Vec<String> = p
@@ -298,7 +315,11 @@ impl LiveDiagnoser {
         let key = hex128(held_as)
             .map(Key::Trace)
             .unwrap_or_else(|| Key::Other(held_as.to_string()));
-        if let Some(o) = self.pending.get_mut(&key).and_then(|p| p.orphan.as_mut()) {
+        let held = match self.pending.get_mut(&key) {
+            Some(p) => Some(p),
+            None => self.done.get_mut(&key).map(|d| &mut d.pending),
+        };
+        if let Some(o) = held.and_then(|p| p.orphan.as_mut()) {
             o.trace = Some(trace_id.to_string());
         }
     }
@@ -308,7 +329,8 @@ impl LiveDiagnoser {
     pub fn orphans_to_pull(&mut self, now_us: i64) -> Vec<String> {
         let g = self.grace_us;
         let mut out = Vec::new();
-        for p in self.pending.values_mut() {
+        let done = self.done.values_mut().map(|d| &mut d.pending);
+        for p in self.pending.values_mut().chain(done) {
             let quiet = now_us - p.last_update_us;
             if let Some(o) = p.orphan.as_mut()
                 && quiet >= 2 * g
