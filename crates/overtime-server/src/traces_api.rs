@@ -21,6 +21,10 @@
 //!   or `outcome` is matched by each collector against its own verdicts,
 //!   so a split trace whose parts were judged differently is found by the
 //!   part that matches; opened, it is judged whole.
+//! - A trace filed under a request id that another trace names as its own
+//!   request id is that trace's gateway line judged apart
+//!   (`overtime_diagnose::live::judged_apart`): the listing leaves it out,
+//!   as the incidents and SQL do.
 //! - Alone (no peers), a collector answers with its live verdict, and
 //!   diagnoses from the store a trace it has none for.
 //! - `?local=1` (what a peer asks) answers from this collector's live
@@ -205,6 +209,33 @@ pub(crate) async fn list_traces(
             }
         }
     }
+    // A line judged apart from its trace (its collector died before the
+    // trace's holder claimed it) is not a request of its own: the trace
+    // naming its request id — listed, live here or told by a peer — counts
+    // it, as in the incidents and SQL.
+    let apart = {
+        let view = s.cluster.lock().expect("cluster view lock");
+        let live = s.live.lock().expect("live state lock");
+        let listed = by_id.values().map(|(v, _)| {
+            (
+                v["trace_id"].as_str().unwrap_or_default(),
+                v["request_id"].as_str(),
+            )
+        });
+        let known = live
+            .verdicts()
+            .map(|(_, v)| v)
+            .chain(
+                view.others
+                    .iter()
+                    .flat_map(|o| o.verdicts.iter().map(|(_, v)| v)),
+            )
+            .map(|v| (v.trace_id.as_str(), v.request_id.as_deref()));
+        overtime_diagnose::live::judged_apart(listed.chain(known))
+    };
+    let before = by_id.len();
+    by_id.retain(|id, _| !apart.contains(id));
+    total = total.saturating_sub(before - by_id.len());
     let mut items: Vec<(Value, u32)> = by_id.into_values().collect();
     items.sort_by(|a, b| listing_order(&a.0, &b.0));
     items.truncate(limit);

@@ -47,7 +47,7 @@ mod requests;
 mod revise;
 mod share;
 pub use requests::RequestLookup;
-pub use share::{PeerMirror, SharedTraces, TracesDelta};
+pub use share::{PeerMirror, SharedTraces, TracesDelta, held_as, judged_apart};
 
 /// Most 504 request times kept per layer for timeout inference.
 const MAX_SAMPLES: usize = 10_000;

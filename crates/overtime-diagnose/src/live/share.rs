@@ -137,6 +137,12 @@ impl PeerMirror {
             .then(|| self.verdicts.get(trace_id))
     }
 
+    /// The verdicts the peer last told (with their revisions), in no
+    /// order; [`PeerMirror::traces`] copies them sorted.
+    pub fn verdicts(&self) -> impl Iterator<Item = &(u32, Verdict)> {
+        self.verdicts.values()
+    }
+
     /// Applies a delta from the peer.
     pub fn apply(&mut self, d: TracesDelta) {
         if d.full {
@@ -327,15 +333,12 @@ impl LiveDiagnoser {
         // (its spans were elsewhere when it was judged, as after a
         // collector died): the other trace counts it, so it is not a
         // request of its own.
-        let resolved: FxHashSet<String> = std::iter::once(&own)
-            .chain(&peers)
-            .flat_map(|h| h.verdicts.values())
-            .filter_map(|(_, v)| {
-                let apart =
-                    crate::assemble::key_name(&crate::join::unbound(v.request_id.as_deref()?).0);
-                (apart != v.trace_id).then_some(apart)
-            })
-            .collect();
+        let resolved = judged_apart(
+            std::iter::once(&own)
+                .chain(&peers)
+                .flat_map(|h| h.verdicts.values())
+                .map(|(_, v)| (v.trace_id.as_str(), v.request_id.as_deref())),
+        );
         let mut held: Vec<Held<'_>> = chosen
             .into_values()
             .filter(|h| !resolved.contains(h.summary.trace_id.as_str()))
@@ -350,6 +353,48 @@ impl LiveDiagnoser {
         }
         (summaries, verdicts)
     }
+}
+
+/// The id a gateway line keyed by `request_id` alone is held (and
+/// judged) under when no span joins it: the request id itself when it is
+/// a trace id's 32 hex digits, else `request:` and the request id.
+///
+/// ```
+/// use overtime_diagnose::live::held_as;
+/// assert_eq!(held_as("23F1B586415451E9492F0D9124E9D971"), "23f1b586415451e9492f0d9124e9d971");
+/// assert_eq!(held_as("r-1"), "request:r-1");
+/// ```
+pub fn held_as(request_id: &str) -> String {
+    crate::assemble::key_name(&crate::join::unbound(request_id).0)
+}
+
+/// The ids of the lines judged apart from their traces: for each trace
+/// (its id and the request id its records name) whose request id is held
+/// under another id than its own ([`held_as`]), that id. A trace listed
+/// under one of them is a line whose spans were elsewhere when it was
+/// judged (its collector looked before they were read, or died before it
+/// could withdraw it); the trace that names the request id counts it, so
+/// it is not a request of its own — in the incidents, in SQL and in the
+/// search alike.
+///
+/// ```
+/// use overtime_diagnose::live::judged_apart;
+/// let t = "0af7651916cd43dd8448eb211c80319c";
+/// let apart = judged_apart([(t, Some("23f1b586415451e9492f0d9124e9d971"))]);
+/// assert!(apart.contains("23f1b586415451e9492f0d9124e9d971"));
+/// // A request id that is its trace's own id names no line apart.
+/// assert!(judged_apart([(t, Some(t)), (t, None)]).is_empty());
+/// ```
+pub fn judged_apart<'a>(
+    traces: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> FxHashSet<String> {
+    traces
+        .into_iter()
+        .filter_map(|(trace_id, request_id)| {
+            let apart = held_as(request_id?);
+            (apart != trace_id).then_some(apart)
+        })
+        .collect()
 }
 
 /// One holder's view, borrowed: its verdicts by trace id and its summaries.
