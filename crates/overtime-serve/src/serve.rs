@@ -123,8 +123,11 @@ pub(crate) async fn serve(cfg: Config, ready_file: Option<&Path>) -> Result<(), 
     let mut live = d.live(plan.diagnose.clone());
     if !peers.is_empty() {
         // Records keyed by request id meet their trace on whichever
-        // collector holds its spans (docs/kafka.md).
-        live = live.with_peers();
+        // collector holds its spans (docs/kafka.md), also when a dead
+        // collector's spans are read by a new owner after the takeover.
+        live = live
+            .with_peers()
+            .with_takeover(peers.takeover().as_millis() as u64);
     }
     let state = Arc::new(AppState {
         live: Mutex::new(live),

@@ -30,13 +30,16 @@
 //!   looked before the line was there), its trace's rows are pulled here
 //!   instead ([`LiveDiagnoser::orphans_to_pull`], [`LiveDiagnoser::adopt_rows`]).
 //!   Found nowhere, it is judged alone, as a single collector would, and
-//!   looked up once more at twice the grace: after a collector dies its
-//!   partitions are read again by different survivors, so a line's spans
-//!   can arrive after its first look; found then, they are pulled here and
-//!   the line judged alone is withdrawn into its trace.
+//!   looked up again at 2, 4, 8… times the grace until the group's
+//!   takeover has passed ([`LiveDiagnoser::with_takeover`]): after a
+//!   collector dies its partitions are read again by different survivors,
+//!   so a line's spans can arrive after its first look; found then, they
+//!   are pulled here and the line judged alone is withdrawn into its
+//!   trace.
 //!
 //! Design rules: pure (the lookups are the caller's, outside the live
-//! lock); bounded (two lookups per trace, one per orphan; the claims kept
+//! lock); bounded (two lookups per trace, a few per orphan — one, or
+//! log₂ of the takeover over the grace when judged alone; the claims kept
 //! like the summaries); off without peers, where nothing changes.
 //!
 //! ```
@@ -84,14 +87,22 @@ const MARGIN_US: i64 = 15 * 60 * 1_000_000;
 /// What is known of the trace an orphan line belongs to.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Orphan {
-    /// Looked up among the spans already.
-    checked: bool,
-    /// Judged alone after a lookup that found nothing, then looked up once
-    /// more (the spans may have been read after the first look: a dead
-    /// collector's partitions are read again by different survivors).
-    rechecked: bool,
+    /// How many times it was looked up among the spans. The first look
+    /// is at the grace; one that found nothing is judged alone and looked
+    /// up again at 2, 4, 8… times the grace, until
+    /// [`RequestJoin::late_looks_us`] (the spans may be read after the
+    /// first look: a dead collector's partitions are read again by
+    /// different survivors, after the group's takeover).
+    looks: u32,
     /// The trace whose spans carry its request id, when found.
     trace: Option<String>,
+}
+
+impl Orphan {
+    /// Whether it was looked up at least once.
+    fn checked(&self) -> bool {
+        self.looks > 0
+    }
 }
 
 /// The state of the request-id join ([`LiveDiagnoser::with_peers`]).
@@ -99,6 +110,9 @@ pub(super) struct Orphan {
 pub(super) struct RequestJoin {
     /// With peers: on.
     pub(super) enabled: bool,
+    /// How long after it went quiet a line judged alone is still looked
+    /// up, µs past twice the grace ([`LiveDiagnoser::with_takeover`]).
+    pub(super) late_looks_us: i64,
     /// Orphan lines by request id (entries whose trace is gone are
     /// skipped when met).
     pub(super) orphans: FxHashMap<String, Key>,
@@ -151,6 +165,35 @@ impl LiveDiagnoser {
         self
     }
 
+    /// A dead collector's partitions wait up to `takeover_ms` for a new
+    /// owner (the group's session timeout and a rebalance): a line judged
+    /// alone is looked up again at 2, 4, 8… times the grace until that
+    /// long past twice the grace, so that spans read by the new owner
+    /// still join it. Without it, twice: at the grace and at twice it.
+    ///
+    /// ```
+    /// use overtime_diagnose::DiagnoseConfig;
+    /// use overtime_diagnose::live::LiveDiagnoser;
+    /// use overtime_model::GatewayRecord;
+    /// let line = GatewayRecord { source: "edge".into(), line: 1, status: Some(504),
+    ///     request_time_ms: Some(10_000.0), request_id: Some("r-1".into()),
+    ///     time_us: 10_000_000, ..Default::default() };
+    /// let mut l = LiveDiagnoser::new(DiagnoseConfig::default(), 2_000, 600_000, 100)
+    ///     .with_peers().with_takeover(20_000);
+    /// l.add_gateway(vec![line], 0);
+    /// // Looks at 2, 4, 8 and 16 s of quiet, and a last one at 24 s.
+    /// let looks: Vec<i64> = (1..=40)
+    ///     .map(|s| s * 1_000_000)
+    ///     .filter(|&t| !l.orphans_due(t).is_empty())
+    ///     .map(|t| t / 1_000_000)
+    ///     .collect();
+    /// assert_eq!(looks, [2, 4, 8, 16, 24]);
+    /// ```
+    pub fn with_takeover(mut self, takeover_ms: u64) -> Self {
+        self.requests.late_looks_us = (takeover_ms as i64).saturating_mul(1000);
+        self
+    }
+
     /// Whether `p` waits for a lookup before any verdict (an orphan line
     /// not yet looked up, or found elsewhere and not yet claimed) — never
     /// longer than four grace periods, whatever the lookups do.
@@ -158,7 +201,7 @@ impl LiveDiagnoser {
         let waiting = p.trace.spans.is_empty()
             && p.orphan
                 .as_ref()
-                .is_some_and(|o| !o.checked || o.trace.is_some());
+                .is_some_and(|o| !o.checked() || o.trace.is_some());
         waiting && quiet_us < 4 * self.grace_us
     }
 
@@ -273,22 +316,20 @@ impl LiveDiagnoser {
     /// as looked up.
     pub fn orphans_due(&mut self, now_us: i64) -> Vec<RequestLookup> {
         let g = self.grace_us;
+        let last = 2 * g + self.requests.late_looks_us;
         let mut out = Vec::new();
         let done = self.done.values_mut().map(|d| &mut d.pending);
         for p in self.pending.values_mut().chain(done) {
             let Some(o) = p.orphan.as_mut() else { continue };
             let quiet = now_us - p.last_update_us;
-            if !p.trace.spans.is_empty() || quiet < g {
+            // The first look at the grace; then, for one found nowhere,
+            // at 2, 4, 8… times it, the last at `last`.
+            let due = g.saturating_mul(1 << o.looks.min(20)).min(last);
+            let past_last = o.looks > 0 && g.saturating_mul(1 << (o.looks - 1).min(20)) >= last;
+            if !p.trace.spans.is_empty() || o.trace.is_some() || past_last || quiet < due {
                 continue;
             }
-            if o.checked {
-                // A second look at twice the grace, for one found nowhere.
-                if o.rechecked || o.trace.is_some() || quiet < 2 * g {
-                    continue;
-                }
-                o.rechecked = true;
-            }
-            o.checked = true;
+            o.looks += 1;
             let ids: Vec<String> = p
                 .trace
                 .gateway
