@@ -14,10 +14,10 @@
 use crate::cluster::PeerReport;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
-use overtime_diagnose::live::{PeerMirror, SharedTraces, TracesDelta};
+use overtime_diagnose::live::{PeerMirror, SharedTraces, TracesDelta, held_as};
 use overtime_model::Verdict;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// What this collector knows of the others' traces for incidents: a
@@ -85,14 +85,39 @@ impl ClusterView {
             .any(|(_, _, m)| m.holds(trace_id).is_some())
     }
 
-    /// The request ids of the failing traces the peers told of (a line
-    /// keyed by its request id alone is theirs when its trace failed).
-    pub(crate) fn told_request_ids(&self) -> std::collections::HashSet<String> {
+    /// The request ids a failing trace a peer told of names under a trace
+    /// id of its own: gateway lines keyed by request id alone that joined
+    /// their trace there ([`ClusterView::told_line`]).
+    pub(crate) fn told_joined(&self) -> HashSet<String> {
         self.mirrors
             .values()
-            .flat_map(|(_, _, m)| m.traces().verdicts)
-            .filter_map(|(_, v)| v.request_id)
+            .flat_map(|(_, _, m)| m.verdicts())
+            .filter_map(|(_, v)| {
+                let r = v.request_id.as_deref()?;
+                (held_as(r) != v.trace_id).then(|| r.to_string())
+            })
             .collect()
+    }
+
+    /// Whether the peers' word on the gateway line keyed by `request_id`
+    /// alone is final, so that a replayed copy of it is not judged again:
+    /// a failing trace a peer told of names it (`joined`, from
+    /// [`ClusterView::told_joined`]: the line joined its trace), or a peer
+    /// judged it alone and it did not fail. A line a peer judged alone as
+    /// failing is not final — its spans may have been read since (its
+    /// collector died before they came) — so judged again here it looks
+    /// them up and joins its trace.
+    pub(crate) fn told_line(&self, request_id: &str, joined: &HashSet<String>) -> bool {
+        if joined.contains(request_id) {
+            return true;
+        }
+        let alone = held_as(request_id);
+        let told: Vec<bool> = self
+            .mirrors
+            .values()
+            .filter_map(|(_, _, m)| m.holds(&alone).map(|v| v.is_some()))
+            .collect();
+        !told.is_empty() && !told.contains(&true)
     }
 }
 
@@ -280,3 +305,7 @@ fn score(fingerprint: &str, collector: &str) -> u64 {
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^ (h >> 33)
 }
+
+#[cfg(test)]
+#[path = "cluster_view_tests.rs"]
+mod tests;

@@ -11,7 +11,9 @@
 //!   rebalance) and tell its verdicts within its grace period plus a
 //!   fetch; after [`hold_us`] whatever a peer told of is dropped — by
 //!   trace id, or by request id for a line with no traceparent whose
-//!   trace failed — and the rest goes to the live diagnosis as records
+//!   trace failed or that was judged alone as healthy (a line judged
+//!   alone as failing is judged again: its spans may have been read
+//!   since) — and the rest goes to the live diagnosis as records
 //!   read again (`LiveDiagnoser::add_replayed`: what it holds already is
 //!   not added twice). Nothing is stored: the bucket has it.
 //! - The window reaches back the traces' grace period, plus the longest
@@ -102,10 +104,10 @@ pub(crate) fn release_due(state: &AppState) -> usize {
     let read = gateway.len() + spans.len();
     {
         let view = state.cluster.lock().expect("cluster view lock");
-        let rids = view.told_request_ids();
+        let joined = view.told_joined();
         gateway.retain(|g| match (&g.trace_id, &g.request_id) {
             (Some(t), _) => !view.told_trace(t),
-            (None, Some(r)) => !rids.contains(r) && !view.told_trace(r),
+            (None, Some(r)) => !view.told_line(r, &joined),
             (None, None) => true,
         });
         spans.retain(|s| !view.told_trace(&s.trace_id));
