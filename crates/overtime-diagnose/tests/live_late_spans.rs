@@ -13,9 +13,9 @@ use overtime_model::{GatewayRecord, SpanRecord};
 const T: &str = "0af7651916cd43dd8448eb211c80319c";
 const RID: &str = "206304bce7d201778e160cfeded5f404";
 
-#[test]
-fn a_line_judged_alone_is_looked_up_again_and_joins_its_trace_when_its_spans_come_later() {
-    let line = GatewayRecord {
+/// The 504 line of the request, keyed by its request id alone.
+fn line_504() -> GatewayRecord {
+    GatewayRecord {
         source: "edge".into(),
         line: 1,
         status: Some(504),
@@ -23,7 +23,12 @@ fn a_line_judged_alone_is_looked_up_again_and_joins_its_trace_when_its_spans_com
         request_id: Some(RID.into()),
         time_us: 10_000_000,
         ..Default::default()
-    };
+    }
+}
+
+#[test]
+fn a_line_judged_alone_is_looked_up_again_and_joins_its_trace_when_its_spans_come_later() {
+    let line = line_504();
     let mut l = LiveDiagnoser::new(DiagnoseConfig::default(), 2_000, 600_000, 100)
         .with_failure_grace(1_000)
         .with_peers();
@@ -62,15 +67,7 @@ fn a_line_judged_alone_is_looked_up_again_and_joins_its_trace_when_its_spans_com
 /// its own any more.
 #[test]
 fn a_line_judged_alone_is_looked_up_until_the_takeover_has_passed() {
-    let line = GatewayRecord {
-        source: "edge".into(),
-        line: 1,
-        status: Some(504),
-        request_time_ms: Some(10_000.0),
-        request_id: Some(RID.into()),
-        time_us: 10_000_000,
-        ..Default::default()
-    };
+    let line = line_504();
     let mut l = LiveDiagnoser::new(DiagnoseConfig::default(), 2_000, 600_000, 100)
         .with_failure_grace(1_000)
         .with_peers()
