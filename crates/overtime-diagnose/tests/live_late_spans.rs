@@ -13,6 +13,19 @@ use overtime_model::{GatewayRecord, SpanRecord};
 const T: &str = "0af7651916cd43dd8448eb211c80319c";
 const RID: &str = "206304bce7d201778e160cfeded5f404";
 
+/// One failing request, under its trace id: the line judged alone withdrawn.
+fn assert_counted_in_its_trace(l: &LiveDiagnoser) {
+    let verdicts: Vec<(String, Option<String>)> = l
+        .verdicts()
+        .map(|(_, v)| (v.trace_id.clone(), v.request_id.clone()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [(T.to_string(), Some(RID.to_string()))],
+        "one failing request, under its trace id, the line judged alone withdrawn"
+    );
+}
+
 /// The 504 line of the request, keyed by its request id alone.
 fn line_504() -> GatewayRecord {
     GatewayRecord {
@@ -49,15 +62,7 @@ fn a_line_judged_alone_is_looked_up_again_and_joins_its_trace_when_its_spans_com
     root.request_id = Some(RID.into());
     assert!(l.adopt_rows(T, Vec::new(), vec![root], 9_000_000) > 0);
     l.tick(20_000_000);
-    let verdicts: Vec<(String, Option<String>)> = l
-        .verdicts()
-        .map(|(_, v)| (v.trace_id.clone(), v.request_id.clone()))
-        .collect();
-    assert_eq!(
-        verdicts,
-        [(T.to_string(), Some(RID.to_string()))],
-        "one failing request, under its trace id, the line judged alone withdrawn"
-    );
+    assert_counted_in_its_trace(&l);
 }
 
 /// The spans' collector died before reading them; its partitions' new
@@ -102,13 +107,5 @@ fn a_line_judged_alone_is_looked_up_until_the_takeover_has_passed() {
         Some(RID),
         "judged alone at first"
     );
-    let verdicts: Vec<(String, Option<String>)> = l
-        .verdicts()
-        .map(|(_, v)| (v.trace_id.clone(), v.request_id.clone()))
-        .collect();
-    assert_eq!(
-        verdicts,
-        [(T.to_string(), Some(RID.to_string()))],
-        "one failing request, under its trace id, the line judged alone withdrawn"
-    );
+    assert_counted_in_its_trace(&l);
 }
